@@ -1,0 +1,35 @@
+# subst: `make run` optimizes a bundled model; `make test` runs the whole suite. Both set up .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+MODEL  ?= models/bert_tiny.onnx
+
+.PHONY: setup run test lint models clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "subst needs Python 3.11+, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+run: setup
+	@mkdir -p build
+	$(BIN)/subst info $(MODEL)
+	@echo
+	$(BIN)/subst optimize $(MODEL) -o build/$(notdir $(MODEL:.onnx=.opt.onnx))
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+
+models: setup
+	$(BIN)/python models/build.py
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,169 @@
+"""The `subst` command line: a thin click layer over `taso`.
+
+Exit codes: 0 ok, 1 a check failed (nothing written), 2 bad input (one line on stderr, nothing written).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from taso import onnx_io, store
+from taso.errors import BadInput, CheckFailed
+from taso.ir import Kind
+from taso.ops import OPS
+from taso.optimize import optimize as run_optimize
+
+EXIT_OK, EXIT_CHECK, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _emit(as_json: bool, data: Any, lines: list[str]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        click.echo("\n".join(lines))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="subst", message="subst %(version)s")
+def cli() -> None:
+    """subst: a verified tensor-graph superoptimizer for ONNX models.
+
+    \b
+    The pipeline, in the order you would run it:
+      subst generate --max-ops 3     enumerate small graphs, store candidate rewrite rules
+      subst verify --specs specs/    prove each candidate with z3; only proved rules are ever used
+      subst optimize IN -o OUT       rewrite a model with proved rules, check it in onnxruntime, write it
+    \b
+    Look around:
+      subst info MODEL               op census, catalogue coverage, inputs and outputs
+
+    Exit codes: 0 ok, 1 a check failed (nothing written), 2 bad input (nothing written).
+    """
+
+
+@cli.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the result.")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path),
+    default=store.DEFAULT_PATH,
+    show_default="the shipped substitutions.db",
+    help="Rule store to read proved rules from.",
+)
+@click.option(
+    "--check/--no-check",
+    default=True,
+    show_default=True,
+    help="Run original and result in onnxruntime on random inputs; refuse to write on a mismatch.",
+)
+@click.option("--rtol", type=float, default=1e-3, show_default=True, help="Relative tolerance of the check.")
+@click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance of the check.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the check's random inputs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def optimize(
+    model: Path, output: Path, store_path: Path, check: bool, rtol: float, atol: float, seed: int, as_json: bool
+) -> None:
+    """Rewrite MODEL with proved substitutions and write it to OUTPUT.
+
+    Ops subst does not rewrite (custom domains, If/Loop with their subgraphs, anything outside the catalogue)
+    pass through unchanged, as do names, doc strings, metadata and dynamic dims. Models older than opset 13
+    are upgraded with onnx's version converter first.
+
+    \b
+    Example:
+      subst optimize resnet.onnx -o resnet.opt.onnx
+      subst optimize bert.onnx -o bert.opt.onnx --json > report.json
+    """
+    try:
+        report = run_optimize(model, output, store_path, check, rtol, atol, seed)
+    except CheckFailed as e:
+        if as_json and e.report is not None:
+            click.echo(json.dumps(e.report.as_dict(), indent=2, default=str))  # type: ignore[attr-defined]
+        raise
+    _emit(as_json, report.as_dict(), report.lines())
+
+
+@cli.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
+def info(model: Path, as_json: bool) -> None:
+    """Describe MODEL: inputs and outputs, op census, and which ops subst's catalogue covers (and why not).
+
+    \b
+    Example:
+      subst info squeezenet.onnx
+    """
+    g = onnx_io.load_model(model)
+    opaque = onnx_io.opaque_reasons(model)
+    census: dict[str, dict[str, int]] = {}
+    for n in g.nodes:
+        label = f"{n.domain}::{n.op}" if n.domain else n.op
+        row = census.setdefault(label, {"count": 0, "covered": 0})
+        row["count"] += 1
+        row["covered"] += not n.is_opaque
+    reasons: dict[str, dict[str, int]] = {}
+    for o in opaque:
+        reasons.setdefault(o.op, {}).setdefault(o.reason, 0)
+        reasons[o.op][o.reason] += 1
+    weight_bytes = sum(d.array.nbytes for d in g.data.values())
+    data = {
+        "model": str(model),
+        "ir_version": g.meta.ir_version,
+        "opsets": dict(g.meta.opsets),
+        "producer": f"{g.meta.producer_name} {g.meta.producer_version}".strip(),
+        "inputs": {i: str(g.types.get(i, "?")) for i in g.inputs},
+        "outputs": {o: str(g.types.get(o, "?")) for o in g.outputs},
+        "weights": {"count": len(g.weights), "bytes": weight_bytes},
+        "nodes": len(g.nodes),
+        "covered": sum(not n.is_opaque for n in g.nodes),
+        "constant_nodes": sum(g.kinds.get(n.outputs[0]) is Kind.CONSTANT for n in g.nodes if n.outputs),
+        "census": census,
+        "not_covered": reasons,
+    }
+    lines = [
+        f"model     {model}  (IR {g.meta.ir_version}, opsets {dict(g.meta.opsets)}, {data['producer'] or 'unknown producer'})",
+        *(f"input     {k}: {v}" for k, v in data["inputs"].items()),
+        *(f"output    {k}: {v}" for k, v in data["outputs"].items()),
+        f"weights   {len(g.weights)} tensors, {weight_bytes / 2**20:.1f} MiB",
+        f"nodes     {data['nodes']}, {data['covered']} covered by the catalogue ({len(OPS)} ops), "
+        f"{data['constant_nodes']} computable from weights alone",
+        "",
+        f"{'op':<28}{'count':>7}{'covered':>9}  why not covered",
+    ]
+    for op, row in sorted(census.items(), key=lambda kv: -kv[1]["count"]):
+        why = "; ".join(f"{r} ({c})" for r, c in reasons.get(op, {}).items())
+        lines.append(f"{op:<28}{row['count']:>7}{row['covered']:>9}  {why}")
+    _emit(as_json, data, lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turns subst's and click's errors into one line and an exit code, never a traceback."""
+    code = EXIT_OK
+    try:
+        cli.main(args=argv, prog_name="subst", standalone_mode=False)
+    except BadInput as e:
+        click.echo(f"subst: error: {e}", err=True)
+        code = EXIT_BAD_INPUT
+    except CheckFailed as e:
+        click.echo(f"subst: check failed: {e}", err=True)
+        code = EXIT_CHECK
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        code = EXIT_OK
+    except click.ClickException as e:
+        hint = f" (see `{e.ctx.command_path} --help`)" if getattr(e, "ctx", None) else ""
+        click.echo(f"subst: error: {e.format_message()}{hint}", err=True)
+        code = EXIT_BAD_INPUT
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        click.echo("subst: interrupted", err=True)
+        code = 130
+    sys.exit(code)

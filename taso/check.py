@@ -1,0 +1,124 @@
+"""Numerical equivalence of two ONNX files, run in real onnxruntime sessions on the same random inputs.
+
+This is subst's last line of defence: `optimize` writes nothing unless the rewritten model reproduces the
+original's outputs here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from taso.errors import BadInput
+from taso.ir import Graph, TensorType
+
+DEFAULT_DIM = 2
+"""Size given to symbolic and unknown dims when drawing inputs (2, not 1, so batch mixing shows)."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    ok: bool
+    outputs: int
+    max_abs_diff: float
+    worst_output: str
+    rtol: float
+    atol: float
+    runs: int = 1
+    mismatches: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        verdict = "match" if self.ok else "MISMATCH in " + ", ".join(self.mismatches)
+        return (
+            f"{verdict}: {self.outputs} output(s) on {self.runs} random input set(s), max |diff| "
+            f"{self.max_abs_diff:.3g} (rtol {self.rtol:g}, atol {self.atol:g})"
+        )
+
+
+def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:
+    if t.shape is None:
+        raise BadInput("cannot draw random inputs for an input of unknown rank; give its shape in the model")
+    return tuple(d if isinstance(d, int) else dims.get(d or "", DEFAULT_DIM) for d in t.shape)
+
+
+def random_inputs(g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random feeds for ``g``'s activation inputs: normal floats, small non-negative ints, bools."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name in g.inputs:
+        t = g.types.get(name)
+        if t is None:
+            raise BadInput(f"input {name!r} has no tensor type; cannot draw random values for it")
+        shape = concrete_shape(t, dims or {})
+        dtype = np.dtype(t.dtype)
+        if dtype.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            feeds[name] = rng.integers(0, 2, shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            raise BadInput(f"input {name!r} has element type {t.dtype}, which the check cannot draw")
+    return feeds
+
+
+def session(path: str | os.PathLike[str], providers: Sequence[str] = ("CPUExecutionProvider",)):  # noqa: ANN201
+    """An onnxruntime session on ``path``; refuses with one line if onnxruntime cannot load the model."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(os.fspath(path), opts, providers=list(providers))
+    except Exception as e:  # ORT raises its own exception types per failure kind
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BadInput(f"onnxruntime cannot load {os.fspath(path)}: {first[:300]}") from None
+
+
+def run(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    sess = session(path)
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        values = sess.run(names, dict(feeds))
+    except Exception as e:
+        raise BadInput(f"onnxruntime cannot run {os.fspath(path)}: {str(e).strip().splitlines()[0][:300]}") from None
+    return dict(zip(names, values))
+
+
+def compare(
+    original: str | os.PathLike[str],
+    candidate: str | os.PathLike[str],
+    graph: Graph,
+    rtol: float = 1e-3,
+    atol: float = 1e-5,
+    seeds: Sequence[int] = (0, 1),
+    dims: Mapping[str, int] | None = None,
+) -> CheckResult:
+    """Run both files on the same random inputs (drawn from ``graph``'s input types) and compare outputs."""
+    worst, worst_name, bad = 0.0, "", []
+    outputs = 0
+    for seed in seeds:
+        feeds = random_inputs(graph, seed, dims)
+        want, got = run(original, feeds), run(candidate, feeds)
+        if set(want) != set(got):
+            return CheckResult(False, len(want), float("inf"), "", rtol, atol, len(seeds), ("output names differ",))
+        outputs = len(want)
+        for name, w in want.items():
+            g = got[name]
+            if w.shape != g.shape or w.dtype != g.dtype:
+                bad.append(f"{name} (shape {g.shape} vs {w.shape})")
+                continue
+            if w.dtype.kind in "fc":
+                diff = float(np.max(np.abs(w.astype(np.float64) - g), initial=0.0)) if w.size else 0.0
+                close = np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+            else:
+                diff = float(np.count_nonzero(w != g))
+                close = diff == 0
+            if diff > worst or not worst_name:
+                worst, worst_name = diff, name
+            if not close and name not in bad:
+                bad.append(name)
+    return CheckResult(not bad, outputs, worst, worst_name, rtol, atol, len(seeds), tuple(dict.fromkeys(bad)))

@@ -1,0 +1,458 @@
+"""The one graph IR every stage of subst shares.
+
+A `Graph` is an immutable, hashable DAG: a topologically ordered tuple of `Node`s that name the values they
+read and write (ONNX-style single assignment), plus the types of those values, the graph's activation inputs,
+its weights (initializers) and the model-level facts the exporter needs to write the model back unchanged.
+
+Nodes whose op is in the operator catalogue (`taso.ops`) carry plain Python attributes; every other node
+(custom domains, control flow with subgraphs, ops the catalogue does not describe) is *opaque*: it keeps its
+original attributes as bytes that only `taso.onnx_io` reads, and passes through every stage untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from functools import cached_property
+from types import MappingProxyType
+
+import numpy as np
+
+Dim = int | str | None
+"""A dimension: a static size, a symbolic name (``"batch"``) or unknown (``None``)."""
+
+AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Element type and shape of a value; ``shape is None`` means even the rank is unknown."""
+
+    dtype: str
+    shape: tuple[Dim, ...] | None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype}[*]"
+        dims = ",".join("?" if d is None else str(d) if isinstance(d, int) else _quote(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"
+
+
+class Kind(Enum):
+    """Where a value comes from, which decides what may be precomputed before inference."""
+
+    ACTIVATION = "activation"  # depends on a graph input: computed at every inference
+    WEIGHT = "weight"  # an initializer
+    CONSTANT = "constant"  # computed from weights and constants only: foldable ahead of time
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One op application. ``outputs`` are the names of the values it defines; ``""`` skips an optional input."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple[tuple[str, AttrValue], ...] = ()
+    name: str = ""
+    domain: str = ""
+    doc: str = ""
+    opaque: bytes | None = None
+    """Serialized attributes of a pass-through node; ``None`` for catalogue ops."""
+    implicit: tuple[str, ...] = ()
+    """Outer-scope values the node's subgraphs read (If/Loop/Scan bodies): real dependencies."""
+
+    @property
+    def is_opaque(self) -> bool:
+        return self.opaque is not None
+
+    @property
+    def attr(self) -> dict[str, AttrValue]:
+        return dict(self.attrs)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every value this node depends on, explicit or through a subgraph."""
+        return tuple(i for i in self.inputs if i) + self.implicit
+
+
+def make_attrs(attrs: Mapping[str, AttrValue]) -> tuple[tuple[str, AttrValue], ...]:
+    """The canonical (sorted, hashable) form of an attribute dict."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMeta:
+    """Model-level facts kept only so that export writes back what import read."""
+
+    ir_version: int = 8
+    opsets: tuple[tuple[str, int], ...] = (("", 17),)
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int = 0
+    doc: str = ""
+    graph_name: str = "graph"
+    graph_doc: str = ""
+    metadata: tuple[tuple[str, str], ...] = ()
+    functions: tuple[bytes, ...] = ()
+    """Serialized model-local functions: opaque nodes may call them."""
+    docs: tuple[tuple[str, str], ...] = ()
+    """Doc strings of graph inputs, outputs and initializers, by value name."""
+    annotated: tuple[str, ...] = ()
+    """Intermediate values the source model gave a value_info for; export writes those again."""
+    external_data: bool = False
+
+    def opset(self, domain: str = "") -> int | None:
+        return dict(self.opsets).get(domain)
+
+
+class WeightData:
+    """A read-only array with a content digest computed once, so hashing a graph never rehashes weights."""
+
+    __slots__ = ("array", "__dict__")
+
+    def __init__(self, array: np.ndarray) -> None:
+        array = np.asarray(array)
+        if array.flags.writeable:
+            array = array.copy()
+            array.flags.writeable = False
+        self.array = array
+
+    @cached_property
+    def digest(self) -> str:
+        h = hashlib.sha256(f"{self.array.dtype}{self.array.shape}".encode())
+        h.update(np.ascontiguousarray(self.array).data)
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WeightData) and self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An immutable tensor graph. Build new graphs with `dataclasses.replace` or the helpers below."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    types: Mapping[str, TensorType]
+    weights: tuple[str, ...] = ()
+    data: Mapping[str, WeightData] = field(default_factory=dict)
+    """Weight values where known; generator and rule graphs have symbolic weights with no data."""
+    meta: ModelMeta = ModelMeta()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "types", MappingProxyType(dict(self.types)))
+        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+
+    # identity -----------------------------------------------------------------------------------------------
+    @cached_property
+    def key(self) -> str:
+        """A digest of everything the graph says: equal keys mean equal graphs (names included)."""
+        h = hashlib.sha256()
+        for part in (
+            self.nodes,
+            self.inputs,
+            self.outputs,
+            self.weights,
+            sorted(self.types.items()),
+            sorted((k, v.digest) for k, v in self.data.items()),
+            self.meta,
+        ):
+            h.update(repr(part).encode())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Graph) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    # structure ----------------------------------------------------------------------------------------------
+    @cached_property
+    def producers(self) -> Mapping[str, Node]:
+        return MappingProxyType({out: n for n in self.nodes for out in n.outputs if out})
+
+    @cached_property
+    def consumers(self) -> Mapping[str, tuple[Node, ...]]:
+        users: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for v in dict.fromkeys(n.reads):
+                users.setdefault(v, []).append(n)
+        return MappingProxyType({k: tuple(v) for k, v in users.items()})
+
+    @cached_property
+    def kinds(self) -> Mapping[str, Kind]:
+        """Activation / weight / constant for every value, propagated through the nodes in order."""
+        kinds = {name: Kind.ACTIVATION for name in self.inputs}
+        kinds.update({name: Kind.WEIGHT for name in self.weights})
+        for n in self.nodes:
+            live = any(kinds.get(v) is Kind.ACTIVATION for v in n.reads)
+            for out in n.outputs:
+                if out:
+                    kinds[out] = Kind.ACTIVATION if live else Kind.CONSTANT
+        return MappingProxyType(kinds)
+
+    def values(self) -> Iterator[str]:
+        """Every value name, inputs and weights first, then node outputs in order."""
+        yield from self.inputs
+        yield from self.weights
+        for n in self.nodes:
+            yield from (o for o in n.outputs if o)
+
+    def op_census(self) -> dict[str, int]:
+        census: dict[str, int] = {}
+        for n in self.nodes:
+            label = f"{n.domain}::{n.op}" if n.domain else n.op
+            census[label] = census.get(label, 0) + 1
+        return census
+
+    # printing -----------------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        return format_graph(self)
+
+
+class IRError(ValueError):
+    """A graph that breaks the IR's invariants; the message names the offending node or value."""
+
+
+def lint(g: Graph) -> Graph:
+    """Check order, single assignment and that outputs exist; returns ``g`` so calls chain."""
+    defined: set[str] = set()
+    for name in (*g.inputs, *g.weights):
+        if name in defined:
+            raise IRError(f"value {name!r} is defined twice")
+        defined.add(name)
+    for n in g.nodes:
+        for v in n.reads:
+            if v not in defined:
+                raise IRError(f"node {n.name or n.op!r} reads {v!r} before it is defined")
+        for out in n.outputs:
+            if out and out in defined:
+                raise IRError(f"node {n.name or n.op!r} redefines {out!r}")
+            defined.add(out)
+    for out in g.outputs:
+        if out not in defined:
+            raise IRError(f"graph output {out!r} is never defined")
+    return g
+
+
+def eliminate_dead(g: Graph) -> Graph:
+    """Drop nodes and weights no output depends on (ops are pure; opaque nodes are kept only if used)."""
+    live = set(g.outputs)
+    kept: list[Node] = []
+    for n in reversed(g.nodes):
+        if any(o in live for o in n.outputs):
+            kept.append(n)
+            live.update(n.reads)
+    weights = tuple(w for w in g.weights if w in live)
+    if len(kept) == len(g.nodes) and len(weights) == len(g.weights):
+        return g
+    return replace(
+        g,
+        nodes=tuple(reversed(kept)),
+        weights=weights,
+        data={k: v for k, v in g.data.items() if k in live},
+        types={k: v for k, v in g.types.items() if k in live or k in g.inputs},
+    )
+
+
+# ---- text form: one line per node, parse(format(g)) == g for catalogue graphs with small or no weights ------
+
+_SIMPLE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_INLINE_LIMIT = 16
+
+
+def _quote(name: str) -> str:
+    return name if _SIMPLE.fullmatch(name) else json.dumps(name)
+
+
+def _ref(name: str) -> str:
+    return "%" + _quote(name) if name else "_"
+
+
+def _fmt_attr(v: AttrValue) -> str:
+    return json.dumps(list(v)) if isinstance(v, tuple) else json.dumps(v)
+
+
+def format_graph(g: Graph) -> str:
+    """FX-style text: a header with typed inputs and weights, one line per node, then ``return``."""
+    params = [f"{_ref(i)}: {g.types.get(i, '?')}" for i in g.inputs]
+    for w in g.weights:
+        t = g.types.get(w, "?")
+        d = g.data.get(w)
+        if d is not None and d.array.size <= _INLINE_LIMIT:
+            params.append(f"{_ref(w)}: {t} = {json.dumps(d.array.tolist())}")
+        else:
+            params.append(f"{_ref(w)}: {t} weight")
+    lines = [f"graph({', '.join(params)}):"]
+    for n in g.nodes:
+        outs = ", ".join(_ref(o) for o in n.outputs)
+        op = f"{n.domain}::{n.op}" if n.domain else n.op
+        attrs = "" if not n.attrs else " {" + ", ".join(f"{k}={_fmt_attr(v)}" for k, v in n.attrs) + "}"
+        if n.is_opaque:
+            attrs += " <opaque>"
+        types = ", ".join(str(g.types.get(o, "?")) for o in n.outputs)
+        lines.append(f"  {outs} = {op}({', '.join(_ref(i) for i in n.inputs)}){attrs} : {types}")
+    lines.append(f"  return {', '.join(_ref(o) for o in g.outputs)}")
+    return "\n".join(lines)
+
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<ref>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.]*))|(?P<skip>_)'
+    r'|(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<word>[A-Za-z_][A-Za-z0-9_:.]*)'
+    r"|(?P<punct>[()\[\]{},:=?*]))"
+)
+
+
+class _Tokens:
+    def __init__(self, text: str) -> None:
+        self.items: list[tuple[str, str]] = []
+        pos = 0
+        text = text.rstrip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if not m or m.end() == pos:
+                raise IRError(f"cannot parse graph text at {text[pos : pos + 30]!r}")
+            kind = m.lastgroup or ""
+            self.items.append((kind, m.group(kind)))
+            pos = m.end()
+        self.i = 0
+
+    def peek(self) -> tuple[str, str]:
+        return self.items[self.i] if self.i < len(self.items) else ("end", "")
+
+    def take(self, value: str | None = None, kind: str | None = None) -> str:
+        k, v = self.peek()
+        if (value is not None and v != value) or (kind is not None and k != kind):
+            raise IRError(f"graph text: expected {value or kind}, found {v!r}")
+        self.i += 1
+        return v
+
+    def accept(self, value: str) -> bool:
+        if self.peek()[1] == value and self.peek()[0] in ("punct", "word"):
+            self.i += 1
+            return True
+        return False
+
+    def name(self) -> str:
+        k, v = self.peek()
+        if k == "skip":
+            self.i += 1
+            return ""
+        v = self.take(kind="ref")[1:]
+        return json.loads(v) if v.startswith('"') else v
+
+    def json_value(self) -> object:
+        """A JSON literal (number, string or nested list), read token by token."""
+        k, v = self.peek()
+        if v == "[":
+            self.take("[")
+            items: list[object] = []
+            while not self.accept("]"):
+                items.append(self.json_value())
+                self.accept(",")
+            return items
+        self.i += 1
+        if k in ("num", "str"):
+            return json.loads(v)
+        raise IRError(f"graph text: expected a literal, found {v!r}")
+
+    def type_(self) -> TensorType:
+        dtype = self.take(kind="word")
+        self.take("[")
+        if self.accept("*"):
+            self.take("]")
+            return TensorType(dtype, None)
+        dims: list[Dim] = []
+        while not self.accept("]"):
+            k, v = self.peek()
+            self.i += 1
+            dims.append(None if v == "?" else int(v) if k == "num" else json.loads(v) if k == "str" else v)
+            self.accept(",")
+        return TensorType(dtype, tuple(dims))
+
+
+def parse_graph(text: str) -> Graph:
+    """Inverse of `format_graph` for catalogue graphs whose weights are symbolic or printed inline."""
+    t = _Tokens(text)
+    t.take("graph")
+    t.take("(")
+    inputs: list[str] = []
+    weights: list[str] = []
+    types: dict[str, TensorType] = {}
+    data: dict[str, WeightData] = {}
+    while not t.accept(")"):
+        name = t.name()
+        t.take(":")
+        types[name] = t.type_()
+        if t.accept("="):
+            weights.append(name)
+            data[name] = WeightData(np.array(t.json_value(), dtype=types[name].dtype))
+        elif t.accept("weight"):
+            weights.append(name)
+        else:
+            inputs.append(name)
+        t.accept(",")
+    t.take(":")
+    nodes: list[Node] = []
+    while not t.accept("return"):
+        outs = [t.name()]
+        while t.accept(","):
+            outs.append(t.name())
+        t.take("=")
+        op = t.take(kind="word")
+        domain, _, op = op.rpartition("::")
+        t.take("(")
+        ins: list[str] = []
+        while not t.accept(")"):
+            ins.append(t.name())
+            t.accept(",")
+        attrs: dict[str, AttrValue] = {}
+        if t.accept("{"):
+            while not t.accept("}"):
+                key = t.take(kind="word")
+                t.take("=")
+                v = t.json_value()
+                attrs[key] = tuple(v) if isinstance(v, list) else v  # type: ignore[assignment]
+                t.accept(",")
+        t.take(":")
+        for o in outs:
+            ty = t.type_() if t.peek()[1] != "?" else None
+            if ty is None:
+                t.take("?")
+            else:
+                types[o] = ty
+            t.accept(",")
+        nodes.append(Node(op, tuple(ins), tuple(outs), make_attrs(attrs), domain=domain))
+    outputs = [t.name()]
+    while t.accept(","):
+        outputs.append(t.name())
+    return lint(Graph(tuple(nodes), tuple(inputs), tuple(outputs), types, tuple(weights), data))
+
+
+def fresh_names(g: Graph, prefix: str) -> Iterable[str]:
+    """Value names not yet used in ``g``: ``prefix0``, ``prefix1``, ..."""
+    used = set(g.values())
+    i = 0
+    while True:
+        name = f"{prefix}{i}"
+        if name not in used:
+            yield name
+        i += 1

@@ -1,0 +1,530 @@
+"""ONNX import and export: the only module that knows protobuf.
+
+Import validates the file (format, external-data paths, domains, opset; older opsets are upgraded with onnx's
+version converter), infers shapes, and builds a `taso.ir.Graph`: catalogue ops get normalised attributes,
+everything else becomes an opaque node that keeps its attributes verbatim. Export writes the graph back with
+the model's IR version, opsets, names, doc strings and metadata, and saves atomically (temp file + rename),
+with external data when the source had it or the weights pass protobuf's 2 GB limit.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx  # ruff: ignore[banned-api]
+from google.protobuf.message import DecodeError
+from onnx import helper, numpy_helper, shape_inference, version_converter
+
+from taso import ops
+from taso.errors import BadInput
+from taso.ir import AttrValue, Graph, IRError, ModelMeta, Node, TensorType, WeightData, lint, make_attrs
+
+MIN_OPSET = 13
+PROTOBUF_LIMIT = 2**31 - 2**26  # leave headroom under protobuf's 2 GB cap for the graph itself
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+# ---- loading ------------------------------------------------------------------------------------------------
+
+
+def load_model(path: str | os.PathLike[str]) -> Graph:
+    """Read, validate and import an ONNX model; every failure is a one-line `BadInput`."""
+    return from_proto(read_proto(path), base_dir=Path(path).parent)
+
+
+def read_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """The validated, opset-13+ ModelProto of ``path``, external data loaded."""
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"{p}: no such file")
+    if not p.is_file():
+        raise BadInput(f"{p}: not a file")
+    try:
+        model = onnx.load_model(str(p), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_first_line(e)})") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise BadInput(f"{p}: not an ONNX model (no graph); the file may be truncated or of another format")
+    _load_external_data(model, p)
+    _check_domains(model, p)
+    model = _upgrade_opset(model, p)
+    _check(model, p)
+    return model
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0][:300]
+
+
+def _all_graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield g
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from _all_graphs(sub)
+
+
+def _external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    for g in _all_graphs(model.graph):
+        for t in g.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                yield t
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:
+                    yield a.t
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Load external tensors, refusing any location that leaves the model's folder."""
+    base = path.parent.resolve()
+    tensors = list(_external_tensors(model))
+    for t in tensors:
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        target = (base / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+            raise BadInput(
+                f"{path}: tensor {t.name!r} points at external data {location!r} outside the model's folder; refused"
+            )
+        if not target.is_file():
+            raise BadInput(f"{path}: external data file {location!r} for tensor {t.name!r} is missing")
+    if tensors:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(base))
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{path}: cannot read external data: {_first_line(e)}") from None
+
+
+def _check_domains(model: onnx.ModelProto, path: Path) -> None:
+    imported = {o.domain for o in model.opset_import} | {"ai.onnx"}
+    local = {(f.domain, f.name) for f in model.functions}
+    for g in _all_graphs(model.graph):
+        for node in g.node:
+            if node.domain not in imported and (node.domain, node.op_type) not in local:
+                raise BadInput(
+                    f"{path}: node {node.name or node.op_type!r} uses op domain {node.domain!r}, "
+                    "which the model does not import"
+                )
+
+
+def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    version = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
+    if version is None or version >= MIN_OPSET:
+        return model
+    try:
+        upgraded = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:  # the converter raises bare RuntimeError/ValidationError subclasses
+        raise BadInput(
+            f"{path}: opset {version} is older than {MIN_OPSET} and onnx's version converter cannot upgrade it "
+            f"({_first_line(e)}); convert the model to opset {MIN_OPSET}+ first"
+        ) from None
+    upgraded.ir_version = max(upgraded.ir_version, 7)
+    _lift_initializer_inputs(upgraded.graph)
+    return upgraded
+
+
+def _lift_initializer_inputs(g: onnx.GraphProto) -> None:
+    """IR < 4 listed initializers as graph inputs; as weights they stay constant-foldable (IR 4+ semantics)."""
+    inits = {t.name for t in g.initializer}
+    kept = [i for i in g.input if i.name not in inits]
+    if len(kept) != len(g.input):
+        del g.input[:]
+        g.input.extend(kept)
+
+
+def _check(model: onnx.ModelProto, path: Path) -> None:
+    try:
+        if model.ByteSize() < PROTOBUF_LIMIT:
+            onnx.checker.check_model(model)
+        else:
+            onnx.checker.check_model(str(path))
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        raise BadInput(f"{path}: invalid ONNX model: {_first_line(e)}") from None
+    except ValueError as e:  # e.g. an opset newer than the installed onnx knows
+        raise BadInput(f"{path}: unsupported ONNX model: {_first_line(e)}") from None
+
+
+# ---- proto -> IR ------------------------------------------------------------------------------------------
+
+
+def _tensor_type(t: onnx.TypeProto) -> TensorType | None:
+    if not t.HasField("tensor_type") or t.tensor_type.elem_type == 0:
+        return None
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).name
+    if not t.tensor_type.HasField("shape"):
+        return TensorType(dtype, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim)
+    return TensorType(dtype, dims)
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without large weight payloads: shape inference needs types and small constants only."""
+    if model.ByteSize() < PROTOBUF_LIMIT:
+        return model
+    skel = onnx.ModelProto()
+    skel.CopyFrom(model)
+    for t in skel.graph.initializer:
+        if np.prod(t.dims, dtype=np.int64) > 64:
+            t.ClearField("raw_data")
+            for f in ("float_data", "double_data", "int32_data", "int64_data"):
+                t.ClearField(f)
+    return skel
+
+
+def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    try:
+        inferred = shape_inference.infer_shapes(_skeleton(model), data_prop=True)
+    except Exception:  # inference is an aid: fall back to what the model declares
+        inferred = model
+    types: dict[str, TensorType] = {}
+    g = inferred.graph
+    for vi in (*g.input, *g.value_info, *g.output):
+        t = _tensor_type(vi.type)
+        if t is not None:
+            types[vi.name] = t
+    for init in model.graph.initializer:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).name
+        types[init.name] = TensorType(dtype, tuple(int(d) for d in init.dims))
+    return types
+
+
+def _attr_value(a: onnx.AttributeProto) -> AttrValue | None:
+    """Plain Python for the attribute kinds the catalogue uses; None for tensors, graphs and the like."""
+    if a.type == onnx.AttributeProto.INT:
+        return int(a.i)
+    if a.type == onnx.AttributeProto.FLOAT:
+        return float(a.f)
+    if a.type == onnx.AttributeProto.STRING:
+        return a.s.decode("utf-8", "replace")
+    if a.type == onnx.AttributeProto.INTS:
+        return tuple(int(i) for i in a.ints)
+    if a.type == onnx.AttributeProto.FLOATS:
+        return tuple(float(f) for f in a.floats)
+    return None
+
+
+def _outer_reads(g: onnx.GraphProto) -> set[str]:
+    """Names a subgraph reads from enclosing scopes."""
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    reads: set[str] = set()
+    for node in g.node:
+        for name in node.input:
+            if name and name not in defined:
+                reads.add(name)
+        for a in node.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for sub in subs:
+                reads |= {n for n in _outer_reads(sub) if n not in defined}
+        defined.update(node.output)
+    return reads | {o.name for o in g.output if o.name not in defined}
+
+
+def _constant_value(name: str, producers: dict[str, onnx.NodeProto], data: dict[str, WeightData]) -> np.ndarray | None:
+    if name in data:
+        return data[name].array
+    node = producers.get(name)
+    if node is not None and node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
+        for a in node.attribute:
+            if a.name == "value":
+                return numpy_helper.to_array(a.t)
+    return None
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """Why a node stays opaque: kept for `subst info` and reports."""
+
+    node: str
+    op: str
+    reason: str
+
+
+def _import_node(
+    node: onnx.NodeProto,
+    types: dict[str, TensorType],
+    opset: int,
+    producers: dict[str, onnx.NodeProto],
+    data: dict[str, WeightData],
+) -> tuple[Node, str | None]:
+    """The IR node for ``node`` and, if it stays opaque, why."""
+    reason = _catalogue_attrs(node, types, opset, producers, data)
+    if isinstance(reason, dict):
+        outputs = list(node.output)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        return Node(
+            node.op_type, tuple(node.input), tuple(outputs), make_attrs(reason), node.name, "", node.doc_string
+        ), None
+    raw = onnx.NodeProto()
+    raw.CopyFrom(node)
+    for f in ("input", "output", "name", "doc_string", "op_type", "domain"):
+        raw.ClearField(f)
+    implicit: set[str] = set()
+    for a in node.attribute:
+        for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+            implicit |= _outer_reads(sub)
+    return (
+        Node(
+            node.op_type,
+            tuple(node.input),
+            tuple(node.output),
+            (),
+            node.name,
+            node.domain,
+            node.doc_string,
+            raw.SerializeToString(deterministic=True),
+            tuple(sorted(implicit - set(node.input))),
+        ),
+        reason,
+    )
+
+
+def _catalogue_attrs(
+    node: onnx.NodeProto,
+    types: dict[str, TensorType],
+    opset: int,
+    producers: dict[str, onnx.NodeProto],
+    data: dict[str, WeightData],
+) -> dict[str, AttrValue] | str:
+    """Normalised attributes if the catalogue fully describes ``node``, else the reason it does not."""
+    if node.domain not in _DEFAULT_DOMAINS:
+        return f"custom domain {node.domain}"
+    d = ops.OPS.get(node.op_type)
+    if d is None or not d.onnx:
+        return "not in the catalogue"
+    raw_attrs = {a.name: _attr_value(a) for a in node.attribute}
+    if any(v is None for v in raw_attrs.values()):
+        return "attribute of a kind the catalogue does not model"
+    in_types = [types.get(i) if i else None for i in node.input]
+    outputs = [o for o in node.output if o]
+    if d.outputs is not None and (len(outputs) != d.outputs or node.output[0] == ""):
+        return f"{node.op_type} with {len(outputs)} outputs"
+    attrs = d.from_onnx(raw_attrs, in_types, len(node.input), opset)  # type: ignore[arg-type]
+    if isinstance(attrs, str):
+        return attrs
+    if any(not i for i in node.input):
+        return "omitted optional input"
+    if any(t is None for t in in_types):
+        return "input type unknown"
+    consts = [_constant_value(i, producers, data) if k in d.static_inputs else None for k, i in enumerate(node.input)]
+    try:
+        ops.infer(node.op_type, in_types, attrs, consts, len(outputs))  # type: ignore[arg-type]
+    except ops.OpError as e:
+        return f"shape rule declined: {e}"
+    return attrs
+
+
+def from_proto(model: onnx.ModelProto, base_dir: Path | None = None) -> Graph:
+    """Build the IR of a validated ModelProto (see `read_proto`)."""
+    g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), MIN_OPSET)
+    types = _infer_types(model)
+    data = {t.name: WeightData(numpy_helper.to_array(t)) for t in g.initializer}
+    weights = tuple(t.name for t in g.initializer)
+    inputs = tuple(i.name for i in g.input if i.name not in data)
+    producers = {o: n for n in g.node for o in n.output}
+    nodes = []
+    for n in g.node:
+        node, _ = _import_node(n, types, opset, producers, data)
+        nodes.append(node)
+    for n in nodes:  # catalogue shape rules fill what ONNX inference left unknown
+        if not n.is_opaque and any(o not in types for o in n.outputs):
+            consts = [data[i].array if i in data else None for i in n.inputs]
+            out = ops.infer(n.op, [types[i] for i in n.inputs], n.attr, consts, len(n.outputs))
+            types.update({o: t for o, t in zip(n.outputs, out) if o not in types})
+    docs = tuple((v.name, v.doc_string) for v in (*g.input, *g.output, *g.initializer) if v.doc_string)
+    meta = ModelMeta(
+        ir_version=model.ir_version,
+        opsets=tuple((o.domain, o.version) for o in model.opset_import),
+        producer_name=model.producer_name,
+        producer_version=model.producer_version,
+        domain=model.domain,
+        model_version=model.model_version,
+        doc=model.doc_string,
+        graph_name=g.name,
+        graph_doc=g.doc_string,
+        metadata=tuple((p.key, p.value) for p in model.metadata_props),
+        functions=tuple(f.SerializeToString(deterministic=True) for f in model.functions),
+        docs=docs,
+        annotated=tuple(vi.name for vi in g.value_info),
+        external_data=any(True for _ in _external_tensors_declared(model)),
+    )
+    graph = Graph(tuple(nodes), inputs, tuple(o.name for o in g.output), types, weights, data, meta)
+    try:
+        return lint(graph)
+    except IRError as e:
+        raise BadInput(f"model graph is malformed: {e}") from None
+
+
+def _external_tensors_declared(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Tensors that were stored externally in the source file (location recorded even after loading)."""
+    for t in model.graph.initializer:
+        if any(e.key == "location" for e in t.external_data):
+            yield t
+
+
+def opaque_reasons(path: str | os.PathLike[str]) -> list[Opaque]:
+    """For `subst info`: each node the catalogue does not take over, with the reason."""
+    model = read_proto(path)
+    types = _infer_types(model)
+    data = {t.name: WeightData(numpy_helper.to_array(t)) for t in model.graph.initializer}
+    producers = {o: n for n in model.graph.node for o in n.output}
+    opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), MIN_OPSET)
+    out = []
+    for n in model.graph.node:
+        _, reason = _import_node(n, types, opset, producers, data)
+        if reason is not None:
+            out.append(Opaque(n.name or n.output[0], f"{n.domain}::{n.op_type}" if n.domain else n.op_type, reason))
+    return out
+
+
+# ---- IR -> proto ------------------------------------------------------------------------------------------
+
+
+def _value_info(name: str, t: TensorType | None, doc: str = "") -> onnx.ValueInfoProto:
+    if t is None:
+        vi = onnx.ValueInfoProto(name=name)
+    else:
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
+        vi = helper.make_tensor_value_info(name, elem, None if t.shape is None else list(t.shape))
+    if doc:
+        vi.doc_string = doc
+    return vi
+
+
+def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
+    """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
+    if n.is_opaque:
+        proto = onnx.NodeProto()
+        proto.ParseFromString(n.opaque)  # type: ignore[arg-type]
+        proto.op_type, proto.domain = n.op, n.domain
+        proto.input.extend(n.inputs)
+    else:
+        spec = ops.get(n.op).to_onnx(n.attr, [g.types[i] for i in n.inputs if i])
+        proto = onnx.NodeProto(op_type=spec.op_type)
+        for k, v in sorted(spec.attrs.items()):
+            value = numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
+            proto.attribute.append(helper.make_attribute(k, value))
+        proto.input.extend(n.inputs)
+        for i, value in enumerate(spec.extra_inputs):
+            name = f"{n.name or n.outputs[0]}__{spec.op_type.lower()}{i}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            extra.append(numpy_helper.from_array(value, name))
+            proto.input.append(name)
+    proto.output.extend(n.outputs)
+    if n.name:
+        proto.name = n.name
+    if n.doc:
+        proto.doc_string = n.doc
+    return proto
+
+
+def to_proto(g: Graph) -> onnx.ModelProto:
+    """The ModelProto for ``g``; weights are embedded (see `save_model` for external data)."""
+    lint(g)
+    docs = dict(g.meta.docs)
+    taken = set(g.values())
+    extra: list[onnx.TensorProto] = []
+    nodes = [_export_node(n, g, extra, taken) for n in g.nodes]
+    initializers = []
+    for w in g.weights:
+        if w not in g.data:
+            raise BadInput(f"weight {w!r} has no data; only graphs with concrete weights can be exported")
+        t = numpy_helper.from_array(g.data[w].array, w)
+        if docs.get(w):
+            t.doc_string = docs[w]
+        initializers.append(t)
+    graph = helper.make_graph(
+        nodes,
+        g.meta.graph_name,
+        [_value_info(i, g.types.get(i), docs.get(i, "")) for i in g.inputs],
+        [_value_info(o, g.types.get(o), docs.get(o, "")) for o in g.outputs],
+        initializer=initializers + extra,
+        doc_string=g.meta.graph_doc or None,
+        value_info=[_value_info(v, g.types.get(v)) for v in g.meta.annotated if v in g.producers],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid(d, v) for d, v in g.meta.opsets],
+        producer_name=g.meta.producer_name,
+    )
+    model.ir_version = g.meta.ir_version
+    if g.meta.producer_version:
+        model.producer_version = g.meta.producer_version
+    if g.meta.domain:
+        model.domain = g.meta.domain
+    model.model_version = g.meta.model_version
+    if g.meta.doc:
+        model.doc_string = g.meta.doc
+    helper.set_model_props(model, dict(g.meta.metadata))
+    for raw in g.meta.functions:
+        f = onnx.FunctionProto()
+        f.ParseFromString(raw)
+        model.functions.append(f)
+    return model
+
+
+def save_model(g: Graph, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
+    """Write ``g`` to ``path`` atomically; with external data in ``<name>.data`` when asked, when the source
+    had it, or when the weights would pass protobuf's 2 GB limit."""
+    model = to_proto(g)
+    return save_proto(model, path, g.meta.external_data if external_data is None else external_data)
+
+
+def save_proto(model: onnx.ModelProto, path: str | os.PathLike[str], external_data: bool = False) -> Path:
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInput(f"{target}: folder {folder} does not exist")
+    if target.is_dir():
+        raise BadInput(f"{target}: is a folder")
+    external = external_data or model.ByteSize() >= PROTOBUF_LIMIT
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
+    except OSError as e:
+        raise BadInput(f"{target}: cannot write there ({e.strerror})") from None
+    try:
+        staged = tmp / target.name
+        data_name = f"{target.name}.data"
+        if external:
+            onnx.save_model(
+                model,
+                str(staged),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=data_name,
+                size_threshold=1024,
+            )
+            if (tmp / data_name).exists():
+                os.replace(tmp / data_name, folder / data_name)
+        else:
+            onnx.save_model(model, str(staged))
+        os.replace(staged, target)
+    except OSError as e:
+        raise BadInput(f"{target}: cannot write ({e.strerror})") from None
+    finally:
+        for leftover in tmp.iterdir():
+            leftover.unlink()
+        tmp.rmdir()
+    return target
+
+
+def move_model(src: Path, dst: Path) -> Path:
+    """Move a saved model (and its ``.data`` file, if any) into place: data first, so the model never points
+    at missing weights."""
+    data = src.with_name(f"{src.name}.data")
+    if data.exists():
+        os.replace(data, dst.with_name(f"{dst.name}.data"))
+    os.replace(src, dst)
+    return dst

@@ -1,0 +1,107 @@
+"""The substitution store: one SQLite file (via sqlite-utils) holding rules, verdicts and measured costs.
+
+The schema carries a version in ``meta``; opening a store of another version is refused with a clear message
+rather than read wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+from taso.errors import BadInput
+from taso.rules import Rule
+
+SCHEMA_VERSION = 1
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "substitutions.db"
+
+RULE_COLUMNS = {
+    "id": int,
+    "name": str,
+    "src": str,  # source graph, text form (taso.ir.format_graph); outputs correspond to dst's by position
+    "dst": str,  # target graph, text form
+    "conditions": str,  # JSON: shape / attribute side conditions
+    "fingerprint": str,
+    "src_ops": int,
+    "dst_ops": int,
+    "ops": str,  # space-separated op names used on either side, for filtering
+    "provenance": str,  # JSON: generator settings, seed, version
+    "status": str,  # candidate | proved | refuted | unknown
+    "detail": str,  # JSON: axioms used, counterexample or reason
+}
+
+
+def create(path: str | Path) -> sqlite_utils.Database:
+    """A new empty store at ``path`` with the current schema."""
+    db = sqlite_utils.Database(str(path))
+    _ensure_schema(db)
+    return db
+
+
+def _ensure_schema(db: sqlite_utils.Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    db["rules"].create(RULE_COLUMNS, pk="id", if_not_exists=True, not_null={"src", "dst", "status"})
+    db["rules"].create_index(["status"], if_not_exists=True)
+    db["rules"].create_index(["fingerprint"], if_not_exists=True)
+    db["rules"].create_index(["src_ops"], if_not_exists=True)
+    db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+
+def open_store(path: str | Path, create_missing: bool = False) -> sqlite_utils.Database:
+    """Open an existing store, checking that it is one and that its schema version is ours."""
+    p = Path(path)
+    if not p.exists():
+        if create_missing:
+            return create(p)
+        raise BadInput(f"{p}: no such store (run `subst generate` to make one)")
+    try:
+        db = sqlite_utils.Database(str(p))
+        version = db["meta"].get("schema_version")["value"] if "meta" in db.table_names() else None
+    except (sqlite3.DatabaseError, sqlite_utils.db.NotFoundError) as e:
+        raise BadInput(f"{p}: not a subst store ({e})") from None
+    if version is None:
+        raise BadInput(f"{p}: not a subst store (no schema version)")
+    if int(version) != SCHEMA_VERSION:
+        raise BadInput(f"{p}: store schema version {version}, this subst reads version {SCHEMA_VERSION}")
+    return db
+
+
+def proved_rule_count(db: sqlite_utils.Database) -> int:
+    return db["rules"].count_where("status = ?", ["proved"])
+
+
+def add_rules(
+    db: sqlite_utils.Database, rules: Iterable[Rule], fingerprint: str = "", provenance: dict | None = None
+) -> int:
+    """Append rules in one transaction (a crash leaves the store as it was); returns how many."""
+    prov = json.dumps(provenance or {}, sort_keys=True)
+    rows = [{**r.to_row(), "fingerprint": fingerprint, "provenance": prov} for r in rules]
+    with db.conn:
+        db["rules"].insert_all(rows)
+    return len(rows)
+
+
+def load_rules(
+    db: sqlite_utils.Database, status: str | None = None, op: str | None = None, max_ops: int | None = None
+) -> Iterator[Rule]:
+    """Rules in id order, filtered by status, by an op on either side, and by source size."""
+    where, args = [], []
+    if status:
+        where.append("status = ?")
+        args.append(status)
+    if op:
+        where.append("(' ' || ops || ' ') LIKE ?")
+        args.append(f"% {op} %")
+    if max_ops is not None:
+        where.append("src_ops <= ?")
+        args.append(max_ops)
+    for row in db["rules"].rows_where(" AND ".join(where) or None, args, order_by="id"):
+        yield Rule.from_row(row)
+
+
+def set_verdict(db: sqlite_utils.Database, rule_id: int, status: str, detail: dict) -> None:
+    db["rules"].update(rule_id, {"status": status, "detail": json.dumps(detail, sort_keys=True, default=str)})
