@@ -167,3 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("subst: interrupted", err=True)
         code = 130
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

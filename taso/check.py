@@ -7,6 +7,7 @@ original's outputs here.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -65,27 +66,37 @@ def random_inputs(g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None
     return feeds
 
 
-def session(path: str | os.PathLike[str], providers: Sequence[str] = ("CPUExecutionProvider",)):  # noqa: ANN201
-    """An onnxruntime session on ``path``; refuses with one line if onnxruntime cannot load the model."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    try:
-        return ort.InferenceSession(os.fspath(path), opts, providers=list(providers))
-    except Exception as e:  # ORT raises its own exception types per failure kind
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BadInput(f"onnxruntime cannot load {os.fspath(path)}: {first[:300]}") from None
+def ort_message(e: BaseException) -> str:
+    """onnxruntime's error without its status prefix and C++ source location: the sentence a user needs."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"/onnxruntime_src/\S+ (?:[\w:<>~]+\([^)]*\)\s*)?", "", text)
+    return text[:300]
 
 
-def run(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    sess = session(path)
-    names = [o.name for o in sess.get_outputs()]
-    try:
-        values = sess.run(names, dict(feeds))
-    except Exception as e:
-        raise BadInput(f"onnxruntime cannot run {os.fspath(path)}: {str(e).strip().splitlines()[0][:300]}") from None
-    return dict(zip(names, values))
+class RunError(Exception):
+    """onnxruntime could not load or run a model; the message is `ort_message`'s."""
+
+
+class Runner:
+    """One CPU onnxruntime session on a model file, reused across input sets."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(os.fspath(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # ORT raises its own exception types per failure kind
+            raise RunError(ort_message(e)) from None
+        self.names = [o.name for o in self.session.get_outputs()]
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            return dict(zip(self.names, self.session.run(self.names, dict(feeds))))
+        except Exception as e:
+            raise RunError(ort_message(e)) from None
 
 
 def compare(
@@ -100,9 +111,24 @@ def compare(
     """Run both files on the same random inputs (drawn from ``graph``'s input types) and compare outputs."""
     worst, worst_name, bad = 0.0, "", []
     outputs = 0
+    try:
+        reference = Runner(original)
+    except RunError as e:
+        raise BadInput(f"onnxruntime cannot load the original model ({e}); --no-check skips the check") from None
+    try:
+        result = Runner(candidate)
+    except RunError as e:
+        return CheckResult(False, len(reference.names), float("inf"), "", rtol, atol, 0, (f"onnxruntime: {e}",))
     for seed in seeds:
         feeds = random_inputs(graph, seed, dims)
-        want, got = run(original, feeds), run(candidate, feeds)
+        try:
+            want = reference(feeds)
+        except RunError as e:
+            raise BadInput(f"onnxruntime cannot run the original model ({e}); --no-check skips the check") from None
+        try:
+            got = result(feeds)
+        except RunError as e:
+            return CheckResult(False, len(want), float("inf"), "", rtol, atol, len(seeds), (f"onnxruntime: {e}",))
         if set(want) != set(got):
             return CheckResult(False, len(want), float("inf"), "", rtol, atol, len(seeds), ("output names differ",))
         outputs = len(want)

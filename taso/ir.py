@@ -88,9 +88,19 @@ class Node:
         return tuple(i for i in self.inputs if i) + self.implicit
 
 
+def canonical_attr(v: AttrValue | list) -> AttrValue:
+    """Lists become tuples and floats are rounded to float32, as ONNX stores them, so values read back from a
+    model compare equal to the ones written."""
+    if isinstance(v, list | tuple):
+        return tuple(canonical_attr(x) for x in v)  # type: ignore[return-value]
+    if isinstance(v, float):
+        return float(np.float32(v))
+    return v
+
+
 def make_attrs(attrs: Mapping[str, AttrValue]) -> tuple[tuple[str, AttrValue], ...]:
     """The canonical (sorted, hashable) form of an attribute dict."""
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+    return tuple(sorted((k, canonical_attr(v)) for k, v in attrs.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +285,7 @@ def eliminate_dead(g: Graph) -> Graph:
 
 # ---- text form: one line per node, parse(format(g)) == g for catalogue graphs with small or no weights ------
 
-_SIMPLE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_SIMPLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 _INLINE_LIMIT = 16
 
 
@@ -315,7 +325,7 @@ def format_graph(g: Graph) -> str:
 
 
 _TOKEN = re.compile(
-    r'\s*(?:(?P<ref>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.]*))|(?P<skip>_)'
+    r'\s*(?:(?P<ref>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_][A-Za-z0-9_.]*))|(?P<skip>_)'
     r'|(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<word>[A-Za-z_][A-Za-z0-9_:.]*)'
     r"|(?P<punct>[()\[\]{},:=?*]))"
 )

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import onnx  # ruff: ignore[banned-api]
@@ -34,11 +36,12 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 def load_model(path: str | os.PathLike[str]) -> Graph:
     """Read, validate and import an ONNX model; every failure is a one-line `BadInput`."""
-    return from_proto(read_proto(path), base_dir=Path(path).parent)
+    model, external = read_proto(path)
+    return from_proto(model, external_data=external)
 
 
-def read_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """The validated, opset-13+ ModelProto of ``path``, external data loaded."""
+def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
+    """The validated, opset-13+ ModelProto of ``path`` with external data loaded, and whether it had any."""
     p = Path(path)
     if not p.exists():
         raise BadInput(f"{p}: no such file")
@@ -50,11 +53,11 @@ def read_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_first_line(e)})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise BadInput(f"{p}: not an ONNX model (no graph); the file may be truncated or of another format")
-    _load_external_data(model, p)
+    external = _load_external_data(model, p)
     _check_domains(model, p)
     model = _upgrade_opset(model, p)
     _check(model, p)
-    return model
+    return model, external
 
 
 def _first_line(e: BaseException) -> str:
@@ -84,8 +87,8 @@ def _external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
                     yield a.t
 
 
-def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Load external tensors, refusing any location that leaves the model's folder."""
+def _load_external_data(model: onnx.ModelProto, path: Path) -> bool:
+    """Load external tensors, refusing any location that leaves the model's folder; True if there were any."""
     base = path.parent.resolve()
     tensors = list(_external_tensors(model))
     for t in tensors:
@@ -102,6 +105,7 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
             onnx.external_data_helper.load_external_data_for_model(model, str(base))
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: cannot read external data: {_first_line(e)}") from None
+    return bool(tensors)
 
 
 def _check_domains(model: onnx.ModelProto, path: Path) -> None:
@@ -118,10 +122,17 @@ def _check_domains(model: onnx.ModelProto, path: Path) -> None:
 
 def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     version = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
+    newest = onnx.defs.onnx_opset_version()
+    if version is not None and version > newest:
+        raise BadInput(f"{path}: opset {version} is newer than this onnx supports ({newest}); upgrade onnx")
     if version is None or version >= MIN_OPSET:
         return model
     try:
-        upgraded = version_converter.convert_version(model, MIN_OPSET)
+        with _payloads_set_aside(model) as stash:
+            upgraded = version_converter.convert_version(model, MIN_OPSET)
+            for t in upgraded.graph.initializer:
+                if t.name in stash and not t.HasField("raw_data"):
+                    t.raw_data = stash[t.name]
     except Exception as e:  # the converter raises bare RuntimeError/ValidationError subclasses
         raise BadInput(
             f"{path}: opset {version} is older than {MIN_OPSET} and onnx's version converter cannot upgrade it "
@@ -143,7 +154,7 @@ def _lift_initializer_inputs(g: onnx.GraphProto) -> None:
 
 def _check(model: onnx.ModelProto, path: Path) -> None:
     try:
-        if model.ByteSize() < PROTOBUF_LIMIT:
+        if _size(model) < PROTOBUF_LIMIT:
             onnx.checker.check_model(model)
         else:
             onnx.checker.check_model(str(path))
@@ -166,23 +177,32 @@ def _tensor_type(t: onnx.TypeProto) -> TensorType | None:
     return TensorType(dtype, dims)
 
 
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model without large weight payloads: shape inference needs types and small constants only."""
-    if model.ByteSize() < PROTOBUF_LIMIT:
-        return model
-    skel = onnx.ModelProto()
-    skel.CopyFrom(model)
-    for t in skel.graph.initializer:
-        if np.prod(t.dims, dtype=np.int64) > 64:
+@contextmanager
+def _payloads_set_aside(model: onnx.ModelProto) -> Iterator[dict[str, bytes]]:
+    """Temporarily strip large raw weight payloads: version conversion and shape inference need only types
+    and small constants, and copying gigabytes of weights through them costs seconds or breaks the 2 GB cap."""
+    stash: dict[str, bytes] = {}
+    for t in model.graph.initializer:
+        if t.HasField("raw_data") and len(t.raw_data) > 4096:
+            stash[t.name] = t.raw_data
             t.ClearField("raw_data")
-            for f in ("float_data", "double_data", "int32_data", "int64_data"):
-                t.ClearField(f)
-    return skel
+    try:
+        yield stash
+    finally:
+        for t in model.graph.initializer:
+            if t.name in stash and not t.HasField("raw_data"):
+                t.raw_data = stash[t.name]
+
+
+def _size(model: onnx.ModelProto) -> int:
+    """Serialized size, estimated from the weight payloads (exact ByteSize() costs a pass over gigabytes)."""
+    return sum(len(t.raw_data) + 4 * len(t.float_data) + 8 * len(t.int64_data) for t in model.graph.initializer) + 2**20
 
 
 def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
     try:
-        inferred = shape_inference.infer_shapes(_skeleton(model), data_prop=True)
+        with _payloads_set_aside(model):
+            inferred = shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # inference is an aid: fall back to what the model declares
         inferred = model
     types: dict[str, TensorType] = {}
@@ -323,7 +343,7 @@ def _catalogue_attrs(
     return attrs
 
 
-def from_proto(model: onnx.ModelProto, base_dir: Path | None = None) -> Graph:
+def from_proto(model: onnx.ModelProto, external_data: bool = False) -> Graph:
     """Build the IR of a validated ModelProto (see `read_proto`)."""
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), MIN_OPSET)
@@ -356,7 +376,7 @@ def from_proto(model: onnx.ModelProto, base_dir: Path | None = None) -> Graph:
         functions=tuple(f.SerializeToString(deterministic=True) for f in model.functions),
         docs=docs,
         annotated=tuple(vi.name for vi in g.value_info),
-        external_data=any(True for _ in _external_tensors_declared(model)),
+        external_data=external_data,
     )
     graph = Graph(tuple(nodes), inputs, tuple(o.name for o in g.output), types, weights, data, meta)
     try:
@@ -365,16 +385,9 @@ def from_proto(model: onnx.ModelProto, base_dir: Path | None = None) -> Graph:
         raise BadInput(f"model graph is malformed: {e}") from None
 
 
-def _external_tensors_declared(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Tensors that were stored externally in the source file (location recorded even after loading)."""
-    for t in model.graph.initializer:
-        if any(e.key == "location" for e in t.external_data):
-            yield t
-
-
 def opaque_reasons(path: str | os.PathLike[str]) -> list[Opaque]:
     """For `subst info`: each node the catalogue does not take over, with the reason."""
-    model = read_proto(path)
+    model, _ = read_proto(path)
     types = _infer_types(model)
     data = {t.name: WeightData(numpy_helper.to_array(t)) for t in model.graph.initializer}
     producers = {o: n for n in model.graph.node for o in n.output}
@@ -406,7 +419,9 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
     if n.is_opaque:
         proto = onnx.NodeProto()
         proto.ParseFromString(n.opaque)  # type: ignore[arg-type]
-        proto.op_type, proto.domain = n.op, n.domain
+        proto.op_type = n.op
+        if n.domain:
+            proto.domain = n.domain
         proto.input.extend(n.inputs)
     else:
         spec = ops.get(n.op).to_onnx(n.attr, [g.types[i] for i in n.inputs if i])
@@ -430,8 +445,26 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
     return proto
 
 
-def to_proto(g: Graph) -> onnx.ModelProto:
-    """The ModelProto for ``g``; weights are embedded (see `save_model` for external data)."""
+EXTERNAL_THRESHOLD = 1024
+"""Weights of at least this many bytes go to the data file when a model is saved with external data."""
+
+
+def _initializer(name: str, array: np.ndarray, sink: BinaryIO | None, location: str) -> onnx.TensorProto:
+    """A TensorProto for ``array``; with a ``sink``, large payloads are streamed to it and only referenced,
+    so a model's weights are never copied into one protobuf (which cannot exceed 2 GB)."""
+    if sink is None or array.nbytes < EXTERNAL_THRESHOLD or array.dtype.kind in "OUS":
+        return numpy_helper.from_array(array, name)
+    t = onnx.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype), dims=array.shape)
+    offset = sink.tell()
+    sink.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(array.nbytes))):
+        t.external_data.add(key=key, value=value)
+    return t
+
+
+def to_proto(g: Graph, sink: BinaryIO | None = None, location: str = "") -> onnx.ModelProto:
+    """The ModelProto for ``g``; with a ``sink``, large weights are written there as external data."""
     lint(g)
     docs = dict(g.meta.docs)
     taken = set(g.values())
@@ -441,7 +474,7 @@ def to_proto(g: Graph) -> onnx.ModelProto:
     for w in g.weights:
         if w not in g.data:
             raise BadInput(f"weight {w!r} has no data; only graphs with concrete weights can be exported")
-        t = numpy_helper.from_array(g.data[w].array, w)
+        t = _initializer(w, g.data[w].array, sink, location)
         if docs.get(w):
             t.doc_string = docs[w]
         initializers.append(t)
@@ -476,41 +509,30 @@ def to_proto(g: Graph) -> onnx.ModelProto:
 
 
 def save_model(g: Graph, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
-    """Write ``g`` to ``path`` atomically; with external data in ``<name>.data`` when asked, when the source
-    had it, or when the weights would pass protobuf's 2 GB limit."""
-    model = to_proto(g)
-    return save_proto(model, path, g.meta.external_data if external_data is None else external_data)
-
-
-def save_proto(model: onnx.ModelProto, path: str | os.PathLike[str], external_data: bool = False) -> Path:
+    """Write ``g`` to ``path`` atomically (staged in a temp folder, then renamed). Weights go to
+    ``<name>.data`` when asked, when the source had external data, or when they pass protobuf's 2 GB limit."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"{target}: folder {folder} does not exist")
     if target.is_dir():
         raise BadInput(f"{target}: is a folder")
-    external = external_data or model.ByteSize() >= PROTOBUF_LIMIT
+    weight_bytes = sum(d.array.nbytes for d in g.data.values())
+    external = external_data if external_data is not None else g.meta.external_data
+    external = external or weight_bytes >= PROTOBUF_LIMIT
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
     except OSError as e:
         raise BadInput(f"{target}: cannot write there ({e.strerror})") from None
     try:
-        staged = tmp / target.name
-        data_name = f"{target.name}.data"
+        staged, data_name = tmp / target.name, f"{target.name}.data"
         if external:
-            onnx.save_model(
-                model,
-                str(staged),
-                save_as_external_data=True,
-                all_tensors_to_one_file=True,
-                location=data_name,
-                size_threshold=1024,
-            )
-            if (tmp / data_name).exists():
-                os.replace(tmp / data_name, folder / data_name)
+            with open(tmp / data_name, "wb") as sink:
+                model = to_proto(g, sink, data_name)
         else:
-            onnx.save_model(model, str(staged))
-        os.replace(staged, target)
+            model = to_proto(g)
+        onnx.save_model(model, str(staged))
+        move_model(staged, target)
     except OSError as e:
         raise BadInput(f"{target}: cannot write ({e.strerror})") from None
     finally:

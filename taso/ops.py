@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from taso.ir import AttrValue, Dim, TensorType
+from taso.ir import AttrValue, Dim, TensorType, canonical_attr
 
 Attrs = Mapping[str, AttrValue]
 Arrays = Sequence[np.ndarray]
@@ -71,7 +71,9 @@ class OpDef:
     def to_onnx(self, attrs: Attrs, in_types: Sequence[TensorType]) -> Export:
         if self.export is not None:
             return self.export(attrs, in_types)
-        return Export(self.name, dict(attrs))
+        # Defaults are left out: valid in every opset >= 13, including ones before an attribute existed.
+        defaults = {k: canonical_attr(v) for k, v in self.attrs.items() if v is not REQUIRED}  # type: ignore[arg-type]
+        return Export(self.name, {k: v for k, v in attrs.items() if defaults.get(k, REQUIRED) != canonical_attr(v)})
 
     def from_onnx(
         self, onnx_attrs: dict[str, AttrValue], in_types: Sequence[TensorType | None], n_inputs: int, opset: int

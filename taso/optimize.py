@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taso import check, onnx_io, store
 from taso.errors import BadInput, CheckFailed
+from taso.ir import Graph
+
+Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
+"""A rewrite step: the new graph and how often each rule fired."""
+
+
+def no_rewrite(g: Graph) -> tuple[Graph, dict[str, int]]:
+    return g, {}
 
 
 @dataclass
@@ -52,21 +61,28 @@ def optimize(
     rtol: float = 1e-3,
     atol: float = 1e-5,
     seed: int = 0,
+    rewrite: Rewrite = no_rewrite,
 ) -> Report:
     """Optimize ``src`` into ``dst``; raises `BadInput` (nothing read or written) or `CheckFailed`."""
     src, dst = Path(src), Path(dst)
     if dst.resolve() == src.resolve():
         raise BadInput(f"{dst}: output would overwrite the input; choose another path")
-    if not dst.parent.is_dir():
+    if not dst.parent.exists():
         raise BadInput(f"{dst}: folder {dst.parent} does not exist")
+    if not dst.parent.is_dir():
+        raise BadInput(f"{dst}: {dst.parent} is not a folder")
+    if dst.is_dir():
+        raise BadInput(f"{dst}: is a folder; the output would replace it")
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     rules = store.proved_rule_count(store.open_store(store_path))
     graph = onnx_io.load_model(src)
     times["import"] = time.perf_counter() - t0
-    result = graph  # the rewrite search plugs in here
+    t0 = time.perf_counter()
+    result, applied = rewrite(graph)
+    times["rewrite"] = time.perf_counter() - t0
     report = Report(
-        str(src), str(dst), len(graph.nodes), len(result.nodes), sum(n.is_opaque for n in result.nodes), rules
+        str(src), str(dst), len(graph.nodes), len(result.nodes), sum(n.is_opaque for n in result.nodes), rules, applied
     )
     try:
         staging = tempfile.TemporaryDirectory(prefix=".subst-", dir=dst.parent)

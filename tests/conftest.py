@@ -1,0 +1,39 @@
+"""Shared fixtures: real models on disk, and the `subst` command run as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "models"))
+
+import build as zoo  # noqa: E402, F401  (models/build.py: the zoo's builders, re-exported to tests)
+
+
+@pytest.fixture(scope="session")
+def bert_path() -> Path:
+    return ROOT / "models" / "bert_tiny.onnx"
+
+
+@pytest.fixture
+def save(tmp_path: Path):
+    """Write a ModelProto to tmp_path/<name> and return the path."""
+
+    def _save(model: onnx.ModelProto, name: str = "model.onnx") -> Path:
+        path = tmp_path / name
+        onnx.save_model(model, str(path))
+        return path
+
+    return _save
+
+
+def subst(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the installed CLI in a fresh process: real exit codes, real stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *map(str, args)], capture_output=True, text=True, cwd=cwd or ROOT
+    )

@@ -1,0 +1,170 @@
+"""The command line as a user meets it: one clear line and exit 2 on bad input, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import subst
+from onnx import TensorProto, helper, numpy_helper
+
+from taso.errors import CheckFailed
+from taso.ir import Graph, Node
+from taso.optimize import optimize
+
+
+def _tiny(opset: int = 17, domain: str = "", op: str = "Relu") -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="n", domain=domain)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _outside_external_data(folder: Path) -> Path:
+    model = _tiny()
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="../secret.bin")
+    model.graph.initializer.append(w)
+    model.graph.node.append(helper.make_node("Add", ["y", "w"], ["z"], name="add"))
+    model.graph.output[0].name = "z"
+    (folder.parent / "secret.bin").write_bytes(b"\0" * 24)
+    path = folder / "escape.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
+    """case -> (arguments, text the one-line message must contain)."""
+    (tmp / "text.onnx").write_text("definitely not a protobuf\n")
+    (tmp / "truncated.onnx").write_bytes(bert.read_bytes()[: bert.stat().st_size // 3])
+    onnx.save_model(_tiny(domain="com.nobody"), str(tmp / "domain.onnx"))
+    onnx.save_model(_tiny(op="NoSuchOp"), str(tmp / "unknown_op.onnx"))
+    onnx.save_model(_tiny(opset=99), str(tmp / "opset99.onnx"))
+    escape = _outside_external_data(tmp)
+    (tmp / "a_file").write_text("x")
+    out = str(tmp / "out.onnx")
+    return {
+        "missing file": (["optimize", tmp / "nope.onnx", "-o", out], "no such file"),
+        "not onnx": (["optimize", tmp / "text.onnx", "-o", out], "not an ONNX model"),
+        "truncated": (["optimize", tmp / "truncated.onnx", "-o", out], "not an ONNX model"),
+        "unknown op domain": (["optimize", tmp / "domain.onnx", "-o", out], "domain 'com.nobody'"),
+        "unknown op": (["optimize", tmp / "unknown_op.onnx", "-o", out], "NoSuchOp"),
+        "unsupported opset": (["optimize", tmp / "opset99.onnx", "-o", out], "opset 99"),
+        "external data escapes": (["optimize", escape, "-o", out], "outside the model's folder"),
+        "output folder missing": (["optimize", bert, "-o", tmp / "no" / "dir" / "o.onnx"], "does not exist"),
+        "output under a file": (["optimize", bert, "-o", tmp / "a_file" / "o.onnx"], "is not a folder"),
+        "output is a folder": (["optimize", bert, "-o", tmp], "is a folder"),
+        "output overwrites input": (["optimize", bert, "-o", bert], "overwrite the input"),
+        "bad flag": (["optimize", bert, "-o", out, "--bogus"], "No such option"),
+        "bad flag value": (["optimize", bert, "-o", out, "--rtol", "lots"], "'lots' is not a valid float"),
+        "missing store": (["optimize", bert, "-o", out, "--store", tmp / "none.db"], "no such store"),
+        "store not sqlite": (["optimize", bert, "-o", out, "--store", tmp / "text.onnx"], "not a subst store"),
+        "info on corrupt model": (["info", tmp / "truncated.onnx"], "not an ONNX model"),
+    }
+
+
+CASE_NAMES = [
+    "missing file", "not onnx", "truncated", "unknown op domain", "unknown op", "unsupported opset",
+    "external data escapes", "output folder missing", "output under a file", "output is a folder",
+    "output overwrites input", "bad flag", "bad flag value", "missing store", "store not sqlite",
+    "info on corrupt model",
+]
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bad_input_is_one_line_exit_2_nothing_written(case: str, tmp_path: Path, bert_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    args, expected = _bad_inputs(work, bert_path)[case]
+    before = set(os.listdir(work))
+    r = subst(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("subst: error:"), r.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in r.stderr + r.stdout
+    assert set(os.listdir(work)) == before  # no output, no temp folder left behind
+    assert bert_path.stat().st_size > 0
+
+
+def test_unwritable_output_folder(tmp_path: Path, bert_path: Path) -> None:
+    if os.geteuid() == 0:
+        target = Path("/proc/subst-test.onnx")  # even root cannot create files in /proc
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        target = locked / "o.onnx"
+    r = subst("optimize", bert_path, "-o", target)
+    assert r.returncode == 2 and "cannot write" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not target.exists()
+
+
+def _sabotage(g: Graph) -> tuple[Graph, dict[str, int]]:
+    """A wrong rewrite: every Tanh becomes a Relu. The check must catch it."""
+    nodes = tuple(replace(n, op="Relu") if n.op == "Tanh" else n for n in g.nodes)
+    assert nodes != g.nodes
+    return replace(g, nodes=nodes), {"tanh-is-relu": 1}
+
+
+def test_check_refuses_a_wrong_rewrite_and_writes_nothing(tmp_path: Path, bert_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    with pytest.raises(CheckFailed, match="pooler_output") as info:
+        optimize(bert_path, out, rewrite=_sabotage)
+    assert info.value.report.rules_applied == {"tanh-is-relu": 1}
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_check_catches_a_model_onnxruntime_cannot_run(tmp_path: Path, bert_path: Path) -> None:
+    def broken(g: Graph) -> tuple[Graph, dict[str, int]]:
+        return replace(g, nodes=tuple(replace(n, op="Relu") if n.op == "Softmax" and isinstance(n, Node) else n
+                                      for n in g.nodes)), {}
+
+    out = tmp_path / "out.onnx"
+    with pytest.raises(CheckFailed):
+        optimize(bert_path, out, rtol=0, atol=0, rewrite=broken)
+    assert not out.exists()
+
+
+def test_optimize_report_and_json(tmp_path: Path, bert_path: Path) -> None:
+    out = tmp_path / "o.onnx"
+    r = subst("optimize", bert_path, "-o", out, "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["check"]["ok"] and report["nodes_before"] == report["nodes_after"] == 83
+    assert out.is_file()
+    r = subst("optimize", bert_path, "-o", tmp_path / "p.onnx")
+    assert r.returncode == 0 and "check     match" in r.stdout
+
+
+def test_no_check_skips_onnxruntime(tmp_path: Path, bert_path: Path) -> None:
+    r = subst("optimize", bert_path, "-o", tmp_path / "o.onnx", "--no-check", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["check"] is None
+
+
+def test_info_reports_coverage(bert_path: Path) -> None:
+    r = subst("info", bert_path, "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["census"]["MatMul"] == {"count": 16, "covered": 16}
+    assert data["not_covered"]["Erf"] == {"not in the catalogue": 2}
+    assert data["inputs"] == {"input_ids": "int64[batch,seq]", "attention_mask": "int64[batch,seq]"}
+
+
+def test_help_teaches() -> None:
+    r = subst("--help")
+    assert r.returncode == 0 and "subst optimize IN -o OUT" in r.stdout and "Exit codes" in r.stdout
+    r = subst("optimize", "--help")
+    assert r.returncode == 0 and "--no-check" in r.stdout and "Example" in r.stdout
