@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from cli.profile import profile
 from taso import onnx_io, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
@@ -141,6 +142,9 @@ def info(model: Path, as_json: bool) -> None:
         why = "; ".join(f"{r} ({c})" for r, c in reasons.get(op, {}).items())
         lines.append(f"{op:<28}{row['count']:>7}{row['covered']:>9}  {why}")
     _emit(as_json, data, lines)
+
+
+cli.add_command(profile)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -550,3 +550,24 @@ def move_model(src: Path, dst: Path) -> Path:
         os.replace(data, dst.with_name(f"{dst.name}.data"))
     os.replace(src, dst)
     return dst
+
+
+def model_bytes(g: Graph) -> bytes:
+    """``g`` serialized, for onnxruntime sessions made in memory (small graphs: units, probes)."""
+    return to_proto(g).SerializeToString()
+
+
+def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:
+    """``g`` with every symbolic or unknown input dim fixed (by name from ``dims``, else ``default``) and
+    shapes re-inferred, so every value has a static shape to measure or estimate."""
+    model = to_proto(g)
+    for vi in model.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                value = dims.get(d.dim_param, default)
+                d.Clear()
+                d.dim_value = value
+    del model.graph.value_info[:]
+    for o in model.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    return from_proto(model, external_data=g.meta.external_data)

@@ -1,0 +1,133 @@
+"""Cost model accuracy on a real device: predicted vs measured whole-model latency for every zoo model,
+and whether the predicted effect of merging sibling convs agrees with the measured one.
+
+    PYTHONPATH=. python bench/bench_cost.py --device cuda --out results/    # on the GPU machine
+    PYTHONPATH=. python bench/bench_cost.py --device cpu --models squeezenet,bert_tiny
+
+Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) under --out.
+Original and merged variants are timed interleaved, several rounds, so drift hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
+
+from variants import merge_sibling_convs  # noqa: E402
+
+import build as zoo  # noqa: E402
+from taso import check, cost, onnx_io, profiler, store  # noqa: E402
+
+LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
+MERGE = ["squeezenet", "inception_v1", "inception_v2", "resnet50"]
+
+
+def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
+    if name == "bert_tiny":
+        src = ROOT / "models" / "bert_tiny.onnx"
+    elif name == "bert_base4":  # BERT-base shape, 4 layers, as measured in baselines.md
+        src = tmp / "bert_base4.onnx"
+        onnx.save_model(zoo.bert(layers=4, hidden=768, heads=12, ffn=3072, vocab=1000, max_len=128), str(src))
+    else:
+        src = tmp / f"{name}.src.onnx"
+        onnx.save_model(zoo.materialize(onnx.load(str(zoo.LIGHT_DIR / f"light_{name}.onnx")), seed=0), str(src))
+    g = onnx_io.concretize(onnx_io.load_model(src), {"batch": 1, "seq": 128 if name == "bert_base4" else 32})
+    path = onnx_io.save_model(g, tmp / f"{name}.onnx")
+    return path, g
+
+
+def interleaved(paths: list[Path], graphs: list, device: profiler.Device, rounds: int) -> list[float]:
+    """Median over rounds of each model's median latency, models alternating within each round."""
+    per = [[] for _ in paths]
+    for _ in range(rounds):
+        for i, (p, g) in enumerate(zip(paths, graphs)):
+            per[i].append(cost.model_latency(str(p), g, device, samples=40))
+    return [statistics.median(v) for v in per]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--models", default=",".join(["bert_tiny", "bert_base4", *LIGHT]))
+    ap.add_argument("--merge", default=",".join(MERGE))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = profiler.pick_device(args.device)
+    db = store.create(args.out / "costs.db")
+    model = cost.CostModel(device, db)
+    print(f"device {device.key}\ncalibration {model.calibration}", flush=True)
+    rows, merges = [], []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for name in [m for m in args.models.split(",") if m]:
+            t0 = time.perf_counter()
+            path, g = load(name, tmp)
+            pred = model.graph_cost(g)
+            profile_s = time.perf_counter() - t0
+            (measured,) = interleaved([path], [g], device, args.rounds)
+            rows.append(
+                {
+                    "model": name,
+                    "nodes": len(g.nodes),
+                    "units": sum(u.count for u in pred.units),
+                    "estimated": pred.estimated,
+                    "predicted_ms": pred.total_ms,
+                    "measured_ms": measured,
+                    "error_pct": 100 * (pred.total_ms - measured) / measured,
+                    "profile_s": profile_s,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            if name in args.merge.split(","):
+                merged, groups = merge_sibling_convs(g)
+                mpath = onnx_io.save_model(merged, tmp / f"{name}.merged.onnx")
+                ok = check.compare(path, mpath, g, rtol=1e-3, atol=1e-4).ok
+                mpred = model.graph_cost(merged)
+                base_ms, merged_ms = interleaved([path, mpath], [g, merged], device, args.rounds)
+                merges.append(
+                    {
+                        "model": name,
+                        "groups": groups,
+                        "equivalent_on_cpu": ok,
+                        "predicted_speedup": pred.total_ms / mpred.total_ms,
+                        "measured_speedup": base_ms / merged_ms,
+                        "base_ms": base_ms,
+                        "merged_ms": merged_ms,
+                    }
+                )
+                print(json.dumps(merges[-1]), flush=True)
+    (args.out / "bench_cost.json").write_text(
+        json.dumps({"device": device.key, "rows": rows, "merges": merges}, indent=2)
+    )
+    print(
+        f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}{'profile s':>10}"
+    )
+    for r in rows:
+        print(
+            f"{r['model']:<14}{r['nodes']:>6}{r['units']:>6}{r['estimated']:>5}{r['predicted_ms']:>10.3f}"
+            f"{r['measured_ms']:>10.3f}{r['error_pct']:>+8.1f}{r['profile_s']:>10.1f}"
+        )
+    print(f"\n{'merge':<14}{'groups':>7}{'pred x':>8}{'meas x':>8}{'agree':>7}{'equiv':>7}")
+    for m in merges:
+        agree = (m["predicted_speedup"] > 1) == (m["measured_speedup"] > 1)
+        print(
+            f"{m['model']:<14}{m['groups']:>7}{m['predicted_speedup']:>8.3f}{m['measured_speedup']:>8.3f}"
+            f"{str(agree):>7}{str(m['equivalent_on_cpu']):>7}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

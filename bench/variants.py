@@ -1,0 +1,102 @@
+"""Hand-applied TASO-style variants of a model, for checking that the cost model ranks rewrites right.
+
+`merge_sibling_convs` is the rewrite baselines.md measured: convolutions that read one tensor (same stride,
+dilation, group 1, and pads that agree once smaller kernels are zero-padded to the largest) become one Conv
+over concatenated, enlarged kernels, followed by Split. When every sibling feeds a single Relu, the Relu is
+applied once before the Split (relu commutes with split). Weights are combined here, ahead of time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from taso.ir import Graph, Node, TensorType, WeightData, eliminate_dead, make_attrs
+
+
+def _enlarged(w: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    ph, pw = (size[0] - w.shape[2]) // 2, (size[1] - w.shape[3]) // 2
+    return np.pad(w, ((0, 0), (0, 0), (ph, size[0] - w.shape[2] - ph), (pw, size[1] - w.shape[3] - pw)))
+
+
+def _mergeable(g: Graph, convs: list[Node]) -> tuple[int, int] | None:
+    """The common kernel size when all ``convs`` can be merged, else None."""
+    attrs = [c.attr for c in convs]
+    if any(a["group"] != 1 or a["strides"] != attrs[0]["strides"] or a["dilations"] != (1, 1) for a in attrs):
+        return None
+    if any(c.inputs[1] not in g.data or (len(c.inputs) > 2 and c.inputs[2] not in g.data) for c in convs):
+        return None
+    kh = max(a["kernel_shape"][0] for a in attrs)
+    kw = max(a["kernel_shape"][1] for a in attrs)
+    effective = set()
+    for a in attrs:
+        dh, dw = kh - a["kernel_shape"][0], kw - a["kernel_shape"][1]
+        if dh % 2 or dw % 2:
+            return None
+        p = a["pads"]
+        effective.add((p[0] + dh // 2, p[1] + dw // 2, p[2] + dh // 2, p[3] + dw // 2))
+    return (kh, kw) if len(effective) == 1 else None
+
+
+def merge_sibling_convs(g: Graph) -> tuple[Graph, int]:
+    """``g`` with every mergeable group of sibling convs merged; returns the graph and how many groups."""
+    groups: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        if n.op == "Conv" and not n.is_opaque:
+            groups.setdefault(n.inputs[0], []).append(n)
+    nodes = list(g.nodes)
+    types, data, weights = dict(g.types), dict(g.data), list(g.weights)
+    merged = 0
+    for x, convs in groups.items():
+        if len(convs) < 2 or (size := _mergeable(g, convs)) is None:
+            continue
+        relus = [g.consumers.get(c.outputs[0], ()) for c in convs]
+        fuse_relu = all(
+            len(r) == 1 and r[0].op == "Relu" and c.outputs[0] not in g.outputs for r, c in zip(relus, convs)
+        )
+        tag = f"merged{merged}"
+        w = np.concatenate([_enlarged(g.data[c.inputs[1]].array, size) for c in convs])
+        b = np.concatenate(
+            [
+                g.data[c.inputs[2]].array
+                if len(c.inputs) > 2
+                else np.zeros(g.data[c.inputs[1]].array.shape[0], w.dtype)
+                for c in convs
+            ]
+        )
+        a0 = convs[0].attr
+        dh, dw = size[0] - a0["kernel_shape"][0], size[1] - a0["kernel_shape"][1]
+        p = a0["pads"]
+        pads = (p[0] + dh // 2, p[1] + dw // 2, p[2] + dh // 2, p[3] + dw // 2)
+        attrs = {**a0, "kernel_shape": size, "pads": pads}
+        sizes = np.array([g.types[c.outputs[0]].shape[1] for c in convs], np.int64)
+        out_t = g.types[convs[0].outputs[0]]
+        merged_t = TensorType(out_t.dtype, (out_t.shape[0], int(sizes.sum()), *out_t.shape[2:]))
+        for name, arr in ((f"{tag}.w", w), (f"{tag}.b", b), (f"{tag}.sizes", sizes)):
+            data[name] = WeightData(arr)
+            types[name] = TensorType(str(arr.dtype), arr.shape)
+            weights.append(name)
+        new = [Node("Conv", (x, f"{tag}.w", f"{tag}.b"), (f"{tag}.y",), make_attrs(attrs), name=f"{tag}.conv")]
+        types[f"{tag}.y"] = merged_t
+        split_in = f"{tag}.y"
+        finals = [c.outputs[0] for c in convs]
+        if fuse_relu:
+            new.append(Node("Relu", (split_in,), (f"{tag}.r",), name=f"{tag}.relu"))
+            types[f"{tag}.r"] = merged_t
+            split_in = f"{tag}.r"
+            finals = [r[0].outputs[0] for r in relus]
+        new.append(
+            Node("Split", (split_in, f"{tag}.sizes"), tuple(finals), make_attrs({"axis": 1}), name=f"{tag}.split")
+        )
+        dropped = {id(c) for c in convs} | ({id(r[0]) for r in relus} if fuse_relu else set())
+        first = min(nodes.index(c) for c in convs)
+        nodes = (
+            [n for n in nodes[:first] if id(n) not in dropped]
+            + new
+            + [n for n in nodes[first:] if id(n) not in dropped]
+        )
+        merged += 1
+    if not merged:
+        return g, 0
+    return eliminate_dead(replace(g, nodes=tuple(nodes), types=types, data=data, weights=tuple(weights))), merged

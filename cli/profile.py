@@ -1,0 +1,119 @@
+"""`subst profile`: measure a model's operator costs on this device and cache them in the store."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from taso import cost, onnx_io, profiler, store
+from taso.errors import BadInput
+
+
+def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
+    dims = {}
+    for item in values:
+        name, _, size = item.partition("=")
+        if not name or not size.isdigit() or int(size) < 1:
+            raise BadInput(f"--dim {item!r}: expected NAME=SIZE with a positive size, e.g. --dim batch=1")
+        dims[name] = int(size)
+    return dims
+
+
+@click.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="Where to measure: auto = CUDA when onnxruntime's CUDA provider loads, else CPU.",
+)
+@click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic dim (default 1).")
+@click.option("--refresh", is_flag=True, help="Re-measure everything, ignoring the cache.")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path),
+    default=store.DEFAULT_PATH,
+    show_default="the shipped substitutions.db",
+    help="Store holding the cost cache.",
+)
+@click.option(
+    "--measure-model/--no-measure-model",
+    default=True,
+    show_default=True,
+    help="Also time the whole model end to end and compare it with the prediction.",
+)
+@click.option("--top", type=int, default=10, show_default=True, help="How many of the costliest units to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def profile(
+    model: Path,
+    device: str,
+    dims: tuple[str, ...],
+    refresh: bool,
+    store_path: Path,
+    measure_model: bool,
+    top: int,
+    as_json: bool,
+) -> None:
+    """Measure the latency of each distinct op (or fused op group) of MODEL on this device.
+
+    Each unit is timed once as a small ONNX model in onnxruntime (CUDA: io_binding, warm-up past cuDNN's
+    algorithm search, median of many runs) and cached in the store under the device's identity (GPU name,
+    driver, onnxruntime version, provider), so `subst optimize` and later runs measure nothing twice.
+
+    \b
+    Examples:
+      subst profile resnet50.onnx                      # GPU if onnxruntime-gpu works here, else CPU
+      subst profile bert.onnx --dim batch=1 --dim seq=128 --json
+    """
+    dev = profiler.pick_device(device)
+    t0 = time.perf_counter()
+    graph = onnx_io.concretize(onnx_io.load_model(model), parse_dims(dims))
+    db = store.open_store(store_path, create_missing=True)
+    model_cost = cost.CostModel(dev, db, refresh=refresh)
+    n_units = len(cost.units(graph))
+    with click.progressbar(length=n_units, label="profiling units", file=click.get_text_stream("stderr")) as bar:
+        predicted = model_cost.graph_cost(graph, progress=bar.update)
+    measured = None
+    if measure_model:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = onnx_io.save_model(graph, Path(tmp) / "model.onnx")
+            measured = cost.model_latency(str(path), graph, dev)
+    data = {
+        "model": str(model),
+        "device": dev.key,
+        "units": n_units,
+        "distinct_units": len(predicted.units),
+        "measured_now": model_cost.measured,
+        "from_cache": model_cost.cached,
+        "estimated": predicted.estimated,
+        "predicted_ms": predicted.total_ms,
+        "measured_ms": measured,
+        "error_pct": None if measured is None else 100 * (predicted.total_ms - measured) / measured,
+        "seconds": time.perf_counter() - t0,
+        "top": [
+            {"unit": u.label, "ms": u.ms, "count": u.count, "estimated": u.estimated}
+            for u in cost.cost_table(predicted.units, top)
+        ],
+    }
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    lines = [
+        f"device     {dev.key}",
+        f"units      {n_units} ({len(predicted.units)} distinct): {model_cost.measured} measured now, "
+        f"{model_cost.cached} from cache, {predicted.estimated} estimated",
+        f"predicted  {predicted.total_ms:.4f} ms"
+        + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else ""),
+        "",
+        f"{'unit':<40}{'ms each':>10}{'count':>7}{'total ms':>10}",
+    ]
+    for u in cost.cost_table(predicted.units, top):
+        mark = " (estimated)" if u.estimated else ""
+        lines.append(f"{u.label[:39]:<40}{u.ms:>10.4f}{u.count:>7}{u.ms * u.count:>10.4f}{mark}")
+    click.echo("\n".join(lines))

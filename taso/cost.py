@@ -1,0 +1,381 @@
+"""Graph cost from operator latencies measured on the target device, cached in the store.
+
+A graph is cut into *units*: one op, plus the ops onnxruntime fuses into it anyway (Conv with a following
+BatchNormalization, bias Add and Relu; MatMul with a bias Add; Gemm with Relu), so the model never credits a
+rewrite with a fusion ORT would have made itself. Each distinct unit (ops, attributes, concrete shapes,
+dtypes) is timed once as a small ONNX model and its latency stored under the device's key; a graph's cost is
+the sum of its units plus one run overhead. Units computed from weights alone cost nothing: they are
+precomputed once. A unit that cannot be timed gets an analytic estimate (FLOPs and bytes against the device's
+measured peak rate and bandwidth, plus a kernel launch), marked as estimated in reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import sqlite_utils
+
+from taso import check, onnx_io
+from taso.ir import Graph, Kind, Node, TensorType, WeightData, make_attrs
+from taso.profiler import Device, time_model
+
+ELEMENTWISE = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Erf", "Relu", "Sigmoid", "Tanh", "Sqrt", "Pow", "BatchNormalization", "Clip"}
+)
+EPILOGUES: dict[str, frozenset[str]] = {
+    "Conv": ELEMENTWISE,
+    "MatMul": ELEMENTWISE,
+    "Gemm": ELEMENTWISE,
+    "Add": frozenset({"LayerNormalization"}),
+}
+"""Head op -> ops that join its unit when they consume it (onnxruntime folds BatchNorm/Mul/Add into Conv
+weights, fuses bias, activations, GELU chains and Add+LayerNormalization). A unit is timed as one model, so
+joining ops ORT happens not to fuse costs no accuracy, while splitting ops it does fuse would charge
+kernels that never run."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    nodes: tuple[Node, ...]
+
+    @property
+    def label(self) -> str:
+        return "+".join(n.op for n in self.nodes)
+
+
+def units(g: Graph) -> list[Unit]:
+    """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it."""
+    kinds = g.kinds
+    unit_of: dict[str, int] = {}  # value -> index of the unit that produced it
+    groups: list[list[Node]] = []
+    for n in g.nodes:
+        if n.outputs and all(kinds.get(o) is Kind.CONSTANT for o in n.outputs if o):
+            continue
+        target = _epilogue_of(g, n, unit_of, groups)
+        if target is None:
+            groups.append([n])
+            target = len(groups) - 1
+        else:
+            groups[target].append(n)
+        for o in n.outputs:
+            unit_of[o] = target
+    return [Unit(tuple(nodes)) for nodes in groups]
+
+
+def _epilogue_of(g: Graph, n: Node, unit_of: dict[str, int], groups: list[list[Node]]) -> int | None:
+    """The unit ``n`` joins as an epilogue: the latest unit feeding it whose head accepts ``n``'s op."""
+    if n.implicit or n.domain:
+        return None
+    feeding = sorted({unit_of[v] for v in n.reads if v in unit_of}, reverse=True)
+    for k in feeding:
+        head = groups[k][0]
+        if not head.is_opaque and n.op in EPILOGUES.get(head.op, ()):
+            return k
+    return None
+
+
+def unit_graph(g: Graph, unit: Unit) -> Graph:
+    """The unit as a graph of its own. Weights keep their values and the weight-only nodes feeding it come
+    along (onnxruntime folds them at load, so they cost nothing but give inputs like Dropout's ratio their
+    real value); other inputs become graph inputs."""
+    members = set(map(id, unit.nodes))
+    feeders: list[Node] = []
+    pending = [v for n in unit.nodes for v in n.reads]
+    while pending:
+        producer = g.producers.get(pending.pop())
+        if producer is not None and id(producer) not in members and g.kinds.get(producer.outputs[0]) is Kind.CONSTANT:
+            members.add(id(producer))
+            feeders.append(producer)
+            pending.extend(producer.reads)
+    order = {id(n): i for i, n in enumerate(g.nodes)}
+    nodes = tuple(sorted((*feeders, *unit.nodes), key=lambda n: order[id(n)]))
+    produced = {o for n in nodes for o in n.outputs if o}
+    reads = list(dict.fromkeys(v for n in nodes for v in n.reads if v not in produced))
+    outputs = [
+        o
+        for n in unit.nodes
+        for o in n.outputs
+        if o and (o in g.outputs or any(id(c) not in members for c in g.consumers.get(o, ())))
+    ] or [o for o in unit.nodes[-1].outputs if o]
+    weights = tuple(v for v in reads if v in g.data)
+    inputs = tuple(v for v in reads if v not in g.data)
+    types = {v: g.types[v] for v in (*reads, *produced) if v in g.types}
+    return Graph(nodes, inputs, tuple(outputs), types, weights, {w: g.data[w] for w in weights}, g.meta)
+
+
+def replicate(ug: Graph, copies: int) -> Graph | None:
+    """``copies`` independent copies of a unit graph, each reading its own inputs (so onnxruntime's common
+    subexpression elimination cannot merge them) and sharing weights. None when a node has subgraphs that
+    name outer values, which renaming would break."""
+    if any(n.implicit for n in ug.nodes):
+        return None
+    shared = set(ug.weights)
+    nodes, inputs, outputs, types = [], [], [], {w: ug.types[w] for w in ug.weights if w in ug.types}
+    for c in range(copies):
+        rename = {v: v if v in shared else f"{v}#{c}" for v in ug.values()}
+        nodes += [
+            replace(
+                n,
+                inputs=tuple(rename.get(i, i) for i in n.inputs),
+                outputs=tuple(rename[o] if o else o for o in n.outputs),
+                name="",
+            )
+            for n in ug.nodes
+        ]
+        inputs += [rename[i] for i in ug.inputs]
+        outputs += [rename[o] for o in ug.outputs]
+        types.update({rename[v]: t for v, t in ug.types.items() if v in rename})
+    return Graph(tuple(nodes), tuple(inputs), tuple(outputs), types, ug.weights, dict(ug.data), ug.meta)
+
+
+def unit_key(ug: Graph) -> str:
+    """Identity of a unit for the cache: ops, attributes, concrete types and small constant inputs, with
+    value names canonicalised so equal units in different places (or graphs) share one measurement."""
+    names: dict[str, str] = {}
+    for i, v in enumerate((*ug.inputs, *ug.weights)):
+        names[v] = f"i{i}"
+    parts = [",".join(f"{names[v]}:{ug.types.get(v)}" for v in (*ug.inputs, *ug.weights))]
+    for w in ug.weights:
+        arr = ug.data[w].array
+        if arr.size <= 16 and arr.dtype.kind in "iu":
+            parts.append(f"{names[w]}={arr.tolist()}")
+    for k, n in enumerate(ug.nodes):
+        for j, o in enumerate(n.outputs):
+            names[o] = f"n{k}.{j}"
+        opaque = hashlib.sha1(n.opaque).hexdigest()[:16] if n.opaque else ""
+        ins = ",".join(names.get(v, "?") for v in n.inputs)
+        types = ",".join(str(ug.types.get(o)) for o in n.outputs)
+        parts.append(f"{n.domain}::{n.op}({ins}){n.attrs}{opaque}->{types}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+# ---- analytic fallback --------------------------------------------------------------------------------------
+
+
+def _numel(t: TensorType | None) -> int:
+    if t is None or not t.is_static:
+        return 0
+    return int(np.prod(t.shape, dtype=np.int64))  # type: ignore[arg-type]
+
+
+def flops(ug: Graph) -> float:
+    """Arithmetic of a unit: exact for the matrix ops, one op per output element otherwise."""
+    total = 0.0
+    for n in ug.nodes:
+        out = _numel(ug.types.get(n.outputs[0])) if n.outputs else 0
+        if n.op in ("MatMul", "Gemm") and not n.is_opaque:
+            a = ug.types[n.inputs[0]]
+            k = a.shape[-2] if n.op == "Gemm" and n.attr.get("transA") else a.shape[-1]  # type: ignore[index]
+            total += 2.0 * out * (k if isinstance(k, int) else 1)
+        elif n.op == "Conv" and not n.is_opaque:
+            w = ug.types[n.inputs[1]].shape
+            total += 2.0 * out * int(np.prod(w[1:]))  # type: ignore[index,arg-type]
+        elif n.op in ("AveragePool", "MaxPool") and not n.is_opaque:
+            total += out * int(np.prod(n.attr["kernel_shape"]))  # type: ignore[arg-type]
+        else:
+            total += out
+    return total
+
+
+def traffic(ug: Graph) -> float:
+    """Bytes a unit must move at least: every input read once, every output written once."""
+    values = (*ug.inputs, *ug.weights, *ug.outputs)
+    return float(sum(_numel(ug.types.get(v)) * np.dtype(ug.types[v].dtype).itemsize for v in values if v in ug.types))
+
+
+# ---- the model ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-device constants measured once: a run's fixed overhead, a kernel's, and the two ceilings."""
+
+    run_ms: float
+    kernel_ms: float
+    gflops: float
+    gbps: float
+
+    def estimate(self, ug: Graph) -> float:
+        return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
+
+
+@dataclass
+class UnitCost:
+    label: str
+    key: str
+    ms: float
+    estimated: bool
+    count: int = 1
+
+
+@dataclass
+class GraphCost:
+    total_ms: float
+    run_ms: float
+    units: list[UnitCost] = field(default_factory=list)
+
+    @property
+    def estimated(self) -> int:
+        return sum(u.count for u in self.units if u.estimated)
+
+
+def _create_tables(db: sqlite_utils.Database) -> None:
+    db["devices"].create(
+        {"device": str, "run_ms": float, "kernel_ms": float, "gflops": float, "gbps": float, "measured_at": str},
+        pk="device",
+        if_not_exists=True,
+    )
+    db["costs"].create(
+        {"device": str, "unit": str, "label": str, "ms": float, "estimated": int, "note": str, "measured_at": str},
+        pk=("device", "unit"),
+        if_not_exists=True,
+    )
+
+
+class CostModel:
+    """Unit latencies for one device: from memory, then the store, then a measurement (or an estimate)."""
+
+    def __init__(
+        self,
+        device: Device,
+        db: sqlite_utils.Database | None = None,
+        measure: bool = True,
+        refresh: bool = False,
+        calibration: Calibration | None = None,
+    ) -> None:
+        self.device, self.db, self.measure, self.refresh = device, db, measure, refresh
+        self.memo: dict[str, tuple[float, bool]] = {}
+        self.measured = self.cached = 0
+        if db is not None:
+            _create_tables(db)
+        self.calibration = calibration or self._calibration()
+
+    def _calibration(self) -> Calibration:
+        row = None
+        if self.db is not None and not self.refresh:
+            row = next(self.db["devices"].rows_where("device = ?", [self.device.key]), None)
+        if row is not None:
+            return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"])
+        cal = calibrate(self.device)
+        if self.db is not None:
+            self.db["devices"].upsert({"device": self.device.key, **cal.__dict__, "measured_at": _now()}, pk="device")
+        return cal
+
+    def unit_cost(self, g: Graph, unit: Unit) -> UnitCost:
+        ug = unit_graph(g, unit)
+        key = unit_key(ug)
+        if key not in self.memo:
+            self.memo[key] = self._lookup(ug, key, unit.label)
+        ms, estimated = self.memo[key]
+        return UnitCost(unit.label, key, ms, estimated)
+
+    def _lookup(self, ug: Graph, key: str, label: str) -> tuple[float, bool]:
+        if self.db is not None and not self.refresh:
+            row = next(self.db["costs"].rows_where("device = ? AND unit = ?", [self.device.key, key]), None)
+            if row is not None and not (row["estimated"] and self.measure):
+                self.cached += 1
+                return row["ms"], bool(row["estimated"])
+        if not self.measure or not all(t.is_static for t in ug.types.values()):
+            return self.calibration.estimate(ug), True
+        note = ""
+        try:
+            ms = marginal_latency(ug, self.device, self.calibration.run_ms)
+            estimated = False
+            self.measured += 1
+        except Exception as e:  # an op that cannot run alone (data-dependent inputs): estimate instead
+            ms, estimated, note = self.calibration.estimate(ug), True, str(e).splitlines()[0][:200] if str(e) else ""
+        if self.db is not None:
+            row = {"device": self.device.key, "unit": key, "label": label, "ms": ms, "estimated": int(estimated)}
+            self.db["costs"].upsert({**row, "note": note, "measured_at": _now()}, pk=("device", "unit"))
+        return ms, estimated
+
+    def graph_cost(self, g: Graph, progress: Callable[[int], None] | None = None) -> GraphCost:
+        """Predicted latency of one run of ``g`` (concrete shapes needed for measurements)."""
+        by_key: dict[str, UnitCost] = {}
+        for unit in units(g):
+            cost = self.unit_cost(g, unit)
+            if cost.key in by_key:
+                by_key[cost.key].count += 1
+            else:
+                by_key[cost.key] = cost
+            if progress is not None:
+                progress(1)
+        run = self.calibration.run_ms
+        return GraphCost(run + sum(u.ms * u.count for u in by_key.values()), run, list(by_key.values()))
+
+
+COPIES = 5
+"""Copies of a unit timed together: the marginal cost of one in a stream of kernels, as in a whole model,
+where launches overlap with GPU work (timed alone, every small kernel would pay launch and sync in full)."""
+
+
+def marginal_latency(ug: Graph, device: Device, run_ms: float) -> float:
+    one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device).median_ms
+    many = replicate(ug, COPIES)
+    if many is None:
+        return max(one - run_ms, 0.0)
+    t = time_model(onnx_io.model_bytes(many), check.random_inputs(many, seed=0), device).median_ms
+    return max((t - one) / (COPIES - 1), 0.0)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---- calibration --------------------------------------------------------------------------------------------
+
+
+def _chain(op: str, shape: tuple[int, ...], length: int, second: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """``length`` element-wise ops in a row over one input (with a second input for binary ops)."""
+    t = TensorType("float32", shape)
+    nodes, prev = [], "x"
+    for i in range(length):
+        nodes.append(Node(op, (prev, "y") if second else (prev,), (f"v{i}",), make_attrs({})))
+        prev = f"v{i}"
+    inputs = ("x", "y") if second else ("x",)
+    types = {v: t for v in (*inputs, *(f"v{i}" for i in range(length)))}
+    rng = np.random.default_rng(0)
+    return Graph(tuple(nodes), inputs, (prev,), types), {
+        v: rng.standard_normal(shape).astype(np.float32) for v in inputs
+    }
+
+
+def _matmul(n: int) -> tuple[Graph, dict[str, np.ndarray]]:
+    t = TensorType("float32", (n, n))
+    rng = np.random.default_rng(0)
+    w = WeightData(rng.standard_normal((n, n)).astype(np.float32))
+    g = Graph((Node("MatMul", ("x", "w"), ("y",)),), ("x",), ("y",), {"x": t, "w": t, "y": t}, ("w",), {"w": w})
+    return g, {"x": rng.standard_normal((n, n)).astype(np.float32)}
+
+
+def calibrate(device: Device) -> Calibration:
+    """Measure run overhead and per-kernel cost (1 vs 11 tiny Relus), peak FLOP/s (a large MatMul) and
+    bandwidth (a large Add: two reads and a write per element)."""
+    one = time_model(onnx_io.model_bytes(_chain("Relu", (4,), 1)[0]), _chain("Relu", (4,), 1)[1], device)
+    g11, f11 = _chain("Relu", (4,), 11)
+    eleven = time_model(onnx_io.model_bytes(g11), f11, device)
+    kernel = max((eleven.median_ms - one.median_ms) / 10, 1e-4)
+    run = max(one.median_ms - kernel, 0.0)
+    n = 4096 if device.is_cuda else 1024
+    mm, feeds = _matmul(n)
+    t = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7)
+    gflops = 2 * n**3 / max(t.median_ms - run, 1e-3) / 1e6
+    size = (64 * 2**20) if device.is_cuda else (8 * 2**20)
+    add, feeds = _chain("Add", (size,), 1, second=True)
+    t = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7)
+    gbps = 3 * 4 * size / max(t.median_ms - run, 1e-3) / 1e6
+    return Calibration(run, kernel, gflops, gbps)
+
+
+def model_latency(path: str, g: Graph, device: Device, samples: int = 50) -> float:
+    """Measured end-to-end latency of a whole model file (median ms), for comparing with `graph_cost`."""
+    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples).median_ms
+
+
+def cost_table(costs: Iterable[UnitCost], top: int | None = None) -> Sequence[UnitCost]:
+    ranked = sorted(costs, key=lambda u: -u.ms * u.count)
+    return ranked[:top] if top else ranked

@@ -1,0 +1,165 @@
+"""Cost model on the CPU provider: fusion-aware units, the SQLite cache keyed by device, the profile CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import subst
+
+from taso import cost, onnx_io, profiler, store
+from taso.check import Runner, random_inputs
+from taso.errors import BadInput
+from taso.ir import WeightData, parse_graph
+
+CONV_CHAIN = """graph(%x: float32[1,4,8,8], %w: float32[8,4,3,3] weight, %s: float32[8] weight, %b: float32[8] weight,
+      %m: float32[8] weight, %v: float32[8] weight, %w2: float32[8,8,1,1] weight):
+  %c = Conv(%x, %w) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,8,8,8]
+  %n = BatchNormalization(%c, %s, %b, %m, %v) {epsilon=0.001} : float32[1,8,8,8]
+  %r = Relu(%n) : float32[1,8,8,8]
+  %c2 = Conv(%r, %w2) {dilations=[1,1], group=1, kernel_shape=[1,1], pads=[0,0,0,0], strides=[1,1]} : float32[1,8,8,8]
+  %a = Add(%c2, %r) : float32[1,8,8,8]
+  %y = Relu(%a) : float32[1,8,8,8]
+  return %y"""
+
+
+def _with_weights(text: str, seed: int = 0):
+    g = parse_graph(text)
+    rng = np.random.default_rng(seed)
+    data = {w: rng.uniform(0.5, 1.5, g.types[w].shape).astype(np.float32) for w in g.weights}
+    return replace(g, data={k: WeightData(v) for k, v in data.items()})
+
+
+@pytest.fixture(scope="module")
+def cpu() -> profiler.Device:
+    return profiler.pick_device("cpu")
+
+
+@pytest.fixture(scope="module")
+def calibration(cpu: profiler.Device) -> cost.Calibration:
+    return cost.calibrate(cpu)
+
+
+def test_units_fuse_what_onnxruntime_fuses() -> None:
+    g = _with_weights(CONV_CHAIN)
+    labels = [u.label for u in cost.units(g)]
+    # Conv+BN+Relu fold into one kernel; the residual Add and its Relu join the second conv (ORT's FusedConv).
+    assert labels == ["Conv+BatchNormalization+Relu", "Conv+Add+Relu"]
+
+
+def test_non_epilogue_ops_start_their_own_unit() -> None:
+    g = _with_weights(
+        """graph(%x: float32[2,4], %w: float32[4,4] weight, %b: float32[4] weight):
+          %m = MatMul(%x, %w) : float32[2,4]
+          %a = Add(%m, %b) : float32[2,4]
+          %t = Tanh(%m) : float32[2,4]
+          %s = Softmax(%a) {axis=-1} : float32[2,4]
+          %y = MatMul(%s, %w) : float32[2,4]
+          %z = Add(%y, %t) : float32[2,4]
+          return %z"""
+    )
+    # both consumers of %m are epilogues of the first MatMul; Softmax is not; the last Add joins the latest head
+    assert [u.label for u in cost.units(g)] == ["MatMul+Add+Tanh", "Softmax", "MatMul+Add"]
+
+
+def test_weight_only_nodes_cost_nothing() -> None:
+    g = _with_weights(
+        """graph(%x: float32[2,4], %w: float32[4,4] weight):
+          %wt = Transpose(%w) {perm=[1,0]} : float32[4,4]
+          %y = MatMul(%x, %wt) : float32[2,4]
+          return %y"""
+    )
+    assert [u.label for u in cost.units(g)] == ["MatMul"]
+    assert [n.op for n in cost.unit_graph(g, cost.units(g)[0]).nodes] == ["Transpose", "MatMul"]
+
+
+def test_equal_units_share_a_key_and_different_shapes_do_not(bert_path: Path) -> None:
+    def keys(seq: int) -> dict[str, list[str]]:
+        g = onnx_io.concretize(onnx_io.load_model(bert_path), {"batch": 1, "seq": seq})
+        out: dict[str, list[str]] = {}
+        for u in cost.units(g):
+            out.setdefault(u.label, []).append(cost.unit_key(cost.unit_graph(g, u)))
+        return out
+
+    k8, k16 = keys(8), keys(16)
+    assert len(set(k8["LayerNormalization"])) == 1 < len(k8["LayerNormalization"])  # 5 LayerNorms, one shape
+    assert set(k8["LayerNormalization"]).isdisjoint(k16["LayerNormalization"])  # another seq: another unit
+
+
+def test_replicated_unit_computes_the_same_in_every_copy(tmp_path: Path) -> None:
+    g = _with_weights(CONV_CHAIN)
+    ug = cost.unit_graph(g, cost.units(g)[0])
+    many = cost.replicate(ug, 3)
+    assert len(many.inputs) == 3 and len(set(many.inputs)) == 3 and many.weights == ug.weights
+    feeds = random_inputs(ug, seed=1)
+    single = Runner(onnx_io.save_model(ug, tmp_path / "one.onnx"))(feeds)
+    copies = Runner(onnx_io.save_model(many, tmp_path / "many.onnx"))(
+        {f"{k}#{c}": v for k, v in feeds.items() for c in range(3)}
+    )
+    for c in range(3):
+        np.testing.assert_allclose(copies[f"{ug.outputs[0]}#{c}"], single[ug.outputs[0]], rtol=1e-5)
+
+
+def test_analytic_estimate_grows_with_work(calibration: cost.Calibration) -> None:
+    def mm(n: int):
+        return _with_weights(
+            f"graph(%x: float32[{n},{n}], %w: float32[{n},{n}] weight):\n  %y = MatMul(%x, %w) : float32[{n},{n}]\n  return %y"
+        )
+
+    small, large = mm(16), mm(256)
+    assert cost.flops(large) == 2 * 256**3 and cost.traffic(large) == 3 * 256 * 256 * 4
+    assert calibration.estimate(large) > calibration.estimate(small) > 0
+
+
+def test_cache_hit_on_second_run_and_device_key_respected(tmp_path: Path, cpu, calibration) -> None:
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    first = cost.CostModel(cpu, db, calibration=calibration)
+    a = first.graph_cost(g)
+    assert first.measured == len(a.units) and a.estimated == 0 and a.total_ms > 0
+    second = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), calibration=calibration)
+    b = second.graph_cost(g)
+    assert second.measured == 0 and second.cached == len(b.units) and b.total_ms == a.total_ms
+    other = replace(cpu, name="another CPU")
+    third = cost.CostModel(other, store.open_store(tmp_path / "s.db"), calibration=calibration)
+    third.graph_cost(g)
+    assert third.measured == len(a.units) and third.cached == 0
+    refreshed = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), refresh=True, calibration=calibration)
+    refreshed.graph_cost(g)
+    assert refreshed.measured == len(a.units)
+    devices = {r["device"] for r in db["costs"].rows}
+    assert devices == {cpu.key, other.key}
+
+
+def test_estimates_without_measuring(cpu, calibration) -> None:
+    g = _with_weights(CONV_CHAIN)
+    model = cost.CostModel(cpu, None, measure=False, calibration=calibration)
+    c = model.graph_cost(g)
+    assert model.measured == 0 and c.estimated == len(cost.units(g)) and c.total_ms > calibration.run_ms
+
+
+def test_device_choice(cpu) -> None:
+    assert profiler.pick_device("auto").provider in (profiler.CPU, profiler.CUDA)
+    assert cpu.provider == profiler.CPU and "ort-" in cpu.key
+    if not profiler.cuda_works():
+        with pytest.raises(BadInput, match="CUDA provider is not available"):
+            profiler.pick_device("cuda")
+    with pytest.raises(BadInput, match="unknown device"):
+        profiler.pick_device("tpu")
+
+
+def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> None:
+    db = tmp_path / "s.db"
+    args = ["profile", bert_path, "--device", "cpu", "--dim", "batch=1", "--dim", "seq=8", "--store", db, "--json"]
+    r = subst(*args)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)
+    assert first["measured_now"] > 0 and first["measured_ms"] > 0 and first["predicted_ms"] > 0
+    r = subst(*args, "--no-measure-model")
+    second = json.loads(r.stdout)
+    assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
+    r = subst("profile", bert_path, "--dim", "seq", "--store", db)
+    assert r.returncode == 2 and "NAME=SIZE" in r.stderr
