@@ -6,20 +6,35 @@ Exit codes: 0 ok, 1 a check failed (nothing written), 2 bad input (one line on s
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from cli.profile import profile
+from cli.profile import parse_dims, profile
 from taso import onnx_io, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
 from taso.ops import OPS
+from taso.optimize import Settings
 from taso.optimize import optimize as run_optimize
 
 EXIT_OK, EXIT_CHECK, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a small text file through a temp file and rename, so a failure leaves no half-written file."""
+    if not path.parent.is_dir():
+        raise BadInput(f"{path}: folder {path.parent} does not exist")
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise BadInput(f"{path}: cannot write ({e.strerror})") from None
 
 
 def _emit(as_json: bool, data: Any, lines: list[str]) -> None:
@@ -67,9 +82,48 @@ def cli() -> None:
 @click.option("--rtol", type=float, default=1e-3, show_default=True, help="Relative tolerance of the check.")
 @click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance of the check.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the check's random inputs.")
+@click.option(
+    "--alpha",
+    type=float,
+    default=1.05,
+    show_default=True,
+    help="Search relaxation: keep exploring graphs up to alpha x the best cost (1.0 = greedy).",
+)
+@click.option(
+    "--budget", type=click.IntRange(min=1), default=100, show_default=True, help="Graphs to expand per region."
+)
+@click.option(
+    "--time-limit", type=click.FloatRange(min=0), default=10.0, show_default=True, help="Search seconds in all."
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu", "estimate"]),
+    default="auto",
+    show_default=True,
+    help="Where op costs are measured (cached in the store); estimate: analytic costs, nothing measured.",
+)
+@click.option(
+    "--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic dim for costing (default 1)."
+)
+@click.option(
+    "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def optimize(
-    model: Path, output: Path, store_path: Path, check: bool, rtol: float, atol: float, seed: int, as_json: bool
+    model: Path,
+    output: Path,
+    store_path: Path,
+    check: bool,
+    rtol: float,
+    atol: float,
+    seed: int,
+    alpha: float,
+    budget: int,
+    time_limit: float,
+    device: str,
+    dims: tuple[str, ...],
+    report_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Rewrite MODEL with proved substitutions and write it to OUTPUT.
 
@@ -82,12 +136,15 @@ def optimize(
       subst optimize resnet.onnx -o resnet.opt.onnx
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
     """
+    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims))
     try:
-        report = run_optimize(model, output, store_path, check, rtol, atol, seed)
+        report = run_optimize(model, output, store_path, check, rtol, atol, seed, settings=settings)
     except CheckFailed as e:
         if as_json and e.report is not None:
             click.echo(json.dumps(e.report.as_dict(), indent=2, default=str))  # type: ignore[attr-defined]
         raise
+    if report_path is not None:
+        write_text_atomic(report_path, json.dumps(report.as_dict(), indent=2, default=str) + "\n")
     _emit(as_json, report.as_dict(), report.lines())
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -203,6 +203,10 @@ class Calibration:
         return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
 
 
+DEFAULT_CALIBRATION = Calibration(run_ms=0.01, kernel_ms=0.005, gflops=100.0, gbps=20.0)
+"""A 2-core CPU's orders of magnitude: used when nothing may be measured and no calibration is cached."""
+
+
 @dataclass
 class UnitCost:
     label: str
@@ -246,8 +250,11 @@ class CostModel:
         measure: bool = True,
         refresh: bool = False,
         calibration: Calibration | None = None,
+        dims: Mapping[str, int] | None = None,
     ) -> None:
         self.device, self.db, self.measure, self.refresh = device, db, measure, refresh
+        self.dims = dict(dims or {})
+        """Sizes for symbolic dims: a dynamic model is costed at one concrete size."""
         self.memo: dict[str, tuple[float, bool]] = {}
         self.measured = self.cached = 0
         if db is not None:
@@ -260,6 +267,8 @@ class CostModel:
             row = next(self.db["devices"].rows_where("device = ?", [self.device.key]), None)
         if row is not None:
             return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"])
+        if not self.measure:
+            return DEFAULT_CALIBRATION
         cal = calibrate(self.device)
         if self.db is not None:
             self.db["devices"].upsert({"device": self.device.key, **cal.__dict__, "measured_at": _now()}, pk="device")
@@ -267,6 +276,8 @@ class CostModel:
 
     def unit_cost(self, g: Graph, unit: Unit) -> UnitCost:
         ug = unit_graph(g, unit)
+        if self.dims:
+            ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
         key = unit_key(ug)
         if key not in self.memo:
             self.memo[key] = self._lookup(ug, key, unit.label)

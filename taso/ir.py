@@ -43,6 +43,12 @@ class TensorType:
     def is_static(self) -> bool:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
+    def with_dims(self, dims: Mapping[str, int]) -> TensorType:
+        """This type with named symbolic dims replaced by sizes (for costing a dynamic model at one size)."""
+        if self.shape is None or not any(isinstance(d, str) and d in dims for d in self.shape):
+            return self
+        return TensorType(self.dtype, tuple(dims.get(d, d) if isinstance(d, str) else d for d in self.shape))
+
     def __str__(self) -> str:
         if self.shape is None:
             return f"{self.dtype}[*]"
@@ -188,6 +194,20 @@ class Graph:
             h.update(repr(part).encode())
         return h.hexdigest()
 
+    @cached_property
+    def structure(self) -> str:
+        """A digest of what the graph computes, independent of intermediate value and node names: graphs
+        reached by different rewrite orders that build the same nodes share it (the search's repeat check)."""
+        keys: dict[str, str] = {v: f"in:{v}" for v in self.inputs}
+        keys.update({w: f"w:{self.data[w].digest}" if w in self.data else f"w:{w}" for w in self.weights})
+        for n in self.nodes:
+            h = hashlib.sha256(repr((n.op, n.domain, n.attrs, n.opaque, [keys.get(i, i) for i in n.reads])).encode())
+            node_key = h.hexdigest()
+            for k, o in enumerate(n.outputs):
+                if o:
+                    keys[o] = f"{node_key}:{k}"
+        return hashlib.sha256(repr([keys[o] for o in self.outputs]).encode()).hexdigest()
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Graph) and self.key == other.key
 
@@ -261,6 +281,23 @@ def lint(g: Graph) -> Graph:
         if out not in defined:
             raise IRError(f"graph output {out!r} is never defined")
     return g
+
+
+def topological_order(nodes: list[Node], defined: set[str]) -> list[Node] | None:
+    """``nodes`` in an order where every value is defined before it is read, keeping the given order where
+    it already is one (so rewrites disturb the model's layout as little as possible); None on a cycle."""
+    producers = {o for n in nodes for o in n.outputs if o}
+    done = set(defined)
+    placed: list[Node] = []
+    waiting = list(nodes)
+    while waiting:
+        ready = next((k for k, n in enumerate(waiting) if all(v in done or v not in producers for v in n.reads)), None)
+        if ready is None:
+            return None
+        node = waiting.pop(ready)
+        placed.append(node)
+        done.update(node.outputs)
+    return placed
 
 
 def eliminate_dead(g: Graph) -> Graph:

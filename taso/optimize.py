@@ -12,16 +12,26 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, onnx_io, store
+from taso import check, cost, onnx_io, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
+from taso.search import both_directions, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
-"""A rewrite step: the new graph and how often each rule fired."""
+"""A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
 
 
-def no_rewrite(g: Graph) -> tuple[Graph, dict[str, int]]:
-    return g, {}
+@dataclass(frozen=True)
+class Settings:
+    """How hard to search and what to cost with."""
+
+    alpha: float = 1.05
+    budget: int = 100
+    time_limit: float = 10.0
+    device: str = "auto"
+    """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
+    dims: dict[str, int] = field(default_factory=dict)
+    """Sizes of symbolic dims for costing (default 1)."""
 
 
 @dataclass
@@ -37,9 +47,24 @@ class Report:
     rules_applied: dict[str, int] = field(default_factory=dict)
     check: check.CheckResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    cost: dict[str, object] = field(default_factory=dict)
+    """Predicted latency before/after (ms), the device it was measured on, how many units were estimated."""
+    search: dict[str, object] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def _cost_lines(self) -> list[str]:
+        if not self.cost:
+            return []
+        before, after = float(self.cost["before_ms"]), float(self.cost["after_ms"])  # type: ignore[arg-type]
+        s = self.search
+        return [
+            f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
+            + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
+            f"search    {s['regions']} regions, {s['expanded']} graphs expanded, {s['candidates']} candidates, "
+            f"alpha {s['alpha']}",
+        ]
 
     def lines(self) -> list[str]:
         applied = ", ".join(f"{k} x{v}" for k, v in sorted(self.rules_applied.items())) or "none"
@@ -48,9 +73,16 @@ class Report:
             f"output    {self.output}",
             f"nodes     {self.nodes_before} -> {self.nodes_after} ({self.opaque_nodes} passed through untouched)",
             f"rules     {self.proved_rules} proved in store; applied: {applied}",
+            *self._cost_lines(),
             f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}",
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()),
         ]
+
+
+def _cost_model(db, settings: Settings) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
+    if settings.device == "estimate":
+        return cost.CostModel(profiler.pick_device("cpu"), db, measure=False, dims=settings.dims)
+    return cost.CostModel(profiler.pick_device(settings.device), db, dims=settings.dims)
 
 
 def optimize(
@@ -61,7 +93,8 @@ def optimize(
     rtol: float = 1e-3,
     atol: float = 1e-5,
     seed: int = 0,
-    rewrite: Rewrite = no_rewrite,
+    rewrite: Rewrite | None = None,
+    settings: Settings = Settings(),
 ) -> Report:
     """Optimize ``src`` into ``dst``; raises `BadInput` (nothing read or written) or `CheckFailed`."""
     src, dst = Path(src), Path(dst)
@@ -75,14 +108,50 @@ def optimize(
         raise BadInput(f"{dst}: is a folder; the output would replace it")
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    rules = store.proved_rule_count(store.open_store(store_path))
+    db = store.open_store(store_path)
+    rules = both_directions(store.load_rules(db, status="proved"))
     graph = onnx_io.load_model(src)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result, applied = rewrite(graph)
+    costs, search_facts = {}, {}
+    if rewrite is not None:
+        result, applied = rewrite(graph)
+    elif not rules:
+        result, applied = graph, {}
+    else:
+        model = _cost_model(db, settings)
+
+        def predicted(h: Graph) -> float:
+            return model.graph_cost(h).total_ms
+
+        found = optimize_graph(graph, rules, predicted, settings.alpha, settings.budget, settings.time_limit)
+        result, applied = found.graph, dict(found.applied)
+        before, after = model.graph_cost(graph), model.graph_cost(result)
+        costs = {
+            "before_ms": before.total_ms,
+            "after_ms": after.total_ms,
+            "device": model.device.key,
+            "estimated_units": after.estimated,
+        }
+        search_facts = {
+            "regions": found.regions,
+            "expanded": found.expanded,
+            "candidates": found.candidates,
+            "declined": dict(found.declined),
+            "alpha": settings.alpha,
+            "seconds": found.seconds,
+        }
     times["rewrite"] = time.perf_counter() - t0
     report = Report(
-        str(src), str(dst), len(graph.nodes), len(result.nodes), sum(n.is_opaque for n in result.nodes), rules, applied
+        str(src),
+        str(dst),
+        len(graph.nodes),
+        len(result.nodes),
+        sum(n.is_opaque for n in result.nodes),
+        store.proved_rule_count(db),
+        applied,
+        cost=costs,
+        search=search_facts,
     )
     try:
         staging = tempfile.TemporaryDirectory(prefix=".subst-", dir=dst.parent)

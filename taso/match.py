@@ -1,0 +1,146 @@
+"""Finding a rule's source graph inside a model graph.
+
+A match binds every source node to a model node of the same op and attributes, and every source value to a
+model value, consistently: a value read by two source nodes is one model value. Sizes are free (a rule found
+on 2x4 tensors applies to 128x768 ones; `taso.rewrite` then checks that its target type-checks at the real
+shapes), but ranks and element types must agree, and a source weight binds only to a weight or a value
+computed from weights alone, so whatever the target does to it can be folded ahead of time. Commutative ops
+(declared in `taso.ops`) match their inputs in either order, so no rule needs to list swapped variants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from taso import ops
+from taso.ir import Graph, Kind, Node
+from taso.rules import Rule
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: Rule
+    nodes: dict[int, Node]
+    """Index of each source node -> the model node it stands for."""
+    values: dict[str, str]
+    """Source value name -> model value name."""
+
+
+def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
+    rt, mt = rule_graph.types.get(rv), g.types.get(mv)
+    if rt is None or mt is None or rt.dtype != mt.dtype or rt.rank != mt.rank:
+        return False
+    if rv in rule_graph.weights:
+        return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT)
+    return True
+
+
+def _node_ok(pattern: Node, candidate: Node) -> bool:
+    return (
+        not candidate.is_opaque
+        and candidate.op == pattern.op
+        and candidate.attrs == pattern.attrs
+        and len(candidate.inputs) == len(pattern.inputs)
+        and len([o for o in candidate.outputs if o]) == len(pattern.outputs)
+    )
+
+
+def _input_orders(pattern: Node) -> list[tuple[int, ...]]:
+    n = len(pattern.inputs)
+    if ops.get(pattern.op).commutative and n == 2:
+        return [(0, 1), (1, 0)]
+    return [tuple(range(n))]
+
+
+def nodes_by_op(g: Graph) -> dict[str, list[Node]]:
+    """Catalogue nodes of ``g`` by op, in graph order: built once per graph, shared by all rules."""
+    index: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        if not n.is_opaque:
+            index.setdefault(n.op, []).append(n)
+    return index
+
+
+def find_matches(g: Graph, rule: Rule, index: dict[str, list[Node]] | None = None) -> Iterator[Match]:
+    """Every match of ``rule.src`` in ``g`` (model node order, so the search is deterministic)."""
+    src = rule.src
+    index = nodes_by_op(g) if index is None else index
+    if not src.nodes or any(n.op not in index for n in src.nodes):
+        return
+    order = _plan(src)
+    for anchor in index[src.nodes[order[0]].op]:
+        for nodes, values in _extend(g, src, order, 0, {order[0]: anchor}, {}):
+            yield Match(rule, nodes, values)
+
+
+def _plan(src: Graph) -> list[int]:
+    """Source nodes in an order where each one after the first shares a value with an earlier one,
+    starting from the last node (usually the most selective op)."""
+    order = [len(src.nodes) - 1]
+    remaining = set(range(len(src.nodes) - 1))
+    while remaining:
+        seen = {v for i in order for v in (*src.nodes[i].reads, *src.nodes[i].outputs)}
+        nxt = next(
+            (i for i in sorted(remaining, reverse=True) if seen & {*src.nodes[i].reads, *src.nodes[i].outputs}), None
+        )
+        if nxt is None:
+            nxt = max(remaining)
+        order.append(nxt)
+        remaining.discard(nxt)
+    return order
+
+
+def _bind(src: Graph, g: Graph, values: dict[str, str], rv: str, mv: str) -> dict[str, str] | None:
+    bound = values.get(rv)
+    if bound is not None:
+        return values if bound == mv else None
+    if not _value_ok(src, g, rv, mv):
+        return None
+    # a source input may share a model value with another input (the rule holds for equal inputs too), but
+    # an internal source value is produced by exactly one node
+    if rv not in src.inputs and rv not in src.weights and mv in values.values():
+        return None
+    return {**values, rv: mv}
+
+
+def _extend(
+    g: Graph, src: Graph, order: list[int], k: int, nodes: dict[int, Node], values: dict[str, str]
+) -> Iterator[tuple[dict[int, Node], dict[str, str]]]:
+    idx = order[k]
+    pattern, candidate = src.nodes[idx], nodes[idx]
+    if not _node_ok(pattern, candidate) or any(candidate is other for j, other in nodes.items() if j != idx):
+        return
+    for perm in _input_orders(pattern):
+        bound: dict[str, str] | None = values
+        for rv, j in zip(pattern.outputs, range(len(pattern.outputs))):
+            bound = _bind(src, g, bound, rv, candidate.outputs[j]) if bound is not None else None
+        for pos, j in enumerate(perm):
+            if bound is None:
+                break
+            bound = _bind(src, g, bound, pattern.inputs[pos], candidate.inputs[j])
+        if bound is None:
+            continue
+        if k + 1 == len(order):
+            yield dict(nodes), bound
+            continue
+        nxt = order[k + 1]
+        yield from (
+            found
+            for option in _options(g, src.nodes[nxt], bound)
+            for found in _extend(g, src, order, k + 1, {**nodes, nxt: option}, bound)
+        )
+
+
+def _options(g: Graph, pattern: Node, values: dict[str, str]) -> list[Node]:
+    """Model nodes that could stand for ``pattern`` given what is bound: producers of its bound outputs, or
+    consumers of its bound inputs."""
+    for rv in pattern.outputs:
+        if rv in values:
+            p = g.producers.get(values[rv])
+            return [p] if p is not None else []
+    options: list[Node] = []
+    for rv in pattern.inputs:
+        if rv in values:
+            options += [n for n in g.consumers.get(values[rv], ()) if n.op == pattern.op and n not in options]
+    return options

@@ -1,0 +1,254 @@
+"""Applying a matched rule: build its target at the model's real shapes and splice it in.
+
+The target's outputs take over the names of the source outputs they replace, so every consumer, graph
+output and subgraph reference stays valid without renaming anything. Sizes a rule carries as data are
+recomputed for the real shapes: a Split's sizes from the source outputs it reproduces, a constant
+generator's shape by mapping the rule's dims to the model's. The instantiation must type-check and give
+exactly the source's output types; where it is cheap, both sides are also evaluated on random inputs at
+the real shapes (float64) and must agree, a guard against a rule generalised beyond what it says. New
+weight-only computation (concatenated, enlarged, transposed weights) is folded into initializers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from taso import ops
+from taso.ir import (
+    Graph,
+    IRError,
+    Kind,
+    Node,
+    TensorType,
+    WeightData,
+    eliminate_dead,
+    fresh_names,
+    lint,
+    topological_order,
+)
+from taso.match import Match
+
+CHECK_LIMIT = 20_000_000
+"""Multiply-adds above which the float64 instantiation check is skipped (the final onnxruntime check stays)."""
+
+
+class Declined(Exception):
+    """A match whose target cannot be instantiated here; the message says why (kept for the search's tracer)."""
+
+
+def _dim_map(match: Match, g: Graph) -> dict[int, int]:
+    """Rule dim size -> model dim size, from the bound inputs; a size that maps two ways is dropped."""
+    seen: dict[int, set[int]] = {}
+    src = match.rule.src
+    for rv in (*src.inputs, *src.weights):
+        if rv not in match.values:
+            continue
+        rt, mt = src.types[rv], g.types[match.values[rv]]
+        for a, b in zip(rt.shape or (), mt.shape or ()):
+            if isinstance(a, int) and isinstance(b, int):
+                seen.setdefault(a, set()).add(b)
+    return {a: next(iter(b)) for a, b in seen.items() if len(b) == 1}
+
+
+def _constant_value(g: Graph, name: str) -> np.ndarray | None:
+    d = g.data.get(name)
+    return None if d is None else d.array
+
+
+def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightData], dict[str, TensorType]]:
+    """The target's nodes, new weights and types at the model's shapes; raises `Declined`."""
+    src, dst = match.rule.src, match.rule.dst
+    out_name = {d: match.values[s] for s, d in zip(src.outputs, dst.outputs)}
+    out_type = {d: g.types[match.values[s]] for s, d in zip(src.outputs, dst.outputs)}
+    fresh = fresh_names(g, "subst_")
+    names: dict[str, str] = {}
+    for v in (*dst.inputs, *dst.weights):
+        if v in match.values:
+            names[v] = match.values[v]
+        elif v not in dst.data:
+            raise Declined(f"target reads {v!r}, which the source does not bind")
+    types: dict[str, TensorType] = {}
+    data: dict[str, WeightData] = {}
+    dims = _dim_map(match, g)
+    nodes: list[Node] = []
+    for n in dst.nodes:
+        attrs = n.attr
+        if "constant" in ops.get(n.op).tags:
+            shape = tuple(dims.get(d, d) if isinstance(d, int) else d for d in attrs["shape"])  # type: ignore[union-attr]
+            if any(isinstance(d, int) and d not in dims for d in attrs["shape"]):  # type: ignore[union-attr]
+                raise Declined(f"{n.op} shape {attrs['shape']} not determined by the bound inputs")
+            attrs = {**attrs, "shape": shape}
+        for o in n.outputs:
+            names[o] = out_name.get(o) or next(fresh)
+        inputs = []
+        for v in n.inputs:
+            if v not in names:  # an inline constant of the rule (Split sizes): recomputed below
+                names[v] = next(fresh)
+            inputs.append(names[v])
+        in_types = [types.get(names[v]) or g.types.get(names[v]) for v in n.inputs]
+        consts: list[np.ndarray | None] = [
+            data[names[v]].array if names[v] in data else _constant_value(g, names[v]) for v in n.inputs
+        ]
+        if n.op == "Split" and len(n.inputs) > 1 and n.inputs[1] in dst.data:
+            if not all(o in out_type for o in n.outputs):
+                raise Declined("a Split whose sizes cannot be read off the source outputs")
+            axis = int(attrs["axis"])  # type: ignore[arg-type]
+            dims_along = [out_type[o].shape[axis] for o in n.outputs]  # type: ignore[index]
+            if not all(isinstance(d, int) for d in dims_along):
+                raise Declined("Split sizes along a dynamic dimension")
+            sizes = np.array(dims_along, np.int64)
+            sizes_name = next(fresh)  # never the bound source value: these sizes are the target's own
+            inputs[1] = sizes_name
+            data[sizes_name] = WeightData(sizes)
+            types[sizes_name] = TensorType("int64", (len(n.outputs),))
+            in_types[1], consts[1] = types[sizes_name], sizes
+        elif any(t is None for t in in_types):
+            raise Declined("target reads an inline constant the matcher cannot size")
+        try:
+            outs = ops.infer(n.op, in_types, attrs, consts, len(n.outputs))  # type: ignore[arg-type]
+        except ops.OpError as e:
+            raise Declined(f"target does not type-check at these shapes: {e}") from None
+        for o, t in zip(n.outputs, outs):
+            types[names[o]] = t
+        nodes.append(Node(n.op, tuple(inputs), tuple(names[o] for o in n.outputs), tuple(sorted(attrs.items()))))
+    for d, name in out_name.items():
+        got = g.types.get(match.values[d]) if d in dst.inputs else types.get(name)
+        if got != out_type[d]:
+            raise Declined(f"target output {d} would be {got}, the source gives {out_type[d]}")
+    return nodes, data, types
+
+
+def _evaluate(graph_nodes: list[Node], values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for n in graph_nodes:
+        outs = ops.get(n.op).run([values[i] for i in n.inputs], n.attr, len(n.outputs))
+        values.update(zip(n.outputs, outs))
+    return values
+
+
+def _work(nodes: list[Node], types: Mapping[str, TensorType]) -> float:
+    """Multiply-adds, roughly: output elements times the reduction length of MatMul and Conv."""
+    total = 0.0
+    for n in nodes:
+        shapes = [types[v].shape for v in (*n.inputs, *n.outputs) if v in types]
+        if any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+            return float("inf")
+        reduction = 1
+        if n.op == "MatMul":
+            reduction = types[n.inputs[0]].shape[-1]  # type: ignore[index]
+        elif n.op == "Conv":
+            reduction = int(np.prod(types[n.inputs[1]].shape[1:]))  # type: ignore[index]
+        total += float(np.prod(types[n.outputs[0]].shape)) * reduction  # type: ignore[arg-type]
+    return total
+
+
+def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_types: dict) -> bool | None:
+    """Both sides on the same random float64 inputs at the real shapes; None when too costly to run."""
+    old_nodes = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
+    types = {**g.types, **new_types}
+    if any(n.is_opaque for n in old_nodes) or _work(old_nodes + new_nodes, types) > CHECK_LIMIT:
+        return None
+    rng = np.random.default_rng(0)
+    produced = {o for n in old_nodes + new_nodes for o in n.outputs}
+    feeds: dict[str, np.ndarray] = {}
+    for n in old_nodes + new_nodes:
+        for v in n.inputs:
+            if v in produced or v in feeds:
+                continue
+            if v in new_data:
+                feeds[v] = new_data[v].array
+            elif v in g.data:
+                arr = g.data[v].array
+                feeds[v] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
+            else:
+                t = types[v]
+                if not t.is_static or np.dtype(t.dtype).kind != "f":
+                    return None
+                feeds[v] = rng.standard_normal(t.shape)  # type: ignore[arg-type]
+    outputs = [match.values[o] for o in match.rule.src.outputs]
+    try:
+        before = _evaluate(old_nodes, dict(feeds))
+        after = _evaluate(new_nodes, dict(feeds))
+    except (ops.OpError, ValueError, KeyError):
+        return None
+    return all(np.allclose(before[o], after[o], rtol=1e-7, atol=1e-9) for o in outputs)
+
+
+def fold_constants(g: Graph, candidates: set[str]) -> Graph:
+    """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights."""
+    data, types = dict(g.data), dict(g.types)
+    weights, nodes = list(g.weights), []
+    for n in g.nodes:
+        if (
+            n.outputs
+            and n.outputs[0] in candidates
+            and not n.is_opaque
+            and all(v in data for v in n.inputs)
+            and all(v for v in n.inputs)
+        ):
+            outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
+            for o, arr in zip(n.outputs, outs):
+                data[o] = WeightData(np.ascontiguousarray(arr).astype(types[o].dtype))
+                weights.append(o)
+            continue
+        nodes.append(n)
+    if len(nodes) == len(g.nodes):
+        return g
+    return replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)
+
+
+def apply(g: Graph, match: Match) -> Graph:
+    """``g`` with the match replaced by the rule's target; raises `Declined`."""
+    new_nodes, new_data, new_types = instantiate(g, match)
+    replaced = {match.values[o] for o in match.rule.src.outputs}
+    old = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
+    if any(o and o not in replaced and o in g.outputs for n in old for o in n.outputs):
+        raise Declined("an internal source value is a graph output")
+    rename: dict[str, str] = {}
+    for s, d in zip(match.rule.src.outputs, match.rule.dst.outputs):
+        if d not in match.rule.dst.inputs:
+            continue
+        # a target output that is one of its inputs: consumers read that input instead; if the replaced value
+        # is a graph output, the input takes over its name (the graph's interface never changes)
+        old_v, new_v = match.values[s], match.values[d]
+        if old_v not in g.outputs:
+            rename[old_v] = new_v
+        elif new_v in g.producers and new_v not in g.outputs and not any(new_v in n.implicit for n in g.nodes):
+            rename[new_v] = old_v
+        else:
+            raise Declined("would rename a graph input, weight or output")
+    removed = {id(n) for n in old if any(o in replaced for o in n.outputs)}
+    if any(
+        o and o not in replaced and any(id(c) not in {id(m) for m in old} for c in g.consumers.get(o, ()))
+        for n in old
+        if id(n) in removed
+        for o in n.outputs
+    ):
+        raise Declined("a replaced node also feeds values the target does not produce")
+    verdict = numerically_equal(g, match, new_nodes, new_data, new_types)
+    if verdict is False:
+        raise Declined("target differs from source at these shapes (float64 check)")
+    kept = [
+        replace(n, inputs=tuple(rename.get(i, i) for i in n.inputs), outputs=tuple(rename.get(o, o) for o in n.outputs))
+        if rename
+        else n
+        for n in g.nodes
+        if id(n) not in removed
+    ]
+    order = topological_order(kept + new_nodes, set(g.inputs) | set(g.weights) | set(new_data))
+    if order is None:
+        raise Declined("the target would create a cycle")
+    out = replace(
+        g,
+        nodes=tuple(order),
+        weights=(*g.weights, *new_data),
+        data={**g.data, **new_data},
+        types={**g.types, **new_types},
+    )
+    out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT})
+    try:
+        return lint(eliminate_dead(out))
+    except IRError as e:
+        raise Declined(f"rewrite broke the graph: {e}") from None

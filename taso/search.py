@@ -1,0 +1,206 @@
+"""TASO's cost-based backtracking search over proved rules, region by region.
+
+A priority queue holds graphs by predicted cost. Each popped graph is rewritten by every match of every rule
+(both directions: a proved rule is an equality); a new graph is kept if no graph with the same structure was
+seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1 lets the search pass through
+slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. The search
+stops when the queue empties, after ``budget`` expansions, or at the time limit. Rules and matches are tried
+in a fixed order, so a given store and model always give the same result.
+
+Large models are cut into regions at ops no rule mentions; each region is searched on its own, so the work
+per node does not grow with the model.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from taso.ir import Graph, Kind, Node, eliminate_dead, lint, topological_order
+from taso.match import find_matches, nodes_by_op
+from taso.rewrite import Declined, apply
+from taso.rules import Rule
+
+Cost = Callable[[Graph], float]
+
+
+def both_directions(rules: Iterable[Rule]) -> list[Rule]:
+    """Each rule and its reverse (when the reverse has a source to match)."""
+    out = []
+    for r in rules:
+        name = r.name or f"rule{r.id}"
+        out.append(replace(r, name=name))
+        if r.dst.nodes:
+            out.append(replace(r, src=r.dst, dst=r.src, name=f"{name}~reverse"))
+    return out
+
+
+@dataclass
+class SearchResult:
+    graph: Graph
+    cost_before: float
+    cost_after: float
+    applied: Counter = field(default_factory=Counter)
+    expanded: int = 0
+    candidates: int = 0
+    declined: Counter = field(default_factory=Counter)
+    regions: int = 1
+    seconds: float = 0.0
+
+
+def search(
+    g: Graph,
+    rules: Sequence[Rule],
+    cost: Cost,
+    alpha: float = 1.05,
+    budget: int = 100,
+    time_limit: float = 10.0,
+) -> SearchResult:
+    """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities)."""
+    t0 = time.perf_counter()
+    start_cost = cost(g)
+    best, best_cost, best_history = g, start_cost, ()
+    tick = itertools.count()
+    queue = [(start_cost, next(tick), g, ())]
+    seen = {g.structure}
+    result = SearchResult(g, start_cost, start_cost)
+    max_nodes = 2 * len(g.nodes)
+    while queue and result.expanded < budget and time.perf_counter() - t0 < time_limit:
+        _, _, current, history = heapq.heappop(queue)
+        result.expanded += 1
+        index = nodes_by_op(current)
+        for rule in rules:
+            for m in find_matches(current, rule, index):
+                try:
+                    new = apply(current, m)
+                except Declined as e:
+                    result.declined[str(e).split(":")[0]] += 1
+                    continue
+                if new.structure in seen:
+                    continue
+                seen.add(new.structure)
+                result.candidates += 1
+                c = cost(new)
+                steps = (*history, rule.name)
+                if c < best_cost:
+                    best, best_cost, best_history = new, c, steps
+                if c < alpha * best_cost and len(new.nodes) < max_nodes:
+                    heapq.heappush(queue, (c, next(tick), new, steps))
+            if time.perf_counter() - t0 >= time_limit:
+                break
+    result.graph, result.cost_after = best, best_cost
+    result.applied = Counter(best_history)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
+    """Groups of connected nodes whose op some rule mentions; everything else is a cut point."""
+    touchable = [
+        n for n in g.nodes if not n.is_opaque and n.op in rule_ops and g.kinds.get(n.outputs[0]) is not Kind.CONSTANT
+    ]
+    parent = list(range(len(touchable)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, n in enumerate(touchable):
+        for v in (*n.reads, *n.outputs):
+            if g.kinds.get(v) is not Kind.ACTIVATION:
+                continue  # sharing a weight does not connect two places
+            if v in owner:
+                parent[find(i)] = find(owner[v])
+            else:
+                owner[v] = i
+    groups: dict[int, list[Node]] = {}
+    for i, n in enumerate(touchable):
+        groups.setdefault(find(i), []).append(n)
+    return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
+
+
+def region_graph(g: Graph, nodes: list[Node]) -> Graph:
+    """A region as a graph: it reads activations from outside as inputs, weights (with the weight-only
+    nodes that compute constants it reads) as weights, and exposes every value used outside as an output."""
+    members = {id(n) for n in nodes}
+    feeders: list[Node] = []
+    pending = [v for n in nodes for v in n.reads]
+    while pending:
+        p = g.producers.get(pending.pop())
+        if p is not None and id(p) not in members and g.kinds.get(p.outputs[0]) is Kind.CONSTANT:
+            members.add(id(p))
+            feeders.append(p)
+            pending.extend(p.reads)
+    order = {id(n): i for i, n in enumerate(g.nodes)}
+    all_nodes = sorted((*feeders, *nodes), key=lambda n: order[id(n)])
+    produced = {o for n in all_nodes for o in n.outputs if o}
+    reads = list(dict.fromkeys(v for n in all_nodes for v in n.reads if v not in produced))
+    outputs = [
+        o
+        for n in nodes
+        for o in n.outputs
+        if o and (o in g.outputs or any(id(c) not in members for c in g.consumers.get(o, ())))
+    ]
+    weights = tuple(v for v in reads if v in g.weights)
+    inputs = tuple(v for v in reads if v not in g.weights)
+    types = {v: g.types[v] for v in (*reads, *produced) if v in g.types}
+    data = {w: g.data[w] for w in weights if w in g.data}
+    return Graph(tuple(all_nodes), inputs, tuple(outputs), types, weights, data, g.meta)
+
+
+def splice(g: Graph, old: Graph, new: Graph) -> Graph:
+    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names)."""
+    gone = {id(n) for n in old.nodes}
+    kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
+    keep_ids = {id(n) for n in kept}
+    added = [n for n in new.nodes if id(n) not in keep_ids]
+    nodes = topological_order(kept + added, set(g.inputs) | set(g.weights))
+    if nodes is None:
+        raise ValueError("region splice created a cycle")
+    weights = (*g.weights, *(w for w in new.weights if w not in g.weights))
+    return lint(
+        eliminate_dead(
+            replace(g, nodes=tuple(nodes), weights=weights, data={**g.data, **new.data}, types={**g.types, **new.types})
+        )
+    )
+
+
+def optimize_graph(
+    g: Graph,
+    rules: Sequence[Rule],
+    cost: Cost,
+    alpha: float = 1.05,
+    budget: int = 100,
+    time_limit: float = 10.0,
+    progress: Callable[[int], None] | None = None,
+) -> SearchResult:
+    """Search every region of ``g`` and splice the results; the time limit is shared by all regions."""
+    t0 = time.perf_counter()
+    rule_ops = {n.op for r in rules for n in r.src.nodes}
+    parts = regions(g, rule_ops)
+    total = SearchResult(g, 0.0, 0.0, regions=len(parts))
+    current = g
+    for nodes in parts:
+        left = time_limit - (time.perf_counter() - t0)
+        region = region_graph(current, nodes)
+        r = search(region, rules, cost, alpha, budget, max(left, 0.0))
+        total.cost_before += r.cost_before
+        total.cost_after += r.cost_after
+        total.expanded += r.expanded
+        total.candidates += r.candidates
+        total.applied.update(r.applied)
+        total.declined.update(r.declined)
+        if r.graph is not region:
+            current = splice(current, region, r.graph)
+        if progress is not None:
+            progress(1)
+    total.graph = current
+    total.seconds = time.perf_counter() - t0
+    return total

@@ -1,0 +1,198 @@
+"""optimize with proved rules: matching, instantiation at real shapes, search, and the final check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import subst
+from onnx import TensorProto, helper, numpy_helper
+
+from taso import onnx_io, store
+from taso.ir import parse_graph
+from taso.match import find_matches
+from taso.optimize import Settings, optimize
+from taso.rewrite import Declined, apply
+from taso.rules import Rule
+
+MERGE_MATMULS = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+          %a = MatMul(%x, %w1) : float32[2,4]
+          %b = MatMul(%x, %w2) : float32[2,4]
+          return %a, %b"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight, %s: int64[2] = [4, 4]):
+          %w = Concat(%w1, %w2) {axis=1} : float32[4,8]
+          %m = MatMul(%x, %w) : float32[2,8]
+          %a, %b = Split(%m, %s) {axis=1} : float32[2,4], float32[2,4]
+          return %a, %b"""
+    ),
+    name="merge-matmuls",
+    status="proved",
+)
+
+RELU_OF_SPLIT = Rule(
+    parse_graph(
+        """graph(%x: float32[2,8], %s: int64[2] = [4, 4]):
+          %a, %b = Split(%x, %s) {axis=1} : float32[2,4], float32[2,4]
+          %ra = Relu(%a) : float32[2,4]
+          %rb = Relu(%b) : float32[2,4]
+          return %ra, %rb"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,8], %s: int64[2] = [4, 4]):
+          %r = Relu(%x) : float32[2,8]
+          %ra, %rb = Split(%r, %s) {axis=1} : float32[2,4], float32[2,4]
+          return %ra, %rb"""
+    ),
+    name="relu-before-split",
+    status="proved",
+)
+
+
+CONCAT_OF_SPLIT = Rule(
+    parse_graph(
+        """graph(%x: float32[2,8], %s: int64[2] = [4, 4]):
+          %a, %b = Split(%x, %s) {axis=1} : float32[2,4], float32[2,4]
+          %y = Concat(%a, %b) {axis=1} : float32[2,8]
+          return %y"""
+    ),
+    parse_graph("graph(%x: float32[2,8]):\n  return %x"),
+    name="concat-of-split",
+    status="proved",
+)
+
+
+def _two_branches(tmp: Path) -> Path:
+    """x -> two sibling MatMul+Relu -> Concat: three rewrites turn it into one MatMul+Relu, the first of which
+    makes the graph costlier (the search must pass through it)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((32, 40)).astype(np.float32) / 6, f"w{i}") for i in range(2)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"], name=f"mm{i}") for i in range(2)]
+    nodes += [helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}") for i in range(2)]
+    nodes.append(helper.make_node("Concat", ["r0", "r1"], ["y"], name="cat", axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "branches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 80])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "branches.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _mlp(tmp: Path, hidden: tuple[int, int] = (48, 80)) -> Path:
+    """x -> three sibling MatMuls (one is a graph output) -> Relu -> Concat: the shape of a QKV projection."""
+    rng = np.random.default_rng(0)
+    n1, n2 = hidden
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((32, n)).astype(np.float32) / 6, f"w{i}")
+        for i, n in enumerate((n1, n2, n1))
+    ]
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"], name=f"mm{i}") for i in range(3)]
+    nodes += [helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}") for i in range(3)]
+    nodes.append(helper.make_node("Concat", ["r0", "r1", "r2"], ["y"], name="cat", axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2 * n1 + n2]),
+            helper.make_tensor_value_info("m1", TensorProto.FLOAT, ["batch", n2]),
+        ],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "mlp.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _store(tmp: Path, *rules: Rule) -> Path:
+    path = tmp / "rules.db"
+    store.add_rules(store.create(path), rules)
+    return path
+
+
+def test_rule_matches_at_other_sizes_and_commuted_inputs(tmp_path: Path) -> None:
+    g = onnx_io.load_model(_mlp(tmp_path))
+    matches = list(find_matches(g, MERGE_MATMULS))
+    pairs = {(m.values["w1"], m.values["w2"]) for m in matches}
+    assert {("w0", "w1"), ("w1", "w0"), ("w0", "w2"), ("w1", "w2")} <= pairs
+    new = apply(g, next(m for m in matches if (m.values["w1"], m.values["w2"]) == ("w0", "w1")))
+    ops = [n.op for n in new.nodes]
+    assert ops.count("MatMul") == 2 and ops.count("Split") == 1 and "Concat" in ops  # weights folded: one Concat left
+    merged = [n for n in new.nodes if n.op == "Split"][0]
+    assert new.data[merged.inputs[1]].array.tolist() == [48, 80]  # sizes recomputed for the real shapes
+    assert set(merged.outputs) == {"m0", "m1"}  # the target takes over the replaced values' names
+
+
+def test_target_that_does_not_type_check_is_declined(tmp_path: Path) -> None:
+    bad = Rule(
+        MERGE_MATMULS.src,
+        parse_graph(str(MERGE_MATMULS.dst).replace("{axis=1} : float32[4,8]", "{axis=0} : float32[8,4]")),
+        name="wrong-axis",
+        status="proved",
+    )
+    g = onnx_io.load_model(_mlp(tmp_path))
+    m = next(find_matches(g, bad))
+    with pytest.raises(Declined, match="type-check|would be"):
+        apply(g, m)
+
+
+def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> None:
+    src, out = _two_branches(tmp_path), tmp_path / "out.onnx"
+    db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    greedy = optimize(src, out, db, settings=Settings(device="estimate", alpha=1.0, dims={"batch": 64}))
+    assert greedy.rules_applied == {}  # the first step alone makes things worse
+    report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
+    assert report.check is not None and report.check.ok
+    assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
+    assert report.cost["after_ms"] < report.cost["before_ms"]
+    saved = onnx.load(str(out))
+    assert [n.op_type for n in saved.graph.node] == ["MatMul", "Relu"]
+    assert saved.graph.node[-1].output[0] == "y"  # the graph output keeps its name
+    assert [d.dim_param for d in saved.graph.input[0].type.tensor_type.shape.dim][:1] == ["batch"]
+
+
+def test_unproved_rules_are_never_applied(tmp_path: Path) -> None:
+    candidate = Rule(MERGE_MATMULS.src, MERGE_MATMULS.dst, name="merge-matmuls", status="candidate")
+    report = optimize(
+        _mlp(tmp_path), tmp_path / "o.onnx", _store(tmp_path, candidate), settings=Settings(device="estimate")
+    )
+    assert report.rules_applied == {} and report.nodes_after == report.nodes_before
+
+
+def test_cli_reports_rules_and_cost(tmp_path: Path) -> None:
+    db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    r = subst(
+        "optimize",
+        _two_branches(tmp_path),
+        "-o",
+        tmp_path / "o.onnx",
+        "--store",
+        db,
+        "--device",
+        "estimate",
+        "--alpha",
+        "2",
+        "--dim",
+        "batch=64",
+        "--json",
+        "--report",
+        tmp_path / "report.json",
+    )
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["rules_applied"] and report["cost"]["after_ms"] < report["cost"]["before_ms"]
+    assert json.loads((tmp_path / "report.json").read_text()) == report
