@@ -9,9 +9,9 @@ agree), then ``proved``, ``refuted`` or ``unknown`` (see `taso.store`); only pro
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from taso.ir import Graph, IRError, format_graph, parse_graph
+from taso.ir import Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
 
@@ -70,3 +70,49 @@ class Rule:
             json.loads(row.get("detail") or "{}"),
             row.get("id"),
         )
+
+
+BATCH_POLYMORPHIC = frozenset(
+    {"MatMul", "Add", "Mul", "Relu", "Sigmoid", "Tanh", "Concat", "Split", "Transpose", "Softmax"}
+)
+"""Ops that, applied to a stack of matrices (weights broadcast), equal the stack of their per-matrix results."""
+_PLACEHOLDER = 97
+"""Size given to lifted leading dims: sizes are free when matching; 97 keeps them out of the rule's dim map."""
+
+
+def lifted(rule: Rule, extra: int) -> Rule | None:
+    """``rule`` with ``extra`` leading (batch) dims on every value derived from its activation inputs, axes
+    shifted to match; None unless every op is batch-polymorphic and every activation is 2-D.
+
+    Sound because each side of the lifted rule computes the original rule on every batch slice: a rule proved
+    on matrices holds for stacks of them (how a 2-D rule reaches a transformer's [batch, seq, hidden] tensors).
+    """
+    from taso import ops  # here: rules are data, and only this transform needs shape rules
+
+    sides = []
+    for g in (rule.src, rule.dst):
+        if any(n.op not in BATCH_POLYMORPHIC for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):
+            return None
+        types = dict(g.types)
+        live = set(g.inputs)
+        for i in g.inputs:
+            types[i] = TensorType(types[i].dtype, (_PLACEHOLDER,) * extra + tuple(types[i].shape or ()))
+        nodes = []
+        for n in g.nodes:
+            attrs = n.attr
+            if any(v in live for v in n.inputs):
+                rank = max(g.types[v].rank or 0 for v in n.inputs if v in live)
+                if "axis" in attrs:
+                    attrs["axis"] = int(attrs["axis"]) % rank + extra  # type: ignore[operator]
+                if "perm" in attrs:
+                    attrs["perm"] = (*range(extra), *(p + extra for p in attrs["perm"]))  # type: ignore[union-attr]
+                live.update(o for o in n.outputs if o)
+            consts = [g.data[v].array if v in g.data else None for v in n.inputs]
+            try:
+                outs = ops.infer(n.op, [types[v] for v in n.inputs], attrs, consts, len(n.outputs))
+            except ops.OpError:
+                return None
+            types.update(zip(n.outputs, outs))
+            nodes.append(replace(n, attrs=make_attrs(attrs)))
+        sides.append(replace(g, nodes=tuple(nodes), types=types))
+    return replace(rule, src=sides[0], dst=sides[1])

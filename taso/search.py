@@ -23,19 +23,23 @@ from dataclasses import dataclass, field, replace
 from taso.ir import Graph, Kind, Node, eliminate_dead, lint, topological_order
 from taso.match import find_matches, nodes_by_op
 from taso.rewrite import Declined, apply
-from taso.rules import Rule
+from taso.rules import Rule, lifted
 
 Cost = Callable[[Graph], float]
 
 
-def both_directions(rules: Iterable[Rule]) -> list[Rule]:
-    """Each rule and its reverse (when the reverse has a source to match)."""
+def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
+    """Each rule and its reverse (when the reverse has a source to match), each also lifted to the given
+    ranks where that is sound (`taso.rules.lifted`): a proved rule is an equality at every batch size."""
     out = []
     for r in rules:
         name = r.name or f"rule{r.id}"
-        out.append(replace(r, name=name))
-        if r.dst.nodes:
-            out.append(replace(r, src=r.dst, dst=r.src, name=f"{name}~reverse"))
+        variants = [replace(r, name=name)]
+        variants += [v for k in lift_to if (v := lifted(variants[0], k - 2)) is not None]
+        for v in variants:
+            out.append(v)
+            if v.dst.nodes:
+                out.append(replace(v, src=v.dst, dst=v.src, name=f"{name}~reverse"))
     return out
 
 

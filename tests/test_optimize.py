@@ -16,7 +16,7 @@ from taso.ir import parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.rewrite import Declined, apply
-from taso.rules import Rule
+from taso.rules import Rule, lifted
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -196,3 +196,40 @@ def test_cli_reports_rules_and_cost(tmp_path: Path) -> None:
     report = json.loads(r.stdout)
     assert report["rules_applied"] and report["cost"]["after_ms"] < report["cost"]["before_ms"]
     assert json.loads((tmp_path / "report.json").read_text()) == report
+
+
+def test_lifted_rule_rewrites_a_transformer_and_stays_equivalent(tmp_path: Path, bert_path: Path) -> None:
+    """A rule proved on matrices, lifted to [batch, seq, hidden]: BERT's Q/K/V projections merge, and the
+    rewritten model matches the original in onnxruntime (dynamic batch and seq kept)."""
+    rule = lifted(MERGE_MATMULS, 1)
+    assert rule is not None and rule.dst.nodes[2].attr["axis"] == 2 and rule.dst.nodes[0].attr["axis"] == 1
+
+    def merge_all(g):
+        applied = 0
+        while (m := next(find_matches(g, rule), None)) is not None:
+            g = apply(g, m)
+            applied += 1
+        return g, {"merge-matmuls": applied}
+
+    out = tmp_path / "bert.onnx"
+    report = optimize(bert_path, out, rewrite=merge_all)
+    assert report.check is not None and report.check.ok
+    assert report.rules_applied["merge-matmuls"] >= 4  # q/k/v (and the equal-shaped output projection) per layer
+    saved = onnx.load(str(out))
+    assert sum(n.op_type == "MatMul" for n in saved.graph.node) < 16
+    assert saved.graph.input[0].type.tensor_type.shape.dim[1].dim_param == "seq"
+
+
+def test_lifting_refuses_what_it_cannot_justify() -> None:
+    conv_rule = Rule(
+        parse_graph(
+            "graph(%x: float32[1,2,5,5], %w: float32[2,2,1,1] weight):\n"
+            "  %y = Conv(%x, %w) {kernel_shape=[1,1]} : float32[1,2,5,5]\n  return %y"
+        ),
+        parse_graph(
+            "graph(%x: float32[1,2,5,5], %w: float32[2,2,1,1] weight):\n"
+            "  %y = Conv(%x, %w) {kernel_shape=[1,1]} : float32[1,2,5,5]\n  return %y"
+        ),
+    )
+    assert lifted(conv_rule, 1) is None  # Conv is not batch-polymorphic in the leading dims
+    assert lifted(RELU_OF_SPLIT, 2) is not None
