@@ -12,6 +12,7 @@ original attributes as bytes that only `taso.onnx_io` reads, and passes through 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -494,12 +495,11 @@ def parse_graph(text: str) -> Graph:
     return lint(Graph(tuple(nodes), tuple(inputs), tuple(outputs), types, tuple(weights), data))
 
 
-def fresh_names(g: Graph, prefix: str) -> Iterable[str]:
-    """Value names not yet used in ``g``: ``prefix0``, ``prefix1``, ..."""
-    used = set(g.values())
-    i = 0
-    while True:
+def fresh_names(used: Iterable[str], prefix: str) -> Iterator[str]:
+    """Value names not in ``used`` (pass every name of every graph the new values will live in)."""
+    taken = set(used)
+    for i in itertools.count():
         name = f"{prefix}{i}"
-        if name not in used:
+        if name not in taken:
+            taken.add(name)
             yield name
-        i += 1

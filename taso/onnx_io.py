@@ -561,13 +561,20 @@ def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:
     """``g`` with every symbolic or unknown input dim fixed (by name from ``dims``, else ``default``) and
     shapes re-inferred, so every value has a static shape to measure or estimate."""
     model = to_proto(g)
+    fixed: dict[str, int] = {}
     for vi in model.graph.input:
         for d in vi.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
-                value = dims.get(d.dim_param, default)
+                name = d.dim_param
+                fixed[name] = dims.get(name, default)
                 d.Clear()
-                d.dim_value = value
+                d.dim_value = fixed[name]
     del model.graph.value_info[:]
-    for o in model.graph.output:
-        o.type.tensor_type.ClearField("shape")
+    for vi in model.graph.output:  # named dims follow the inputs; others become unknown for inference to fill
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param"):
+                value = fixed.get(d.dim_param)
+                d.Clear()
+                if value is not None:
+                    d.dim_value = value
     return from_proto(model, external_data=g.meta.external_data)

@@ -124,7 +124,9 @@ def optimize(
         def predicted(h: Graph) -> float:
             return model.graph_cost(h).total_ms
 
-        found = optimize_graph(graph, rules, predicted, settings.alpha, settings.budget, settings.time_limit)
+        found = optimize_graph(
+            graph, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
+        )
         result, applied = found.graph, dict(found.applied)
         before, after = model.graph_cost(graph), model.graph_cost(result)
         costs = {

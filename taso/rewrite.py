@@ -63,7 +63,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
     src, dst = match.rule.src, match.rule.dst
     out_name = {d: match.values[s] for s, d in zip(src.outputs, dst.outputs)}
     out_type = {d: g.types[match.values[s]] for s, d in zip(src.outputs, dst.outputs)}
-    fresh = fresh_names(g, "subst_")
+    fresh = fresh_names(g.values(), "subst_")
     names: dict[str, str] = {}
     for v in (*dst.inputs, *dst.weights):
         if v in match.values:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from taso.ir import Graph, Kind, Node, eliminate_dead, lint, topological_order
+from taso.ir import Graph, Kind, Node, eliminate_dead, fresh_names, lint, topological_order
 from taso.match import find_matches, nodes_by_op
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
@@ -90,10 +90,10 @@ def search(
                 result.candidates += 1
                 c = cost(new)
                 steps = (*history, rule.name)
+                if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
+                    heapq.heappush(queue, (c, next(tick), new, steps))
                 if c < best_cost:
                     best, best_cost, best_history = new, c, steps
-                if c < alpha * best_cost and len(new.nodes) < max_nodes:
-                    heapq.heappush(queue, (c, next(tick), new, steps))
             if time.perf_counter() - t0 >= time_limit:
                 break
     result.graph, result.cost_after = best, best_cost
@@ -130,6 +130,28 @@ def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
     return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
 
 
+def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth: int = 3) -> list[Node]:
+    """``nodes`` plus the consumers (``depth`` levels) whose op is in ``context_ops``: ops the cost model fuses
+    into a region's nodes, so a region is costed the way it will run (a merge that breaks a MatMul+Add
+    fusion must look as costly as it is)."""
+    members = {id(n) for n in nodes}
+    frontier = list(nodes)
+    for _ in range(depth):
+        extra = [
+            c
+            for n in frontier
+            for o in n.outputs
+            for c in g.consumers.get(o, ())
+            if id(c) not in members and not c.is_opaque and c.op in context_ops
+        ]
+        extra = list({id(c): c for c in extra}.values())
+        members.update(id(c) for c in extra)
+        nodes = [*nodes, *extra]
+        frontier = extra
+    order = {id(n): i for i, n in enumerate(g.nodes)}
+    return sorted(nodes, key=lambda n: order[id(n)])
+
+
 def region_graph(g: Graph, nodes: list[Node]) -> Graph:
     """A region as a graph: it reads activations from outside as inputs, weights (with the weight-only
     nodes that compute constants it reads) as weights, and exposes every value used outside as an output."""
@@ -160,20 +182,46 @@ def region_graph(g: Graph, nodes: list[Node]) -> Graph:
 
 
 def splice(g: Graph, old: Graph, new: Graph) -> Graph:
-    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names)."""
+    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names). Values the
+    region's rewrites named are renamed where another part of ``g`` already uses the name."""
     gone = {id(n) for n in old.nodes}
     kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
     keep_ids = {id(n) for n in kept}
     added = [n for n in new.nodes if id(n) not in keep_ids]
-    nodes = topological_order(kept + added, set(g.inputs) | set(g.weights))
+    new_weights = [w for w in new.weights if w not in old.weights]  # made by this region's rewrites
+    elsewhere = set(g.values()) - set(old.values())
+    made = ({o for n in added for o in n.outputs if o} | set(new_weights)) - set(new.outputs)
+    fresh = fresh_names({*g.values(), *new.values()}, "subst_")
+    rename = {v: next(fresh) for v in sorted(made & elsewhere)}
+    if rename:
+        added = [
+            replace(
+                n, inputs=tuple(rename.get(i, i) for i in n.inputs), outputs=tuple(rename.get(o, o) for o in n.outputs)
+            )
+            for n in added
+        ]
+        new_weights = [rename.get(w, w) for w in new_weights]
+    data = {**g.data, **{rename.get(w, w): new.data[w] for w in new.weights if w not in old.weights}}
+    types = {**g.types, **{rename.get(k, k): v for k, v in new.types.items() if k not in old.types}}
+    nodes = topological_order(kept + added, set(g.inputs) | set(g.weights) | set(new_weights))
     if nodes is None:
         raise ValueError("region splice created a cycle")
-    weights = (*g.weights, *(w for w in new.weights if w not in g.weights))
     return lint(
-        eliminate_dead(
-            replace(g, nodes=tuple(nodes), weights=weights, data={**g.data, **new.data}, types={**g.types, **new.types})
-        )
+        eliminate_dead(replace(g, nodes=tuple(nodes), weights=(*g.weights, *new_weights), data=data, types=types))
     )
+
+
+def _disjoint(parts: list[list[Node]]) -> list[list[Node]]:
+    """Merge regions that came to share a node through their context, so each node is searched once."""
+    merged: list[list[Node]] = []
+    for part in parts:
+        ids = {id(n) for n in part}
+        overlapping = [m for m in merged if ids & {id(n) for n in m}]
+        for m in overlapping:
+            merged.remove(m)
+            part = [*m, *(n for n in part if id(n) not in {id(x) for x in m})]
+        merged.append(part)
+    return merged
 
 
 def optimize_graph(
@@ -184,11 +232,13 @@ def optimize_graph(
     budget: int = 100,
     time_limit: float = 10.0,
     progress: Callable[[int], None] | None = None,
+    context_ops: frozenset[str] = frozenset(),
 ) -> SearchResult:
-    """Search every region of ``g`` and splice the results; the time limit is shared by all regions."""
+    """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`) and splice the
+    results; the time limit is shared by all regions."""
     t0 = time.perf_counter()
     rule_ops = {n.op for r in rules for n in r.src.nodes}
-    parts = regions(g, rule_ops)
+    parts = _disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
     total = SearchResult(g, 0.0, 0.0, regions=len(parts))
     current = g
     for nodes in parts:

@@ -12,11 +12,13 @@ from conftest import subst
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx_io, store
+from taso.check import compare
 from taso.ir import parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
+from taso.search import both_directions, optimize_graph
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -233,3 +235,17 @@ def test_lifting_refuses_what_it_cannot_justify() -> None:
     )
     assert lifted(conv_rule, 1) is None  # Conv is not batch-polymorphic in the leading dims
     assert lifted(RELU_OF_SPLIT, 2) is not None
+
+
+def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, bert_path: Path) -> None:
+    """Both layers' Q/K/V regions are rewritten on their own; names the rewrites make must not collide."""
+    g = onnx_io.load_model(bert_path)
+    rules = both_directions([MERGE_MATMULS])
+
+    def matmuls(h) -> float:
+        return float(sum(n.op == "MatMul" for n in h.nodes))
+
+    found = optimize_graph(g, rules, matmuls, alpha=1.0, budget=20)
+    assert found.regions > 2 and found.applied["merge-matmuls"] == 4  # two merges per layer
+    out = onnx_io.save_model(found.graph, tmp_path / "merged.onnx")
+    assert compare(bert_path, out, g).ok

@@ -1,0 +1,121 @@
+"""End-to-end latency of `subst optimize` outputs beside onnxsim's and onnxslim's, on one device, interleaved.
+
+    PYTHONPATH=. python bench/bench_optimize.py --device cuda --out results/     # on the GPU machine
+    PYTHONPATH=. python bench/bench_optimize.py --device cpu --models squeezenet --time-limit 10
+
+For each model: optimize with the shipped store's proved rules (costs measured on --device, cached in a copy
+of the store under --out), then time original, optimized, onnxsim and onnxslim outputs in rounds, each round
+visiting every variant once, and report each variant's median over rounds and its speed-up. Prints a table;
+writes bench_optimize.json under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from bench_cost import LIGHT, interleaved, load  # noqa: E402
+
+from taso import onnx_io, profiler, store  # noqa: E402
+from taso.optimize import Settings, optimize  # noqa: E402
+
+
+def _peers(src: Path, tmp: Path, name: str) -> dict[str, Path]:
+    """onnxsim and onnxslim outputs, where those packages are installed and succeed."""
+    out: dict[str, Path] = {}
+    try:
+        import onnxsim
+
+        model, ok = onnxsim.simplify(onnx.load(str(src)))
+        if ok:
+            out["onnxsim"] = tmp / f"{name}.onnxsim.onnx"
+            onnx.save_model(model, str(out["onnxsim"]))
+    except Exception as e:  # a peer failing on a model is a result, not a reason to stop
+        print(f"onnxsim failed on {name}: {e}", flush=True)
+    try:
+        import onnxslim
+
+        out["onnxslim"] = tmp / f"{name}.onnxslim.onnx"
+        onnx.save_model(onnxslim.slim(str(src)), str(out["onnxslim"]))
+    except Exception as e:
+        out.pop("onnxslim", None)
+        print(f"onnxslim failed on {name}: {e}", flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--models", default=",".join(["bert_base4", *LIGHT]))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--alpha", type=float, default=1.05)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--store", type=Path, default=store.DEFAULT_PATH)
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = profiler.pick_device(args.device)
+    db_path = args.out / "store.db"
+    if not db_path.exists():
+        shutil.copy(args.store, db_path)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for name in [m for m in args.models.split(",") if m]:
+            path, g = load(name, tmp)
+            out = tmp / f"{name}.subst.onnx"
+            t0 = time.perf_counter()
+            report = optimize(
+                path,
+                out,
+                db_path,
+                settings=Settings(alpha=args.alpha, time_limit=args.time_limit, device=args.device),
+            )
+            seconds = time.perf_counter() - t0
+            variants = {"original": path, "subst": out, **_peers(path, tmp, name)}
+            graphs = [onnx_io.load_model(p) for p in variants.values()]
+            times = dict(zip(variants, interleaved(list(variants.values()), graphs, device, args.rounds)))
+            row = {
+                "model": name,
+                "rules": report.rules_applied,
+                "predicted_speedup": report.cost["before_ms"] / report.cost["after_ms"] if report.cost else 1.0,
+                "optimize_s": seconds,
+                "search_s": report.search.get("seconds", 0.0),
+                "check": report.check.summary() if report.check else None,
+                "ms": times,
+                "speedup": {k: times["original"] / v for k, v in times.items()},
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
+    peers = ["subst", "onnxsim", "onnxslim"]
+    print(f"\ndevice {device.key}")
+    print(
+        f"{'model':<14}{'orig ms':>9}" + "".join(f"{p + ' x':>12}" for p in peers) + f"{'pred x':>8}{'opt s':>7}  rules"
+    )
+    for r in rows:
+        cells = "".join(f"{r['speedup'][p]:>12.3f}" if p in r["speedup"] else f"{'-':>12}" for p in peers)
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
+        print(
+            f"{r['model']:<14}{r['ms']['original']:>9.3f}{cells}{r['predicted_speedup']:>8.3f}{r['optimize_s']:>7.1f}  {rules}"
+        )
+    for p in peers:
+        values = [r["speedup"][p] for r in rows if p in r["speedup"]]
+        if values:
+            print(f"geomean {p}: {math.exp(sum(map(math.log, values)) / len(values)):.3f}x over {len(values)} models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
