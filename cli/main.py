@@ -106,6 +106,12 @@ def cli() -> None:
     "--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic dim for costing (default 1)."
 )
 @click.option(
+    "--costs",
+    "costs_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cost with a reference table (measured on another device) and measure nothing; CI uses one.",
+)
+@click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -122,6 +128,7 @@ def optimize(
     time_limit: float,
     device: str,
     dims: tuple[str, ...],
+    costs_path: Path | None,
     report_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -136,7 +143,8 @@ def optimize(
       subst optimize resnet.onnx -o resnet.opt.onnx
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
     """
-    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims))
+    costs = str(costs_path) if costs_path else None
+    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs)
     try:
         report = run_optimize(model, output, store_path, check, rtol, atol, seed, settings=settings)
     except CheckFailed as e:

@@ -251,11 +251,13 @@ class CostModel:
         refresh: bool = False,
         calibration: Calibration | None = None,
         dims: Mapping[str, int] | None = None,
+        table: Mapping[str, float] | None = None,
     ) -> None:
         self.device, self.db, self.measure, self.refresh = device, db, measure, refresh
         self.dims = dict(dims or {})
         """Sizes for symbolic dims: a dynamic model is costed at one concrete size."""
-        self.memo: dict[str, tuple[float, bool]] = {}
+        self.memo: dict[str, tuple[float, bool]] = {key: (ms, False) for key, ms in (table or {}).items()}
+        """Unit costs known so far (seeded from a reference table, see `reference_model`)."""
         self.measured = self.cached = 0
         if db is not None:
             _create_tables(db)
@@ -390,3 +392,31 @@ def model_latency(path: str, g: Graph, device: Device, samples: int = 50) -> flo
 def cost_table(costs: Iterable[UnitCost], top: int | None = None) -> Sequence[UnitCost]:
     ranked = sorted(costs, key=lambda u: -u.ms * u.count)
     return ranked[:top] if top else ranked
+
+
+def export_reference(model: CostModel, path: str) -> int:
+    """Write ``model``'s measured unit costs (from its store) and calibration as a reference table (JSON): what
+    CI, which has no GPU, costs graphs with. Returns how many units it holds."""
+    import json
+
+    assert model.db is not None, "a reference table is exported from a store"
+    costs = {
+        r["unit"]: r["ms"]
+        for r in model.db["costs"].rows_where("device = ? AND estimated = 0", [model.device.key], order_by="unit")
+    }
+    ref = {"device": model.device.__dict__, "calibration": model.calibration.__dict__, "costs": costs}
+    with open(path, "w") as f:
+        f.write(json.dumps(ref, indent=1, sort_keys=True) + "\n")
+    return len(costs)
+
+
+def reference_model(path: str) -> CostModel:
+    """A cost model that measures nothing: unit costs from a reference table written by `export_reference`,
+    analytic estimates with that device's calibration for units the table lacks."""
+    import json
+
+    with open(path) as f:
+        ref = json.load(f)
+    return CostModel(
+        Device(**ref["device"]), None, measure=False, calibration=Calibration(**ref["calibration"]), table=ref["costs"]
+    )

@@ -32,6 +32,8 @@ class Settings:
     """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
     dims: dict[str, int] = field(default_factory=dict)
     """Sizes of symbolic dims for costing (default 1)."""
+    costs: str | None = None
+    """A reference cost table (`taso.cost.export_reference`): cost with it and measure nothing."""
 
 
 @dataclass
@@ -80,6 +82,10 @@ class Report:
 
 
 def _cost_model(db, settings: Settings) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
+    if settings.costs is not None:
+        model = cost.reference_model(settings.costs)
+        model.dims = dict(settings.dims)
+        return model
     if settings.device == "estimate":
         return cost.CostModel(profiler.pick_device("cpu"), db, measure=False, dims=settings.dims)
     return cost.CostModel(profiler.pick_device(settings.device), db, dims=settings.dims)

@@ -163,3 +163,15 @@ def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> Non
     assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
     r = subst("profile", bert_path, "--dim", "seq", "--store", db)
     assert r.returncode == 2 and "NAME=SIZE" in r.stderr
+
+
+def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu, calibration) -> None:
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    model = cost.CostModel(cpu, db, calibration=calibration)
+    measured = model.graph_cost(g)
+    assert cost.export_reference(model, str(tmp_path / "ref.json")) == len(measured.units)
+    reference = cost.reference_model(str(tmp_path / "ref.json"))
+    again = reference.graph_cost(g)
+    assert reference.measured == 0 and again.estimated == 0
+    assert again.total_ms == pytest.approx(measured.total_ms) and reference.device == cpu
