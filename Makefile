@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 MODEL  ?= models/bert_tiny.onnx
 
-.PHONY: setup run test lint models clean
+.PHONY: setup run test lint models zoo zoo-update clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,12 @@ lint: setup
 
 models: setup
 	$(BIN)/python models/build.py
+
+zoo: setup
+	$(BIN)/python models/regress.py
+
+zoo-update: setup
+	$(BIN)/python models/regress.py --update
 
 clean:
 	rm -rf build .pytest_cache

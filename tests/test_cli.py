@@ -168,3 +168,25 @@ def test_help_teaches() -> None:
     assert r.returncode == 0 and "subst optimize IN -o OUT" in r.stdout and "Exit codes" in r.stdout
     r = subst("optimize", "--help")
     assert r.returncode == 0 and "--no-check" in r.stdout and "Example" in r.stdout
+
+
+def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save) -> None:
+    """NaN == NaN would make any rewrite 'match': an original with no finite output cannot be checked."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"], name="abs"),
+            helper.make_node("Neg", ["a"], ["n"], name="neg"),
+            helper.make_node("Add", ["n", "minus_one"], ["m"], name="shift"),
+            helper.make_node("Sqrt", ["m"], ["y"], name="sqrt"),
+        ],
+        "nan",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializer=[numpy_helper.from_array(np.array(-1.0, np.float32), "minus_one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    out = tmp_path / "o.onnx"
+    with pytest.raises(CheckFailed, match="no finite values"):
+        optimize(save(model, "nan.onnx"), out)
+    assert not out.exists()

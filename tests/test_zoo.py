@@ -1,0 +1,83 @@
+"""Every zoo model builds, is valid ONNX, runs in onnxruntime and survives subst's import/export losslessly.
+
+The zoo is what the optimizer is held against, so a builder that quietly produced an invalid or degenerate
+model (all-equal weights, a shape the checker rejects) would make every later result meaningless.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import zoo
+from onnx import numpy_helper
+
+from taso import onnx_io
+from taso.check import Runner
+from taso.optimize import optimize
+
+BUILT = [name for name in zoo.ZOO if name not in zoo.LIGHT_ZOO]
+"""Models the builders make; the light models' import/export round trips live in test_onnx_io."""
+
+
+Built = tuple[str, onnx.ModelProto, Path]
+
+
+@pytest.fixture(scope="module")
+def built(request, tmp_path_factory) -> Built:
+    """Each model built once and saved; module scope makes pytest run all tests of one model together."""
+    model = zoo.ZOO[request.param]()
+    path = tmp_path_factory.mktemp(request.param) / "src.onnx"
+    onnx.save_model(model, str(path))
+    return request.param, model, path
+
+
+@pytest.mark.parametrize("built", BUILT, indirect=True)
+def test_model_is_valid_and_round_trips(built: Built, tmp_path: Path) -> None:
+    _, model, src = built
+    onnx.checker.check_model(model, full_check=True)
+    out = tmp_path / "out.onnx"
+    report = optimize(src, out)
+    assert report.check is not None and report.check.ok, report.check
+    onnx.checker.check_model(str(out), full_check=True)
+    assert onnx_io.load_model(out) == onnx_io.load_model(src)
+
+
+@pytest.mark.parametrize("built", list(zoo.ZOO), indirect=True)
+def test_weights_are_not_all_equal(built: Built) -> None:
+    """Equal weights make wrong rewrites look right; shape constants (integers, masks) may repeat."""
+    _, model, _ = built
+    for t in model.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype.kind == "f" and a.size > 1:
+            assert np.unique(a).size > 1, t.name
+
+
+@pytest.mark.parametrize("built", list(zoo.ZOO), indirect=True)
+def test_outputs_are_finite_and_vary(built: Built) -> None:
+    """NaN outputs compare equal under the check's equal_nan and constant ones match any rewrite of themselves:
+    either makes every equivalence check on the model pass vacuously."""
+    _, _, src = built
+    run = Runner(src)
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in run.session.get_inputs():
+        shape = [d if isinstance(d, int) else 2 for d in i.shape]
+        feeds[i.name] = rng.integers(0, 2, shape) if "int" in i.type else rng.standard_normal(shape, np.float32)
+    for name, value in run(feeds).items():
+        assert np.all(np.isfinite(value)), name
+        assert np.std(value) > 1e-3 * max(np.max(np.abs(value)), 1e-6), name
+
+
+@pytest.mark.parametrize("built", BUILT, indirect=True)
+def test_builders_follow_the_zoo_conventions(built: Built) -> None:
+    """Opset 17 and IR 8 (onnxruntime 1.31 reads IR <= 10); static batch 1 unless the name says dynamic."""
+    name, model, _ = built
+    assert model.ir_version == 8 and [(o.domain, o.version) for o in model.opset_import] == [("", 17)]
+    dims = [i.type.tensor_type.shape.dim[0] for i in model.graph.input]
+    if name.endswith("_dyn"):
+        assert all(d.dim_param == "batch" for d in dims)
+    else:
+        assert all(d.dim_value == 1 for d in dims)

@@ -1,0 +1,60 @@
+"""The CI regression over the model zoo: run it, and show it fails when something regresses."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "models"))
+
+import regress  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return regress.run(list(regress.ZOO))
+
+
+@pytest.fixture(scope="module")
+def baseline() -> dict:
+    return json.loads(regress.BASELINE.read_text())
+
+
+def test_every_zoo_model_optimizes_checks_and_holds_its_baseline(result: dict, baseline: dict) -> None:
+    assert set(result["models"]) == set(regress.ZOO)
+    assert all(r["check_ok"] for r in result["models"].values())
+    assert regress.regressions(result, baseline) == []
+
+
+def test_a_worse_cost_ratio_fails(result: dict, baseline: dict) -> None:
+    name = next(iter(result["models"]))
+    planted = copy.deepcopy(baseline)
+    planted["models"][name]["cost_ratio"] = result["models"][name]["cost_ratio"] * 0.9  # the past was better
+    assert any(f"{name}: predicted cost ratio" in r for r in regress.regressions(result, planted))
+
+
+def test_a_changed_verdict_or_failed_check_fails(result: dict, baseline: dict) -> None:
+    planted = copy.deepcopy(baseline)
+    planted["store"]["digest"] = "0" * 64
+    assert any("store verdicts changed" in r for r in regress.regressions(result, planted))
+    broken = copy.deepcopy(result)
+    name = next(iter(broken["models"]))
+    broken["models"][name]["check_ok"] = False
+    assert any(f"{name}: check failed" in r for r in regress.regressions(broken, baseline))
+
+
+def test_make_zoo_exits_1_on_a_planted_regression(tmp_path: Path, baseline: dict) -> None:
+    planted = copy.deepcopy(baseline)
+    planted["models"]["squeezenet"]["cost_ratio"] *= 0.5
+    (tmp_path / "baseline.json").write_text(json.dumps(planted))
+    cmd = [sys.executable, str(ROOT / "models" / "regress.py"), "--only", "squeezenet", "--baseline"]
+    r = subprocess.run([*cmd, str(tmp_path / "baseline.json")], capture_output=True, text=True)
+    assert r.returncode == 1 and "REGRESSION squeezenet" in r.stderr
+    r = subprocess.run([*cmd, str(regress.BASELINE)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
