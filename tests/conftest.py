@@ -21,6 +21,17 @@ def bert_path() -> Path:
 
 
 @pytest.fixture
+def empty_store(tmp_path: Path) -> Path:
+    """A store with no rules: for tests of import, export and the check, which must not search or write a
+    cost cache into the shipped substitutions.db."""
+    from taso import store
+
+    path = tmp_path / "empty.db"
+    store.create(path)
+    return path
+
+
+@pytest.fixture
 def save(tmp_path: Path):
     """Write a ModelProto to tmp_path/<name> and return the path."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import subst
+from conftest import ROOT, subst
 from onnx import TensorProto, helper, numpy_helper
 
 from taso.errors import CheckFailed
@@ -76,9 +76,21 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
 
 
 CASE_NAMES = [
-    "missing file", "not onnx", "truncated", "unknown op domain", "unknown op", "unsupported opset",
-    "external data escapes", "output folder missing", "output under a file", "output is a folder",
-    "output overwrites input", "bad flag", "bad flag value", "missing store", "store not sqlite",
+    "missing file",
+    "not onnx",
+    "truncated",
+    "unknown op domain",
+    "unknown op",
+    "unsupported opset",
+    "external data escapes",
+    "output folder missing",
+    "output under a file",
+    "output is a folder",
+    "output overwrites input",
+    "bad flag",
+    "bad flag value",
+    "missing store",
+    "store not sqlite",
     "info on corrupt model",
 ]
 
@@ -129,8 +141,9 @@ def test_check_refuses_a_wrong_rewrite_and_writes_nothing(tmp_path: Path, bert_p
 
 def test_check_catches_a_model_onnxruntime_cannot_run(tmp_path: Path, bert_path: Path) -> None:
     def broken(g: Graph) -> tuple[Graph, dict[str, int]]:
-        return replace(g, nodes=tuple(replace(n, op="Relu") if n.op == "Softmax" and isinstance(n, Node) else n
-                                      for n in g.nodes)), {}
+        return replace(
+            g, nodes=tuple(replace(n, op="Relu") if n.op == "Softmax" and isinstance(n, Node) else n for n in g.nodes)
+        ), {}
 
     out = tmp_path / "out.onnx"
     with pytest.raises(CheckFailed):
@@ -138,19 +151,40 @@ def test_check_catches_a_model_onnxruntime_cannot_run(tmp_path: Path, bert_path:
     assert not out.exists()
 
 
-def test_optimize_report_and_json(tmp_path: Path, bert_path: Path) -> None:
+def test_optimize_report_and_json(tmp_path: Path, bert_path: Path, empty_store: Path) -> None:
     out = tmp_path / "o.onnx"
-    r = subst("optimize", bert_path, "-o", out, "--json")
+    r = subst("optimize", bert_path, "-o", out, "--store", empty_store, "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["check"]["ok"] and report["nodes_before"] == report["nodes_after"] == 83
     assert out.is_file()
-    r = subst("optimize", bert_path, "-o", tmp_path / "p.onnx")
+    r = subst("optimize", bert_path, "-o", tmp_path / "p.onnx", "--store", empty_store)
     assert r.returncode == 0 and "check     match" in r.stdout
 
 
-def test_no_check_skips_onnxruntime(tmp_path: Path, bert_path: Path) -> None:
-    r = subst("optimize", bert_path, "-o", tmp_path / "o.onnx", "--no-check", "--json")
+def test_shipped_store_optimizes_the_bundled_model(tmp_path: Path, bert_path: Path) -> None:
+    """What `make run` does, costed with the committed reference table so nothing is measured or cached."""
+    shipped = ROOT / "substitutions.db"
+    before = shipped.read_bytes()
+    r = subst(
+        "optimize",
+        bert_path,
+        "-o",
+        tmp_path / "o.onnx",
+        "--costs",
+        ROOT / "models" / "reference_costs.json",
+        "--dim",
+        "batch=1",
+        "--dim",
+        "seq=32",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["check"]["ok"] and shipped.read_bytes() == before
+
+
+def test_no_check_skips_onnxruntime(tmp_path: Path, bert_path: Path, empty_store: Path) -> None:
+    r = subst("optimize", bert_path, "-o", tmp_path / "o.onnx", "--store", empty_store, "--no-check", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["check"] is None
 
 
@@ -170,7 +204,7 @@ def test_help_teaches() -> None:
     assert r.returncode == 0 and "--no-check" in r.stdout and "Example" in r.stdout
 
 
-def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save) -> None:
+def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save, empty_store: Path) -> None:
     """NaN == NaN would make any rewrite 'match': an original with no finite output cannot be checked."""
     graph = helper.make_graph(
         [
@@ -188,5 +222,5 @@ def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save) -
     model.ir_version = 8
     out = tmp_path / "o.onnx"
     with pytest.raises(CheckFailed, match="no finite values"):
-        optimize(save(model, "nan.onnx"), out)
+        optimize(save(model, "nan.onnx"), out, empty_store)
     assert not out.exists()

@@ -12,15 +12,16 @@ import pytest
 from conftest import zoo
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import onnx_io
+from taso import onnx_io, store
 from taso.check import compare
 from taso.ir import Kind
 from taso.optimize import optimize
 
 
 def _round_trip(src: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "out.onnx"
-    report = optimize(src, out)
+    out, empty = tmp_path / "out.onnx", tmp_path / "empty.db"
+    store.create(empty)  # no rules: these tests are about import, export and the check
+    report = optimize(src, out, empty)
     assert report.check is not None and report.check.ok, report.check
     onnx.checker.check_model(str(out), full_check=True)
     return out
@@ -82,7 +83,10 @@ def test_control_flow_and_unknown_ops_pass_through(tmp_path: Path, save) -> None
 
 def test_custom_domain_and_local_function_pass_through(tmp_path: Path, save) -> None:
     fn = helper.make_function(
-        "com.example", "Swish", ["x"], ["y"],
+        "com.example",
+        "Swish",
+        ["x"],
+        ["y"],
         [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])],
         [helper.make_opsetid("", 17)],
     )
@@ -175,8 +179,9 @@ def test_model_over_2gb_loads_and_saves(tmp_path: Path, monkeypatch) -> None:
     del inits
     onnx.save_model(model, str(src), save_as_external_data=True, location="big.bin")
     del model
-    out = tmp_path / "big.out.onnx"
-    report = optimize(src, out)
+    out, empty = tmp_path / "big.out.onnx", tmp_path / "empty.db"
+    store.create(empty)
+    report = optimize(src, out, empty)
     assert report.check is not None and report.check.ok
     assert out.stat().st_size < 100_000
     assert (tmp_path / "big.out.onnx.data").stat().st_size >= layers * n * n * 4

@@ -35,11 +35,11 @@ def built(request, tmp_path_factory) -> Built:
 
 
 @pytest.mark.parametrize("built", BUILT, indirect=True)
-def test_model_is_valid_and_round_trips(built: Built, tmp_path: Path) -> None:
+def test_model_is_valid_and_round_trips(built: Built, tmp_path: Path, empty_store: Path) -> None:
     _, model, src = built
     onnx.checker.check_model(model, full_check=True)
     out = tmp_path / "out.onnx"
-    report = optimize(src, out)
+    report = optimize(src, out, empty_store)
     assert report.check is not None and report.check.ok, report.check
     onnx.checker.check_model(str(out), full_check=True)
     assert onnx_io.load_model(out) == onnx_io.load_model(src)
