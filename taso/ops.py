@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from taso import field as ff
 from taso.ir import AttrValue, Dim, TensorType, canonical_attr
 
 Attrs = Mapping[str, AttrValue]
@@ -24,6 +25,8 @@ Arrays = Sequence[np.ndarray]
 ShapeRule = Callable[[Sequence[TensorType], Attrs, Sequence["np.ndarray | None"], int], tuple[TensorType, ...]]
 NumpyRule = Callable[[Arrays, Attrs, int], tuple[np.ndarray, ...]]
 Normalizer = Callable[[dict[str, AttrValue], Sequence["TensorType | None"], int], "dict[str, AttrValue] | str"]
+FieldRule = Callable[[Arrays, Attrs, int, int], tuple[np.ndarray, ...]]
+"""Semantics over Z_p (`taso.field`): (inputs in [0, p), attrs, output count, key) -> outputs in [0, p)."""
 
 REQUIRED = object()
 
@@ -67,6 +70,8 @@ class OpDef:
     onnx: bool = True
     """Whether ONNX has an op of this name that import maps onto this description."""
     tags: frozenset[str] = field(default_factory=frozenset)
+    field: FieldRule | None = None
+    """Finite-field semantics where ``compute`` followed by ``% p`` is not right (non-linear ops, division)."""
 
     def to_onnx(self, attrs: Attrs, in_types: Sequence[TensorType]) -> Export:
         if self.export is not None:
@@ -210,7 +215,12 @@ def _windows(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilat
 
 
 def _pad_hw(x: np.ndarray, pads: Sequence[int], value: float = 0) -> np.ndarray:
-    return np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=value)
+    if not any(pads):
+        return x
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), value, dtype=x.dtype)
+    out[:, :, pads[0] : pads[0] + h, pads[1] : pads[1] + w] = x  # np.pad does the same, 10x slower on small arrays
+    return out
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, attrs: Attrs) -> np.ndarray:
@@ -251,7 +261,18 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: 
 
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> OpDef:
-    return _register(OpDef(name, (1, 1), {}, _unary_shape, lambda xs, a, n: (fn(xs[0]),), doc, elementwise=True))
+    return _register(
+        OpDef(
+            name,
+            (1, 1),
+            {},
+            _unary_shape,
+            lambda xs, a, n: (fn(xs[0]),),
+            doc,
+            elementwise=True,
+            field=lambda xs, a, n, key: (ff.keyed(xs[0], key, name),),  # a random function: see taso.field
+        )
+    )
 
 
 ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.")
@@ -448,6 +469,26 @@ def _avgpool(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return ((total / count).astype(x.dtype),)
 
 
+def _avgpool_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """Window sums times the modular inverse of each window's count."""
+    x = xs[0]
+    k, s, p = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    total = _windows(_pad_hw(x, p), k, s, (1, 1)).sum(axis=(4, 5)) % ff.P  # type: ignore[arg-type]
+    if attrs["count_include_pad"]:
+        return (total * ff.modinv(k[0] * k[1]) % ff.P,)  # type: ignore[index]
+    ones = np.ones((1, 1, *x.shape[2:]), dtype=np.int64)
+    count = _windows(_pad_hw(ones, p), k, s, (1, 1)).sum(axis=(4, 5))  # type: ignore[arg-type]
+    inverse = np.vectorize(ff.modinv, otypes=[np.int64])(count)
+    return (total * inverse % ff.P,)
+
+
+def _maxpool_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """A keyed random symmetric function of each window; padding is a value outside the field."""
+    padded = _pad_hw(xs[0], attrs["pads"], ff.P)  # type: ignore[arg-type]
+    win = _windows(padded, attrs["kernel_shape"], attrs["strides"], (1, 1))  # type: ignore[arg-type]
+    return (ff.keyed_multiset(win.reshape(*win.shape[:4], -1), key, "MaxPool"),)
+
+
 def _maxpool(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     x = xs[0]
     padded = _pad_hw(x, attrs["pads"], -np.inf)  # type: ignore[arg-type]
@@ -464,6 +505,7 @@ AVGPOOL = _register(
         _avgpool,
         "2-D average pooling; count_include_pad=0 divides by the number of real (unpadded) elements.",
         normalize=_pool_normalize,
+        field=_avgpool_field,
     )
 )
 MAXPOOL = _register(
@@ -475,6 +517,7 @@ MAXPOOL = _register(
         _maxpool,
         "2-D max pooling (no indices output).",
         normalize=_pool_normalize,
+        field=_maxpool_field,
     )
 )
 
@@ -644,6 +687,15 @@ RESHAPE = _register(
 # ---- normalisation layers -----------------------------------------------------------------------------------
 
 
+def _no_field(name: str) -> FieldRule:
+    """For ops whose division by data-dependent values has no finite-field stand-in: refuse, never guess."""
+
+    def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+        raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
+
+    return refuse
+
+
 def _batchnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     if attrs.pop("training_mode", 0):
         return "BatchNormalization in training mode"
@@ -667,6 +719,7 @@ BATCHNORM = _register(
         lambda xs, a, n: (_batchnorm(xs, a, n),),  # type: ignore[arg-type]
         "Inference batch norm: (x - mean) / sqrt(var + eps) * scale + bias, per channel (axis 1).",
         normalize=_batchnorm_normalize,
+        field=_no_field("BatchNormalization"),
     )
 )
 
@@ -698,6 +751,7 @@ LAYERNORM = _register(
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
         normalize=_layernorm_normalize,
+        field=_no_field("LayerNormalization"),
     )
 )
 
@@ -709,7 +763,15 @@ def _softmax(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
 
 
 SOFTMAX = _register(
-    OpDef("Softmax", (1, 1), {"axis": -1}, _unary_shape, _softmax, "exp(x) / sum(exp(x)) along one axis.")
+    OpDef(
+        "Softmax",
+        (1, 1),
+        {"axis": -1},
+        _unary_shape,
+        _softmax,
+        "exp(x) / sum(exp(x)) along one axis.",
+        field=_no_field("Softmax"),
+    )
 )
 
 
@@ -758,7 +820,13 @@ ENLARGE = _register(
 )
 
 
-def _constant(name: str, doc: str, make: Callable[[Attrs], np.ndarray], shape: Callable[[Attrs], tuple]) -> OpDef:
+def _constant(
+    name: str,
+    doc: str,
+    make: Callable[[Attrs], np.ndarray],
+    shape: Callable[[Attrs], tuple],
+    field: FieldRule | None = None,
+) -> OpDef:
     """A zero-input op that produces a fixed tensor; exported as an ONNX Constant node."""
 
     def export(attrs: Attrs, types: Sequence[TensorType]) -> Export:
@@ -775,6 +843,7 @@ def _constant(name: str, doc: str, make: Callable[[Attrs], np.ndarray], shape: C
             export=export,
             onnx=False,
             tags=frozenset({"constant"}),
+            field=field,
         )
     )
 
@@ -819,6 +888,7 @@ POOL_KERNEL = _constant(
     "Depthwise kernel (C, 1, kh, kw) of 1/(kh*kw): a group=C conv by it is average pooling with padding counted.",
     _pool_kernel,
     lambda a: tuple(a["shape"]),  # type: ignore[arg-type]
+    lambda xs, a, n, key: (np.full(a["shape"], ff.modinv(a["shape"][2] * a["shape"][3]), np.int64),),  # type: ignore[index, arg-type]
 )
 
 

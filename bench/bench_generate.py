@@ -1,0 +1,116 @@
+"""Benchmark `subst generate`: wall time, peak memory, graphs, candidates, rules and what each pruning removed.
+
+Each run is a fresh `subst generate --json` process into a scratch store. CPU is the user + system time of its
+whole process tree; memory is the peak of the tree's summed PSS (main process and workers, pages they share
+counted once), sampled every 0.1 s.
+
+    .venv/bin/python bench/bench_generate.py                       # --max-ops 1, 2, 3 over TASO's set
+    .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tree_rss(pid: int) -> int:
+    """Memory (bytes) of ``pid`` and all its descendants: summed PSS, so pages the forked workers share with
+    their parent count once."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:")), 0)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total
+
+
+def run(max_ops: int, config: str | None, workers: int | None, seed: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "cli.main", "generate", "--max-ops", str(max_ops), "--seed", str(seed)]
+        cmd += ["--store", str(Path(tmp) / "bench.db"), "--json"]
+        cmd += ["--config", config] if config else []
+        cmd += ["--workers", str(workers)] if workers else []
+        start, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # progress: our stderr
+        peak = [0]
+
+        def sample() -> None:
+            while proc.poll() is None:
+                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        out, _ = proc.communicate()
+        wall = time.perf_counter() - start
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+        sampler.join()
+        if proc.returncode:
+            raise SystemExit(f"generate failed with exit code {proc.returncode}")
+        summary = json.loads(out)
+        return {"cmd": " ".join(cmd[2:]), **summary, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20}
+
+
+def table(rows: list[dict]) -> str:
+    head = "| max ops | wall (s) | CPU (s) | peak memory (MB) | graphs | candidates | rules |"
+    lines = [head, "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['settings']['max_ops']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['graphs_total']:,} "
+            f"| {r['candidates']:,} | {r['rules']:,} |"
+        )
+    reasons = sorted({k for r in rows for k in r["pruned"]}, key=lambda k: -max(r["pruned"].get(k, 0) for r in rows))
+    lines += ["", "| pruning | " + " | ".join(f"{r['settings']['max_ops']} ops" for r in rows) + " |"]
+    lines.append("|---|" + "---:|" * len(rows))
+    for k in reasons:
+        lines.append(f"| {k} | " + " | ".join(f"{r['pruned'].get(k, 0):,}" for r in rows) + " |")
+    lines += ["", "| graphs by op count | " + " | ".join(f"{r['settings']['max_ops']} ops" for r in rows) + " |"]
+    lines.append("|---|" + "---:|" * len(rows))
+    depth = max(len(r["graphs"]) for r in rows)
+    for n in range(depth):
+        cells = [f"{r['graphs'].get(f'{n} ops', 0):,}" if n < len(r["graphs"]) else "" for r in rows]
+        lines.append(f"| {n} ops | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max-ops", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--config", help="generate --config file (default: TASO's op set and input pool)")
+    ap.add_argument("--workers", type=int, help="generate --workers (default: all cores)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="also write the raw results here")
+    args = ap.parse_args()
+    rows = [run(n, args.config, args.workers, args.seed) for n in args.max_ops]
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+    for r in rows:
+        print(f"  {r['cmd']}")
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""`subst generate` (enumerate small graphs, store candidate rules) and `subst rules` (browse a store)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from taso import store
+from taso.errors import BadInput
+from taso.generate import FORMS, Result, load_config, save, settings_from
+from taso.generate import generate as run_generate
+from taso.rules import STATUSES
+
+
+def _form_table() -> str:
+    return "\n".join(f"  {name:<15}{f.op:<14}{f.doc}" for name, f in FORMS.items())
+
+
+@click.command(
+    "generate",
+    epilog="\b\nOp forms (default: all but sigmoid and tanh, TASO's set):\n" + _form_table(),
+)
+@click.option("--max-ops", type=click.IntRange(0, 6), default=None, help="Largest graph, in ops.  [default: 3]")
+@click.option(
+    "--ops",
+    metavar="FORMS",
+    help="Comma-separated op forms or op names (Conv = every conv form); start with + or - to add to or take from "
+    "the default set, e.g. '-maxpool3,+sigmoid'.",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="JSON or TOML file with max_ops, ops (list of forms), inputs (list of {prefix, shape, kind, count}), "
+    "constants ({form: shape}) and seed; flags override it.",
+)
+@click.option("--workers", type=click.IntRange(1), default=None, help="Processes.  [default: all cores]")
+@click.option("--seed", type=int, default=None, help="Seed of the fingerprints' random inputs.  [default: 0]")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=store.DEFAULT_PATH,
+    show_default="the shipped substitutions.db",
+    help="Store to add the candidate rules to (created if missing).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def generate(
+    max_ops: int | None,
+    ops: str | None,
+    config: Path | None,
+    workers: int | None,
+    seed: int | None,
+    store_path: Path,
+    as_json: bool,
+) -> None:
+    """Enumerate every graph of up to --max-ops ops, pair those that compute the same thing, store the pairs.
+
+    Graphs are built from a fixed pool of small input tensors (2-D activations and weights, 4-D images, conv
+    kernels, a scalar) and fingerprinted by exact evaluation over a prime field; relu and max pooling become
+    random functions, so only identities that hold for every such function pair up. Only the cheapest graph
+    of each fingerprint is grown further, and pairs implied by smaller ones are dropped. Every pair is stored
+    with status `candidate`: run `subst verify` to prove them. Same flags and seed, same rules.
+
+    \b
+    Examples:
+      subst generate                          # TASO's op set, 3 ops, into substitutions.db
+      subst generate --max-ops 4 --store big.db
+      subst generate --ops matmul,add,concat1,split1 --max-ops 3 --store mm.db
+      subst generate --ops=-maxpool3,+sigmoid --json
+      subst generate --config my-pool.toml
+    """
+    cfg = load_config(config) if config else None
+    settings = settings_from(cfg, ops, max_ops, seed)
+    if store_path.exists() and store_path.is_dir():
+        raise BadInput(f"{store_path}: is a folder, not a store")
+    if store_path.exists():
+        store.open_store(store_path).close()  # refuse a bad store before hours of work, not after
+    start = time.perf_counter()
+    result = run_generate(settings, workers, _Bar())  # progress goes to stderr, so --json output stays clean
+    added, kept = save(result, store_path)
+    wall = time.perf_counter() - start
+    data = _summary(result, wall, store_path, added, kept)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo("\n".join(_summary_lines(data)))
+
+
+class _Bar:
+    """A click progress bar per level on stderr (representatives extended, graphs built, rate); when stderr is
+    not a terminal, a line per level and every 30 s."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.stage = ""
+        self.start = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self.base = self.seen = 0  # graphs built before this level, and so far
+        self.echoed = time.perf_counter()
+
+    def __call__(self, stage: str, done: int, total: int, counts: dict) -> None:
+        if stage != self.stage:
+            self.close()
+            self.stage, self.start, self.base = stage, time.perf_counter(), self.seen
+            if self.tty:
+                self.bar = click.progressbar(length=total, label=stage, file=sys.stderr, show_pos=True, width=24)
+                self.bar.__enter__()
+        self.seen = counts["graphs"]
+        elapsed = time.perf_counter() - self.start
+        rate = f", {(self.seen - self.base) / elapsed:,.0f} graphs/s" if elapsed > 0.5 else ""
+        label = f"{stage:>6} | {counts['graphs']:,} graphs, {counts['classes']:,} classes{rate}"
+        if self.bar is not None:
+            self.bar.label = label
+            self.bar.update(done - self.bar.pos)
+        if not self.tty and (done >= total or time.perf_counter() - self.echoed > 30):
+            click.echo(f"{label} ({done:,}/{total:,} representatives extended)", err=True)
+            self.echoed = time.perf_counter()
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> dict:
+    return {
+        "settings": result.settings.as_dict(),
+        "graphs": {f"{n} ops": g for n, g in enumerate(result.graphs)},
+        "graphs_total": sum(result.graphs),
+        "classes": result.classes,
+        "candidates": result.candidates,
+        "rules": len(result.rules),
+        "pruned": dict(result.pruned.most_common()),
+        "store": str(path),
+        "added": added,
+        "already_in_store": kept,
+        "wall_s": round(wall, 2),
+    }
+
+
+def _summary_lines(d: dict) -> list[str]:
+    s = d["settings"]
+    return [
+        f"settings    up to {s['max_ops']} ops, {len(s['forms'])} op forms, "
+        f"{sum(c['count'] for c in s['pool'])} input tensors, seed {s['seed']}",
+        "graphs      " + ", ".join(f"{k}: {v:,}" for k, v in d["graphs"].items()) + f"  (total {d['graphs_total']:,})",
+        f"classes     {d['classes']:,} fingerprints looked at",
+        f"candidates  {d['candidates']:,} pairs of equal fingerprint",
+        f"rules       {d['rules']:,} after pruning; {d['added']:,} added to {d['store']}"
+        + (f" ({d['already_in_store']:,} already there)" if d["already_in_store"] else ""),
+        f"time        {d['wall_s']:.1f} s",
+        "pruned:",
+        *(f"  {v:>12,}  {k}" for k, v in d["pruned"].items()),
+    ]
+
+
+# ---- browsing a store ---------------------------------------------------------------------------------------
+
+
+_STORE_OPTION = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=store.DEFAULT_PATH,
+    show_default="the shipped substitutions.db",
+    help="Rule store to read.",
+)
+
+
+@click.group("rules")
+def rules() -> None:
+    """Browse the rules in a store: list them, show one, count them.
+
+    \b
+    Examples:
+      subst rules stats
+      subst rules list --op MatMul --max-ops 2
+      subst rules list --status proved --json
+      subst rules show 17
+    """
+
+
+def _where(op: str | None, max_ops: int | None, status: str | None) -> tuple[str | None, list]:
+    where, args = [], []
+    if op:
+        where.append("(' ' || ops || ' ') LIKE ?")
+        args.append(f"% {op} %")
+    if max_ops is not None:
+        where.append("src_ops <= ? AND dst_ops <= ?")
+        args += [max_ops, max_ops]
+    if status:
+        where.append("status = ?")
+        args.append(status)
+    return " AND ".join(where) or None, args
+
+
+@rules.command("list")
+@_STORE_OPTION
+@click.option("--op", help="Only rules using this op on either side (e.g. Conv, MatMul).")
+@click.option("--max-ops", type=click.IntRange(0), help="Only rules with at most this many ops on each side.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only rules with this status.")
+@click.option("--limit", type=click.IntRange(0), default=50, show_default=True, help="At most this many (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON (graphs in text form).")
+def list_rules(
+    store_path: Path, op: str | None, max_ops: int | None, status: str | None, limit: int, as_json: bool
+) -> None:
+    """One line per rule: id, status, ops on each side, name."""
+    db = store.open_store(store_path)
+    where, args = _where(op, max_ops, status)
+    rows = list(db["rules"].rows_where(where, args, order_by="id", limit=limit or None))
+    if as_json:
+        click.echo(json.dumps([_row_json(r) for r in rows], indent=2))
+        return
+    click.echo(f"{'id':>6}  {'status':<10}{'ops':>7}  name")
+    for r in rows:
+        click.echo(f"{r['id']:>6}  {r['status']:<10}{r['src_ops']:>3}->{r['dst_ops']:<2}  {r['name']}")
+    total = db["rules"].count_where(where, args)
+    if total > len(rows):
+        click.echo(f"... {total - len(rows)} more (use --limit 0 for all)")
+
+
+@rules.command("show")
+@_STORE_OPTION
+@click.argument("rule_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
+def show_rule(store_path: Path, rule_id: int, as_json: bool) -> None:
+    """Both sides of rule RULE_ID, its fingerprint, provenance and verdict detail."""
+    db = store.open_store(store_path)
+    rows = list(db["rules"].rows_where("id = ?", [rule_id]))
+    if not rows:
+        raise BadInput(f"{store_path}: no rule with id {rule_id}")
+    r = rows[0]
+    if as_json:
+        click.echo(json.dumps(_row_json(r), indent=2))
+        return
+    click.echo(f"rule {r['id']}  {r['name']}  [{r['status']}]  fingerprint {r['fingerprint']}")
+    click.echo(r["src"])
+    click.echo("=>")
+    click.echo(r["dst"])
+    if r["conditions"] not in (None, "[]"):
+        click.echo(f"conditions {r['conditions']}")
+    if r["detail"] not in (None, "{}"):
+        click.echo(f"detail     {r['detail']}")
+    click.echo(f"provenance {r['provenance']}")
+
+
+@rules.command("stats")
+@_STORE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def rule_stats(store_path: Path, as_json: bool) -> None:
+    """How many rules, by status, by size (source ops -> target ops) and by op."""
+    db = store.open_store(store_path)
+    by_status = {r["status"]: r["n"] for r in db.query("SELECT status, count(*) AS n FROM rules GROUP BY status")}
+    by_size = {
+        f"{r['src_ops']}->{r['dst_ops']}": r["n"]
+        for r in db.query("SELECT src_ops, dst_ops, count(*) AS n FROM rules GROUP BY src_ops, dst_ops ORDER BY 1, 2")
+    }
+    by_op: dict[str, int] = {}
+    for r in db.query("SELECT ops FROM rules"):
+        for op in (r["ops"] or "").split():
+            by_op[op] = by_op.get(op, 0) + 1
+    data = {
+        "store": str(store_path),
+        "rules": sum(by_status.values()),
+        "by_status": by_status,
+        "by_size": by_size,
+        "by_op": dict(sorted(by_op.items(), key=lambda kv: -kv[1])),
+    }
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{data['rules']} rules in {store_path}")
+    click.echo("status  " + ", ".join(f"{k} {v}" for k, v in by_status.items()))
+    click.echo("size    " + ", ".join(f"{k}: {v}" for k, v in by_size.items()))
+    click.echo("ops     " + ", ".join(f"{k} {v}" for k, v in data["by_op"].items()))
+
+
+def _row_json(r: dict) -> dict:
+    out = dict(r)
+    for k in ("conditions", "provenance", "detail"):
+        out[k] = json.loads(r[k]) if r.get(k) else None
+    return out
