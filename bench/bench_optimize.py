@@ -3,10 +3,11 @@
     PYTHONPATH=. python bench/bench_optimize.py --device cuda --out results/     # on the GPU machine
     PYTHONPATH=. python bench/bench_optimize.py --device cpu --models squeezenet --time-limit 10
 
-For each model: optimize with the shipped store's proved rules (costs measured on --device, cached in a copy
-of the store under --out), then time original, optimized, onnxsim and onnxslim outputs in rounds, each round
-visiting every variant once, and report each variant's median over rounds and its speed-up. Prints a table;
-writes bench_optimize.json under --out.
+For each zoo model (static shapes; `models/build.py`): optimize with the shipped store's proved rules (costs
+measured on --device, cached in a copy of the store under --out), then time original, optimized, onnxsim and
+onnxslim outputs in rounds, each round visiting every variant once, and report each variant's median over
+rounds and its speed-up. Prints a table; writes bench_optimize.json and, from every unit measured on the way,
+reference_costs.json (the table CI costs with) under --out.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from pathlib import Path
 import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
-from bench_cost import LIGHT, interleaved, load  # noqa: E402
+from bench_cost import interleaved  # noqa: E402
 
-from taso import onnx_io, profiler, store  # noqa: E402
+from build import ZOO  # noqa: E402
+from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 
 
@@ -57,7 +59,7 @@ def _peers(src: Path, tmp: Path, name: str) -> dict[str, Path]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--models", default=",".join(["bert_base4", *LIGHT]))
+    ap.add_argument("--models", default=",".join(n for n in ZOO if not n.endswith("_dyn")))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--alpha", type=float, default=1.05)
     ap.add_argument("--time-limit", type=float, default=60.0)
@@ -73,7 +75,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         for name in [m for m in args.models.split(",") if m]:
-            path, g = load(name, tmp)
+            path = tmp / f"{name}.onnx"
+            onnx.save_model(ZOO[name](), str(path))
             out = tmp / f"{name}.subst.onnx"
             t0 = time.perf_counter()
             report = optimize(
@@ -99,6 +102,10 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
+    units = cost.export_reference(
+        cost.CostModel(device, store.open_store(db_path)), str(args.out / "reference_costs.json")
+    )
+    print(f"reference table: {units} measured units")
     peers = ["subst", "onnxsim", "onnxslim"]
     print(f"\ndevice {device.key}")
     print(

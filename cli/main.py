@@ -13,8 +13,6 @@ from typing import Any
 
 import click
 
-from cli.generate import generate as generate_command
-from cli.generate import rules as rules_group
 from cli.profile import parse_dims, profile
 from taso import onnx_io, store
 from taso.errors import BadInput, CheckFailed
@@ -212,10 +210,6 @@ def info(model: Path, as_json: bool) -> None:
 
 
 cli.add_command(profile)
-
-
-cli.add_command(generate_command)
-cli.add_command(rules_group)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,8 +10,9 @@ computed from weights alone, so whatever the target does to it can be folded ahe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from taso import ops
 from taso.ir import Graph, Kind, Node
@@ -66,19 +67,29 @@ def find_matches(g: Graph, rule: Rule, index: dict[str, list[Node]] | None = Non
     """Every match of ``rule.src`` in ``g`` (model node order, so the search is deterministic)."""
     src = rule.src
     index = nodes_by_op(g) if index is None else index
-    if not src.nodes or any(n.op not in index for n in src.nodes):
+    if not src.nodes or any(len(index.get(op, ())) < k for op, k in _op_counts(src).items()):
         return
-    order = _plan(src)
-    for anchor in index[src.nodes[order[0]].op]:
-        for nodes, values in _extend(g, src, order, 0, {order[0]: anchor}, {}):
+    # anchor on the source op the model has fewest of: fewest starting points to try
+    anchor = min(range(len(src.nodes)), key=lambda i: (len(index[src.nodes[i].op]), -i))
+    order = _plan(src, anchor)
+    for candidate in index[src.nodes[anchor].op]:
+        for nodes, values in _extend(g, src, order, 0, {anchor: candidate}, {}):
             yield Match(rule, nodes, values)
 
 
-def _plan(src: Graph) -> list[int]:
-    """Source nodes in an order where each one after the first shares a value with an earlier one,
-    starting from the last node (usually the most selective op)."""
-    order = [len(src.nodes) - 1]
-    remaining = set(range(len(src.nodes) - 1))
+@cache
+def _op_counts(src: Graph) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in src.nodes:
+        counts[n.op] = counts.get(n.op, 0) + 1
+    return counts
+
+
+@cache
+def _plan(src: Graph, anchor: int) -> list[int]:
+    """Source nodes in an order where each one after the anchor shares a value with an earlier one."""
+    order = [anchor]
+    remaining = set(range(len(src.nodes))) - {anchor}
     while remaining:
         seen = {v for i in order for v in (*src.nodes[i].reads, *src.nodes[i].outputs)}
         nxt = next(
@@ -144,3 +155,46 @@ def _options(g: Graph, pattern: Node, values: dict[str, str]) -> list[Node]:
         if rv in values:
             options += [n for n in g.consumers.get(values[rv], ()) if n.op == pattern.op and n not in options]
     return options
+
+
+def _key(m: Match) -> tuple:
+    return (id(m.rule), tuple(id(m.nodes[i]) for i in sorted(m.nodes)), tuple(sorted(m.values.items())))
+
+
+def all_matches(g: Graph, rules: Sequence[Rule]) -> list[Match]:
+    """Every match of every rule in ``g``, rules in order."""
+    index = nodes_by_op(g)
+    return [m for rule in rules for m in find_matches(g, rule, index)]
+
+
+def pattern_index(rules: Sequence[Rule]) -> dict[str, list[tuple[Rule, int]]]:
+    """Op -> every (rule, position of a source node with that op): where a new node could sit in a match."""
+    index: dict[str, list[tuple[Rule, int]]] = {}
+    for rule in rules:
+        for position, pattern in enumerate(rule.src.nodes):
+            index.setdefault(pattern.op, []).append((rule, position))
+    return index
+
+
+def matches_after(
+    g: Graph, patterns: dict[str, list[tuple[Rule, int]]], parent: Graph, parent_matches: list[Match]
+) -> list[Match]:
+    """Every match in ``g``, a rewrite of ``parent``, without rescanning what did not change.
+
+    Nodes are immutable and shared, so a parent match whose nodes all survive is still a match (the types and
+    kinds of the values it binds are unchanged); every other match contains a node the rewrite made, and is
+    found by anchoring each pattern (``patterns``, from `pattern_index`) at those nodes."""
+    alive = {id(n) for n in g.nodes}
+    before = {id(p) for p in parent.nodes}
+    born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
+    kept = [m for m in parent_matches if all(id(n) in alive for n in m.nodes.values())]
+    seen = {_key(m) for m in kept}
+    fresh: list[Match] = []
+    for node in born:
+        for rule, position in patterns.get(node.op, ()):
+            for nodes, values in _extend(g, rule.src, _plan(rule.src, position), 0, {position: node}, {}):
+                m = Match(rule, nodes, values)
+                if _key(m) not in seen:
+                    seen.add(_key(m))
+                    fresh.append(m)
+    return kept + fresh

@@ -176,6 +176,25 @@ def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: d
     return all(np.allclose(before[o], after[o], rtol=1e-7, atol=1e-9) for o in outputs)
 
 
+_CHECKED: dict[tuple, bool | None] = {}
+
+
+def _checked(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_types: dict) -> bool | None:
+    """`numerically_equal`, once per rule and bound input types: the same rule at the same shapes is the same
+    question wherever in a model it matches (weights bound by value differ, but the check draws them at random
+    unless they are data, and data-dependent rules carry that data in the key)."""
+    src = match.rule.src
+    key = (
+        match.rule.name,
+        src.key,
+        match.rule.dst.key,
+        tuple(str(g.types.get(match.values[v])) for v in (*src.inputs, *src.weights) if v in match.values),
+    )
+    if key not in _CHECKED:
+        _CHECKED[key] = numerically_equal(g, match, new_nodes, new_data, new_types)
+    return _CHECKED[key]
+
+
 def fold_constants(g: Graph, candidates: set[str]) -> Graph:
     """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights."""
     data, types = dict(g.data), dict(g.types)
@@ -227,7 +246,7 @@ def apply(g: Graph, match: Match) -> Graph:
         for o in n.outputs
     ):
         raise Declined("a replaced node also feeds values the target does not produce")
-    verdict = numerically_equal(g, match, new_nodes, new_data, new_types)
+    verdict = _checked(g, match, new_nodes, new_data, new_types)
     if verdict is False:
         raise Declined("target differs from source at these shapes (float64 check)")
     kept = [

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, fresh_names, lint, topological_order
-from taso.match import find_matches, nodes_by_op
+from taso.match import all_matches, matches_after, pattern_index
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
 
@@ -69,31 +69,36 @@ def search(
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
     tick = itertools.count()
-    queue = [(start_cost, next(tick), g, ())]
+    queue: list = [(start_cost, next(tick), g, (), None)]
     seen = {g.structure}
+    matches: dict[int, list] = {}  # id(graph) -> its matches, kept for the graphs rewritten from it
+    patterns = pattern_index(rules)
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
     while queue and result.expanded < budget and time.perf_counter() - t0 < time_limit:
-        _, _, current, history = heapq.heappop(queue)
+        _, _, current, history, parent = heapq.heappop(queue)
         result.expanded += 1
-        index = nodes_by_op(current)
-        for rule in rules:
-            for m in find_matches(current, rule, index):
-                try:
-                    new = apply(current, m)
-                except Declined as e:
-                    result.declined[str(e).split(":")[0]] += 1
-                    continue
-                if new.structure in seen:
-                    continue
-                seen.add(new.structure)
-                result.candidates += 1
-                c = cost(new)
-                steps = (*history, rule.name)
-                if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
-                    heapq.heappush(queue, (c, next(tick), new, steps))
-                if c < best_cost:
-                    best, best_cost, best_history = new, c, steps
+        if parent is None:
+            found = all_matches(current, rules)
+        else:
+            found = matches_after(current, patterns, parent, matches[id(parent)])
+        matches[id(current)] = found
+        for m in found:
+            try:
+                new = apply(current, m)
+            except Declined as e:
+                result.declined[str(e).split(":")[0]] += 1
+                continue
+            if new.structure in seen:
+                continue
+            seen.add(new.structure)
+            result.candidates += 1
+            c = cost(new)
+            steps = (*history, m.rule.name)
+            if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
+                heapq.heappush(queue, (c, next(tick), new, steps, current))
+            if c < best_cost:
+                best, best_cost, best_history = new, c, steps
             if time.perf_counter() - t0 >= time_limit:
                 break
     result.graph, result.cost_after = best, best_cost
