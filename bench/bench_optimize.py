@@ -101,11 +101,11 @@ def main() -> int:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
-    units = cost.export_reference(
-        cost.CostModel(device, store.open_store(db_path)), str(args.out / "reference_costs.json")
-    )
-    print(f"reference table: {units} measured units")
+            # written after every model, so a run stopped at a time limit still leaves what it measured
+            (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
+            reference = cost.CostModel(device, store.open_store(db_path))
+            units = cost.export_reference(reference, str(args.out / "reference_costs.json"))
+            print(f"reference table: {units} measured units", flush=True)
     peers = ["subst", "onnxsim", "onnxslim"]
     print(f"\ndevice {device.key}")
     print(
