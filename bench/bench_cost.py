@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -47,12 +46,7 @@ def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
 
 
 def interleaved(paths: list[Path], graphs: list, device: profiler.Device, rounds: int) -> list[float]:
-    """Median over rounds of each model's median latency, models alternating within each round."""
-    per = [[] for _ in paths]
-    for _ in range(rounds):
-        for i, (p, g) in enumerate(zip(paths, graphs)):
-            per[i].append(cost.model_latency(str(p), g, device, samples=40))
-    return [statistics.median(v) for v in per]
+    return cost.interleaved_latency([str(p) for p in paths], graphs, device, rounds)
 
 
 def main() -> int:

@@ -389,6 +389,18 @@ def model_latency(path: str, g: Graph, device: Device, samples: int = 50) -> flo
     return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples).median_ms
 
 
+def interleaved_latency(paths: Sequence[str], graphs: Sequence[Graph], device: Device, rounds: int = 3) -> list[float]:
+    """Each model's median latency over ``rounds``, the models alternating within every round so that drift on
+    a shared machine hits them alike."""
+    import statistics
+
+    per: list[list[float]] = [[] for _ in paths]
+    for _ in range(rounds):
+        for i, (p, g) in enumerate(zip(paths, graphs)):
+            per[i].append(model_latency(p, g, device, samples=40))
+    return [statistics.median(v) for v in per]
+
+
 def cost_table(costs: Iterable[UnitCost], top: int | None = None) -> Sequence[UnitCost]:
     ranked = sorted(costs, key=lambda u: -u.ms * u.count)
     return ranked[:top] if top else ranked

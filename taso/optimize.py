@@ -15,6 +15,7 @@ from pathlib import Path
 from taso import check, cost, onnx_io, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
+from taso.precompute import precompute
 from taso.search import both_directions, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
@@ -66,7 +67,15 @@ class Report:
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
             f"search    {s['regions']} regions, {s['expanded']} graphs expanded, {s['candidates']} candidates, "
             f"alpha {s['alpha']}",
+            *self._measured_lines(),
         ]
+
+    def _measured_lines(self) -> list[str]:
+        m = self.cost.get("measured")
+        if not m:
+            return []
+        verdict = "kept the original: the rewrite was not faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
+        return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end; {verdict}"]  # type: ignore[index]
 
     def lines(self) -> list[str]:
         applied = ", ".join(f"{k} x{v}" for k, v in sorted(self.rules_applied.items())) or "none"
@@ -79,6 +88,22 @@ class Report:
             f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}",
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()),
         ]
+
+
+def _confirm_speedup(
+    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path
+) -> tuple[Graph, dict[str, int], dict[str, float]]:
+    """Time original and result end to end on the device, interleaved; keep the original unless the result is
+    faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
+    with tempfile.TemporaryDirectory(prefix=".subst-time-", dir=folder) as tmp:
+        paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
+        dims = model.dims or {}
+        graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
+        before, after = cost.interleaved_latency(paths, graphs, model.device, rounds=3)
+    measured = {"before_ms": before, "after_ms": after}
+    if after < before:
+        return result, applied, measured
+    return graph, {}, {**measured, "kept_original": True}
 
 
 def _cost_model(db, settings: Settings) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
@@ -130,10 +155,13 @@ def optimize(
         def predicted(h: Graph) -> float:
             return model.graph_cost(h).total_ms
 
+        folded, precomputed = precompute(graph)
         found = optimize_graph(
-            graph, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
+            folded, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
         )
         result, applied = found.graph, dict(found.applied)
+        if precomputed:
+            applied["precompute weight-only nodes"] = precomputed
         before, after = model.graph_cost(graph), model.graph_cost(result)
         costs = {
             "before_ms": before.total_ms,
@@ -141,6 +169,8 @@ def optimize(
             "device": model.device.key,
             "estimated_units": after.estimated,
         }
+        if model.measure and result is not graph:
+            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, dst.parent)
         search_facts = {
             "regions": found.regions,
             "expanded": found.expanded,

@@ -1,0 +1,78 @@
+"""Weight-only subgraphs computed once, ahead of inference.
+
+A value computed from weights alone (an Unsqueeze of a BatchNorm scale, a Transpose of a kernel, a constant
+shape) costs nothing that inference must pay for: evaluate it once and store it as an initializer. Opaque ops
+are evaluated too, by onnxruntime on the CPU, so this is not limited to the catalogue. Beyond saving the ops,
+it hands onnxruntime initializers where it expects them: its Conv+BatchNorm/Mul/Add fusions only fire on
+initializers, which is where onnxsim's gains on unfused models come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from taso import onnx_io
+from taso.ir import Graph, Kind, TensorType, WeightData, eliminate_dead, lint
+
+NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
+MAX_BYTES = 64 * 2**20
+"""A folded value larger than this stays computed: folding must not blow up the model file."""
+
+
+def frontier(g: Graph) -> list[str]:
+    """Weight-only values that an activation node or the graph output reads: what inference would compute."""
+    kinds = g.kinds
+    needed: list[str] = []
+    for n in g.nodes:
+        if any(kinds.get(o) is Kind.ACTIVATION for o in n.outputs):
+            needed += [v for v in n.reads if kinds.get(v) is Kind.CONSTANT]
+    needed += [o for o in g.outputs if kinds.get(o) is Kind.CONSTANT]
+    return list(dict.fromkeys(needed))
+
+
+def precompute(g: Graph) -> tuple[Graph, int]:
+    """``g`` with its weight-only subgraphs replaced by initializers; returns the graph and how many nodes
+    that removed."""
+    targets = [v for v in frontier(g) if _foldable(g, v)]
+    if not targets:
+        return g, 0
+    import onnxruntime as ort
+
+    constant = [n for n in g.nodes if all(g.kinds.get(o) is Kind.CONSTANT for o in n.outputs if o)]
+    sub = eliminate_dead(replace(g, nodes=tuple(constant), inputs=(), outputs=tuple(targets)))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(onnx_io.model_bytes(sub), opts, providers=["CPUExecutionProvider"])
+        values = session.run(list(targets), {})
+    except Exception:  # a subgraph onnxruntime cannot evaluate alone stays as it is
+        return g, 0
+    data = dict(g.data)
+    types = dict(g.types)
+    folded = []
+    for name, value in zip(targets, values):
+        value = np.asarray(value)
+        if value.nbytes > MAX_BYTES:
+            continue
+        data[name] = WeightData(value)
+        types[name] = TensorType(str(value.dtype), tuple(value.shape))
+        folded.append(name)
+    if not folded:
+        return g, 0
+    drop = set(folded)
+    nodes = tuple(n for n in g.nodes if not any(o in drop for o in n.outputs))
+    out = lint(eliminate_dead(replace(g, nodes=nodes, weights=(*g.weights, *folded), data=data, types=types)))
+    return out, len(g.nodes) - len(out.nodes)
+
+
+def _foldable(g: Graph, value: str) -> bool:
+    """Deterministic, a node's only output (a node must go whole), and not read from inside a subgraph."""
+    producer = g.producers.get(value)
+    if producer is None or producer.op in NONDETERMINISTIC or producer.implicit:
+        return False
+    if len([o for o in producer.outputs if o]) != 1:
+        return False
+    return not any(value in n.implicit for n in g.nodes)

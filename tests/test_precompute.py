@@ -1,0 +1,91 @@
+"""Weight-only subgraphs computed once; and optimize never keeps a rewrite that measures slower."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from taso import cost, onnx_io, profiler
+from taso.check import compare
+from taso.optimize import _confirm_speedup
+from taso.precompute import precompute
+
+
+def _bn_style(tmp: Path) -> Path:
+    """A per-channel scale reaching a Conv's output through Unsqueeze -> Mul on weights, as in the onnx
+    wheel's light Inception-v2: opaque ops, but weight-only, so computable once."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    s = numpy_helper.from_array(rng.uniform(0.5, 1.5, 4).astype(np.float32), "scale")
+    nodes = [
+        helper.make_node("Unsqueeze", ["scale", "axes"], ["s1"], name="unsq"),
+        helper.make_node("Mul", ["s1", "two"], ["s2"], name="double"),
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["c", "s2"], ["y"], name="scale_mul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])],
+        initializer=[
+            w,
+            s,
+            numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+            numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "bn.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def test_weight_only_chain_becomes_one_initializer(tmp_path: Path) -> None:
+    src = _bn_style(tmp_path)
+    g = onnx_io.load_model(src)
+    folded, removed = precompute(g)
+    assert removed == 2 and [n.op for n in folded.nodes] == ["Conv", "Mul"]
+    assert folded.data["s2"].array.shape == (4, 1, 1)
+    np.testing.assert_allclose(folded.data["s2"].array.ravel(), 2 * g.data["scale"].array)
+    out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
+    assert compare(src, out, g).ok
+
+
+def test_nothing_to_fold_is_a_no_op(bert_path: Path) -> None:
+    g = onnx_io.load_model(bert_path)
+    assert precompute(g) == (g, 0)
+
+
+def test_a_rewrite_that_measures_slower_is_not_kept(tmp_path: Path) -> None:
+    """relu(relu(x)) = relu(x): fifty Relus compute what one does, slower; the measurement must reject it."""
+    one = onnx_io.load_model(_relu_chain(tmp_path, 1))
+    many = onnx_io.load_model(_relu_chain(tmp_path, 50))
+    model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
+    kept, applied, measured = _confirm_speedup(one, many, {"relu-chain": 1}, model, tmp_path)
+    assert kept is one and applied == {} and measured["kept_original"]
+    assert measured["after_ms"] > measured["before_ms"]
+    kept, applied, measured = _confirm_speedup(many, one, {"relu-once": 1}, model, tmp_path)
+    assert kept is one and applied == {"relu-once": 1} and "kept_original" not in measured
+
+
+def _relu_chain(tmp: Path, n: int) -> Path:
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes.append(helper.make_node("Relu", [prev], [f"r{i}" if i < n - 1 else "y"], name=f"relu{i}"))
+        prev = f"r{i}"
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 256])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / f"chain{n}.onnx"
+    onnx.save_model(model, str(path))
+    return path
