@@ -13,7 +13,10 @@ from typing import Any
 
 import click
 
+from cli.generate import generate as generate_command
+from cli.generate import rules as rules_group
 from cli.profile import parse_dims, profile
+from cli.verify import verify
 from taso import onnx_io, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
@@ -209,7 +212,12 @@ def info(model: Path, as_json: bool) -> None:
     _emit(as_json, data, lines)
 
 
+cli.add_command(verify)
 cli.add_command(profile)
+
+
+cli.add_command(generate_command)
+cli.add_command(rules_group)
 
 
 def main(argv: list[str] | None = None) -> None:

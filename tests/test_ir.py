@@ -141,6 +141,8 @@ def test_lint_and_parser_reject_broken_graphs(text: str, message: str) -> None:
 
 
 def test_dynamic_and_unknown_dims_print_and_parse() -> None:
-    g = parse_graph('graph(%x: float32["batch",?,4], %y: int64[*]):\n  %r = Relu(%x) : float32["batch",?,4]\n  return %r, %y')
+    g = parse_graph(
+        'graph(%x: float32["batch",?,4], %y: int64[*]):\n  %r = Relu(%x) : float32["batch",?,4]\n  return %r, %y'
+    )
     assert g.types["x"] == TensorType("float32", ("batch", None, 4)) and g.types["y"].shape is None
     assert parse_graph(str(g)) == g

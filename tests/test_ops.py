@@ -21,20 +21,36 @@ CASES: dict[str, list[tuple]] = {
     "Sigmoid": [([(3, 4)], {}, {}, 1)],
     "Tanh": [([(3, 4)], {}, {}, 1)],
     "MatMul": [([(2, 4), (4, 3)], {}, {}, 1), ([(2, 3, 5, 4), (3, 4, 6)], {}, {}, 1)],
-    "Gemm": [([(3, 4), (5, 4), (5,)], {"alpha": 0.5, "beta": 2.0, "transA": 0, "transB": 1}, {}, 1),
-             ([(4, 3), (4, 5)], {"alpha": 1.0, "beta": 1.0, "transA": 1, "transB": 0}, {}, 1)],
-    "Conv": [([(2, 4, 7, 6), (6, 2, 3, 1), (6,)],
-              {"kernel_shape": (3, 1), "strides": (2, 1), "pads": (1, 0, 0, 0), "dilations": (1, 1), "group": 2}, {}, 1)],
-    "AveragePool": [([(1, 3, 6, 6)], {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1),
-                                      "count_include_pad": 0}, {}, 1)],
+    "Gemm": [
+        ([(3, 4), (5, 4), (5,)], {"alpha": 0.5, "beta": 2.0, "transA": 0, "transB": 1}, {}, 1),
+        ([(4, 3), (4, 5)], {"alpha": 1.0, "beta": 1.0, "transA": 1, "transB": 0}, {}, 1),
+    ],
+    "Conv": [
+        (
+            [(2, 4, 7, 6), (6, 2, 3, 1), (6,)],
+            {"kernel_shape": (3, 1), "strides": (2, 1), "pads": (1, 0, 0, 0), "dilations": (1, 1), "group": 2},
+            {},
+            1,
+        )
+    ],
+    "AveragePool": [
+        (
+            [(1, 3, 6, 6)],
+            {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "count_include_pad": 0},
+            {},
+            1,
+        )
+    ],
     "MaxPool": [([(1, 3, 6, 5)], {"kernel_shape": (3, 2), "strides": (2, 1), "pads": (1, 0, 1, 1)}, {}, 1)],
     "Concat": [([(2, 3), (2, 5), (2, 1)], {"axis": 1}, {}, 1), ([(2, 3), (4, 3)], {"axis": -2}, {}, 1)],
     "Split": [([(2, 6), (2,)], {"axis": 1}, {1: np.array([2, 4], np.int64)}, 2), ([(6, 3)], {"axis": 0}, {}, 3)],
     "Transpose": [([(2, 3, 4)], {"perm": (2, 0, 1)}, {}, 1)],
     "Reshape": [([(2, 3, 4), (3,)], {"allowzero": 0}, {1: np.array([0, -1, 2], np.int64)}, 1)],
     "BatchNormalization": [([(2, 3, 4, 4), (3,), (3,), (3,), (3,)], {"epsilon": 1e-3}, {}, 1)],
-    "LayerNormalization": [([(2, 3, 8), (8,), (8,)], {"axis": -1, "epsilon": 1e-5}, {}, 1),
-                           ([(2, 3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-5}, {}, 1)],
+    "LayerNormalization": [
+        ([(2, 3, 8), (8,), (8,)], {"axis": -1, "epsilon": 1e-5}, {}, 1),
+        ([(2, 3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-5}, {}, 1),
+    ],
     "Softmax": [([(2, 7)], {"axis": -1}, {}, 1), ([(2, 3, 4)], {"axis": 1}, {}, 1)],
     "Enlarge": [([(4, 2, 1, 3)], {"kernel_shape": (3, 3)}, {}, 1)],
     "Ones": [([], {"shape": (2, 3), "dtype": "float32"}, {}, 1)],
@@ -111,9 +127,16 @@ def test_op_agrees_with_onnxruntime(op: str, case: tuple, tmp_path: Path) -> Non
 
 _conv = st.fixed_dictionaries(
     {
-        "kh": st.sampled_from([1, 3]), "kw": st.sampled_from([1, 3]), "sh": st.integers(1, 2), "sw": st.integers(1, 2),
-        "pads": st.tuples(*[st.integers(0, 1)] * 4), "dil": st.integers(1, 2), "group": st.sampled_from([1, 2]),
-        "bias": st.booleans(), "h": st.integers(5, 7), "w": st.integers(5, 7),
+        "kh": st.sampled_from([1, 3]),
+        "kw": st.sampled_from([1, 3]),
+        "sh": st.integers(1, 2),
+        "sw": st.integers(1, 2),
+        "pads": st.tuples(*[st.integers(0, 1)] * 4),
+        "dil": st.integers(1, 2),
+        "group": st.sampled_from([1, 2]),
+        "bias": st.booleans(),
+        "h": st.integers(5, 7),
+        "w": st.integers(5, 7),
     }
 )
 
@@ -122,14 +145,24 @@ _conv = st.fixed_dictionaries(
 @given(c=_conv)
 def test_conv_semantics_match_onnxruntime(c: dict, tmp_path: Path) -> None:
     shapes = [(2, 4, c["h"], c["w"]), (6, 4 // c["group"], c["kh"], c["kw"])] + ([(6,)] if c["bias"] else [])
-    attrs = {"kernel_shape": (c["kh"], c["kw"]), "strides": (c["sh"], c["sw"]), "pads": c["pads"],
-             "dilations": (c["dil"], c["dil"]), "group": c["group"]}
+    attrs = {
+        "kernel_shape": (c["kh"], c["kw"]),
+        "strides": (c["sh"], c["sw"]),
+        "pads": c["pads"],
+        "dilations": (c["dil"], c["dil"]),
+        "group": c["group"],
+    }
     _agree("Conv", shapes, attrs, {}, 1, tmp_path)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(k=st.integers(1, 3), s=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 1)] * 4),
-       avg=st.booleans(), include=st.integers(0, 1))
+@given(
+    k=st.integers(1, 3),
+    s=st.integers(1, 2),
+    pads=st.tuples(*[st.integers(0, 1)] * 4),
+    avg=st.booleans(),
+    include=st.integers(0, 1),
+)
 def test_pool_semantics_match_onnxruntime(k: int, s: int, pads: tuple, avg: bool, include: int, tmp_path: Path) -> None:
     if max(pads) >= k:
         return  # ONNX requires pads smaller than the kernel
@@ -153,7 +186,11 @@ def test_shape_rules_refuse_bad_inputs() -> None:
     with pytest.raises(ops.OpError, match="inner dimensions"):
         ops.infer("MatMul", [f32(2, 3), f32(4, 5)], {})
     with pytest.raises(ops.OpError, match="channels"):
-        ops.infer("Conv", [f32(1, 3, 5, 5), f32(4, 2, 3, 3)], ops.get("Conv").from_onnx({}, [f32(1, 3, 5, 5), f32(4, 2, 3, 3)], 2, 17))
+        ops.infer(
+            "Conv",
+            [f32(1, 3, 5, 5), f32(4, 2, 3, 3)],
+            ops.get("Conv").from_onnx({}, [f32(1, 3, 5, 5), f32(4, 2, 3, 3)], 2, 17),
+        )
     with pytest.raises(ops.OpError, match="add up"):
         ops.infer("Split", [f32(2, 6), TensorType("int64", (2,))], {"axis": 1}, [None, np.array([2, 3])], 2)
     with pytest.raises(ops.OpError, match="unknown operator"):

@@ -1,0 +1,131 @@
+"""`subst verify`: the click layer over `taso.verify` (proofs) and `taso.speccheck` (spec validation)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from taso import store
+from taso.errors import CheckFailed
+from taso.spec import Specs, load_specs
+from taso.speccheck import DEFAULT_LIMIT, check_specs
+from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
+
+
+@click.command()
+@click.option(
+    "--specs",
+    "specs_dir",
+    type=click.Path(path_type=Path),
+    default=SPECS_DIR,
+    show_default="the repo's specs/",
+    help="Folder of operator specs (one *.py per operator: symbols, shape rules, axioms).",
+)
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path),
+    default=store.DEFAULT_PATH,
+    show_default="the shipped substitutions.db",
+    help="Rule store whose candidates get verdicts.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="z3 time limit per rule, in seconds; a rule that runs out is stored as unknown.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=os.cpu_count() or 1,
+    show_default="all cores",
+    help="Processes deciding rules in parallel.",
+)
+@click.option("--force", is_flag=True, help="Decide again rules that already have a verdict.")
+@click.option(
+    "--check-specs",
+    is_flag=True,
+    help="Do not verify rules: check every axiom against the ops' numpy semantics at small shapes; exit 1 if any fails.",
+)
+@click.option(
+    "--instances",
+    type=click.IntRange(min=1),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="With --check-specs: most instances checked per axiom.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def verify(
+    specs_dir: Path,
+    store_path: Path,
+    timeout: float,
+    workers: int,
+    force: bool,
+    check_specs: bool,
+    instances: int,
+    as_json: bool,
+) -> None:
+    """Give every candidate rule a verdict: proved, refuted or unknown.
+
+    \b
+    Each rule first runs on random inputs with the real semantics (relu as relu, pooling as pooling): if
+    the two sides differ it is refuted, and the input is stored as the counterexample. Otherwise z3 tries
+    to prove each output pair equal from the axioms in the specs, within --timeout seconds per rule:
+      proved    the axioms imply it; the store lists the axioms the proof used (its unsat core)
+      refuted   a counterexample shows the two sides differ
+      unknown   out of time, an op or attribute no spec models, or no proof from the axioms (the reason
+                is stored); unknown rules are never used, like refuted ones
+    Only proved rules are ever used by `subst optimize`. Rules already decided are skipped unless --force.
+
+    \b
+    --check-specs validates the specs themselves: every axiom is instantiated at every small shape and
+    attribute value in its domains and both sides are computed with the ops' numpy code; a wrong axiom
+    would prove wrong rules, so any failure exits 1 and names the axiom and the instance.
+
+    \b
+    Examples:
+      subst verify                               decide the candidates in the shipped store
+      subst verify --store my.db --timeout 5     a longer time limit per rule
+      subst verify --force --workers 2 --json    decide every rule again, print a JSON summary
+      subst verify --check-specs                 validate specs/ against the concrete semantics
+    """
+    specs = load_specs(specs_dir)
+    if check_specs:
+        _check_specs(specs, instances, as_json)
+        return
+    db = store.open_store(store_path)
+    rows = pending(db, force)
+    with click.progressbar(length=len(rows), label="verifying", file=sys.stderr, show_pos=True) as bar:
+        summary = verify_rows(db, rows, specs, timeout, workers, bar.update)
+    if as_json:
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        click.echo("\n".join(summary.lines()))
+
+
+def _check_specs(specs: Specs, instances: int, as_json: bool) -> None:
+    reports = check_specs(specs, instances)
+    failed = [r for r in reports if not r.ok]
+    if as_json:
+        click.echo(json.dumps([vars(r) for r in reports], indent=2))
+    else:
+        for r in failed:
+            click.echo(f"FAIL  {r.name} ({r.spec}.py)")
+            for f in r.failures:
+                click.echo(f"        {f}")
+        checked = sum(r.instances for r in reports)
+        exhaustive = sum(r.exhaustive for r in reports)
+        click.echo(
+            f"{len(reports) - len(failed)} of {len(reports)} axioms hold on {checked} instances "
+            f"({exhaustive} checked exhaustively over their domains, the rest on a seeded sample)"
+        )
+    if failed:
+        raise CheckFailed(
+            f"{len(failed)} axiom(s) fail against the concrete semantics: {', '.join(r.name for r in failed)}"
+        )

@@ -1,0 +1,44 @@
+"""Add: element-wise sum of two tensors of one shape (numpy broadcasting is not modelled: such rules stay unknown)."""
+
+from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
+
+SYMBOLS = [Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Add")]
+
+
+def _lower(node, args, types, f):
+    if types[node.inputs[0]].shape != types[node.inputs[1]].shape:
+        raise Unsupported("Add with broadcasting")
+    return [f.add(*args)]
+
+
+LOWER = {"Add": _lower}
+
+
+def axioms(f):
+    x, y, z, w = tensors("x y z w")
+    m, n, a, s, k = ints("m n a s k")
+    same = {"x": (m, n), "y": (m, n), "z": (m, n), "w": (m, n)}
+    axis = {"a": (0, 1)}
+    return [
+        Axiom("add-comm", f.add(x, y), f.add(y, x), same, generic=True),
+        Axiom("add-assoc", f.add(f.add(x, y), z), f.add(x, f.add(y, z)), same, generic=True),
+        # cat(x+y, z+w) = cat(x, z) + cat(y, w); the right side alone does not fix where x ends
+        Axiom(
+            "add-cat",
+            f.cat(f.add(x, y), f.add(z, w), axis=a),
+            f.add(f.cat(x, z, axis=a), f.cat(y, w, axis=a)),
+            same,
+            when=(D(x, a) == D(y, a),),
+            domains=axis,
+            generic=True,
+        ),
+        Axiom(
+            "add-slice",
+            f.slice(f.add(x, y), axis=a, start=s, size=k),
+            f.add(f.slice(x, axis=a, start=s, size=k), f.slice(y, axis=a, start=s, size=k)),
+            same,
+            domains={**axis, "s": (0, 1), "k": (1, 2)},
+            generic=True,
+            oriented=True,
+        ),
+    ]

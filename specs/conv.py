@@ -1,0 +1,156 @@
+"""Conv: 2-D convolution ``conv(x, w, strides, pads, group)`` over NCHW, no bias, no dilation.
+
+Linear in the input and in the kernel; concatenating kernels is concatenating outputs only for group 1.
+"""
+
+from taso.spec import Axiom, D, Symbol, ints, nchw, tensors, window
+
+
+def _dims(i, a, x, w):
+    oh = window(D(x, 2), a.pads[0] + a.pads[2], D(w, 2), a.strides[0])
+    ow = window(D(x, 3), a.pads[1] + a.pads[3], D(w, 3), a.strides[1])
+    return nchw(i, D(x, 0), D(w, 0), oh, ow)
+
+
+SYMBOLS = [
+    Symbol(
+        "conv",
+        2,
+        dims=_dims,
+        rank=lambda a, x, w: 4,
+        attrs=("strides[2]", "pads[4]", "group"),
+        op="Conv",
+        fixed={"dilations": (1, 1)},
+        derived={"kernel_shape": lambda xs: tuple(xs[1].shape[2:])},
+    )
+]
+
+
+def axioms(f):
+    x, y, w, v, s = tensors("x y w v s")
+    b, c, d, e, h, k, m, n, q, kh, kw, sh, sw, pt, pl, pb, pr, g = ints("b c d e h k m n q kh kw sh sw pt pl pb pr g")
+    cv = dict(strides=(sh, sw), pads=(pt, pl, pb, pr), group=g)
+    one = dict(strides=(sh, sw), pads=(pt, pl, pb, pr), group=1)
+    # d is a kernel's input channels per group: c = d * g, checked by the semantics, not assumed here
+    small = {"b": (1, 2), "c": (2, 4), "d": (1, 2), "e": (1, 2), "m": (2, 4), "n": (1, 2), "h": (3, 4), "k": (3, 4)}
+    win = {"kh": (1, 3), "kw": (1, 2), "sh": (1, 2), "sw": (1,), "pt": (0, 1), "pl": (0,), "pb": (0, 1), "pr": (1,)}
+    dom = {**small, **win, "g": (1, 2)}
+    img = (b, c, h, k)
+    return [
+        Axiom(
+            "conv-add-input",
+            f.conv(f.add(x, y), w, **cv),
+            f.add(f.conv(x, w, **cv), f.conv(y, w, **cv)),
+            {"x": img, "y": img, "w": (m, d, kh, kw)},
+            domains=dom,
+        ),
+        Axiom(
+            "conv-add-kernel",
+            f.conv(x, f.add(w, v), **cv),
+            f.add(f.conv(x, w, **cv), f.conv(x, v, **cv)),
+            {"x": img, "w": (m, d, kh, kw), "v": (m, d, kh, kw)},
+            domains=dom,
+        ),
+        Axiom(
+            "conv-smul-input",
+            f.conv(f.smul(x, s), w, **cv),
+            f.smul(f.conv(x, w, **cv), s),
+            {"x": img, "w": (m, d, kh, kw), "s": ()},
+            domains=dom,
+            generic=True,
+        ),
+        Axiom(
+            "conv-smul-kernel",
+            f.conv(x, f.smul(w, s), **cv),
+            f.smul(f.conv(x, w, **cv), s),
+            {"x": img, "w": (m, d, kh, kw), "s": ()},
+            domains=dom,
+            generic=True,
+        ),
+        # sibling convs over one input = one conv over concatenated kernels; false for grouped convs
+        Axiom(
+            "conv-cat-kernels",
+            f.cat(f.conv(x, w, **one), f.conv(x, v, **one), axis=1),
+            f.conv(x, f.cat(w, v, axis=0), **one),
+            {"x": img, "w": (m, c, kh, kw), "v": (n, c, kh, kw)},
+            domains={**dom, "c": (1, 2)},
+        ),
+        # the split of a merged conv gives back each sibling (derivable, but the prover finds it faster direct)
+        Axiom(
+            "conv-cat-kernels-first",
+            f.slice(f.conv(x, f.cat(w, v, axis=0), **one), axis=1, start=0, size=m),
+            f.conv(x, w, **one),
+            {"x": img, "w": (m, c, kh, kw), "v": (n, c, kh, kw)},
+            domains={**dom, "c": (1, 2)},
+        ),
+        Axiom(
+            "conv-cat-kernels-second",
+            f.slice(f.conv(x, f.cat(w, v, axis=0), **one), axis=1, start=m, size=n),
+            f.conv(x, v, **one),
+            {"x": img, "w": (m, c, kh, kw), "v": (n, c, kh, kw)},
+            domains={**dom, "c": (1, 2)},
+        ),
+        Axiom(
+            "conv-cat-batch",
+            f.cat(f.conv(x, w, **cv), f.conv(y, w, **cv), axis=0),
+            f.conv(f.cat(x, y, axis=0), w, **cv),
+            {"x": img, "y": (e, c, h, k), "w": (m, d, kh, kw)},
+            domains=dom,
+        ),
+        Axiom(
+            "conv-sum-cat-channels",
+            f.add(f.conv(x, w, **one), f.conv(y, v, **one)),
+            f.conv(f.cat(x, y, axis=1), f.cat(w, v, axis=1), **one),
+            {"x": img, "y": (b, e, h, k), "w": (m, c, kh, kw), "v": (m, e, kh, kw)},
+            domains={**dom, "c": (1, 2)},
+        ),
+        Axiom(
+            "conv-slice-batch",
+            f.slice(f.conv(x, w, **cv), axis=0, start=0, size=n),
+            f.conv(f.slice(x, axis=0, start=0, size=n), w, **cv),
+            {"x": img, "w": (m, d, kh, kw)},
+            when=(n <= b,),
+            domains={**dom, "n": (1,)},
+            oriented=True,
+        ),
+        Axiom(
+            "conv-slice-kernel",
+            f.slice(f.conv(x, w, **one), axis=1, start=e, size=n),
+            f.conv(x, f.slice(w, axis=0, start=e, size=n), **one),
+            {"x": img, "w": (m, c, kh, kw)},
+            when=(e + n <= m,),
+            domains={**dom, "c": (1, 2), "e": (0, 1), "m": (2, 3)},
+            oriented=True,
+        ),
+        # a single window along an axis: the stride along it does not matter (also derivable through subsample,
+        # but direct, it spares the prover a detour)
+        Axiom(
+            "conv-stride-single-row",
+            f.conv(x, w, **cv),
+            f.conv(x, w, strides=(1, sw), pads=(pt, pl, pb, pr), group=g),
+            {"x": img, "w": (m, d, kh, kw)},
+            when=(D(x, 2) + pt + pb == D(w, 2),),
+            domains={**dom, "kh": (3,), "h": (1, 2, 3), "sh": (2, 3)},
+            generic=True,
+        ),
+        Axiom(
+            "conv-stride-single-column",
+            f.conv(x, w, **cv),
+            f.conv(x, w, strides=(sh, 1), pads=(pt, pl, pb, pr), group=g),
+            {"x": img, "w": (m, d, kh, kw)},
+            when=(D(x, 3) + pl + pr == D(w, 3),),
+            domains={**dom, "kw": (3,), "k": (1, 2), "sw": (2, 3)},
+            generic=True,
+        ),
+        # grouped convs side by side are one grouped conv over both inputs, when the groups have one size (for
+        # two plain convs it holds too, but would let every pair of convs spawn a grouped one)
+        Axiom(
+            "conv-cat-groups",
+            f.cat(f.conv(x, w, **cv), f.conv(y, v, strides=(sh, sw), pads=(pt, pl, pb, pr), group=e), axis=1),
+            f.conv(f.cat(x, y, axis=1), f.cat(w, v, axis=0), strides=(sh, sw), pads=(pt, pl, pb, pr), group=g + e),
+            {"x": img, "y": (b, n, h, k), "w": (m, d, kh, kw), "v": (q, d, kh, kw)},
+            when=(g > 1, e > 1, D(x, 1) == d * g, D(y, 1) == d * e, D(w, 0) * e == D(v, 0) * g),
+            domains={**dom, "c": (2, 4), "n": (2, 4), "q": (2, 4), "e": (1, 2, 4), "g": (1, 2, 4)},
+            generic=True,
+        ),
+    ]

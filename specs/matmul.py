@@ -1,0 +1,66 @@
+"""MatMul: the 2-D matrix product ``mm(x, y)`` (batched matmul is not modelled)."""
+
+from taso.spec import Axiom, D, If, Symbol, Unsupported, ints, tensors
+
+SYMBOLS = [Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)), rank=lambda a, x, y: 2, op="MatMul")]
+
+
+def _lower(node, args, types, f):
+    if any(types[v].rank != 2 for v in node.inputs):
+        raise Unsupported("MatMul of operands other than 2-D")
+    return [f.mm(*args)]
+
+
+LOWER = {"MatMul": _lower}
+
+
+def axioms(f):
+    x, y, z, w = tensors("x y z w")
+    m, k, n, p, ln = ints("m k n p l")
+    chain = {"x": (m, k), "y": (k, n), "z": (n, p)}
+    right = {"x": (m, k), "y": (k, n), "z": (k, n)}
+    left = {"x": (m, k), "y": (m, k), "z": (k, n)}
+    return [
+        Axiom("mm-assoc", f.mm(f.mm(x, y), z), f.mm(x, f.mm(y, z)), chain),
+        Axiom("mm-add-right", f.mm(x, f.add(y, z)), f.add(f.mm(x, y), f.mm(x, z)), right, generic=True),
+        Axiom("mm-add-left", f.mm(f.add(x, y), z), f.add(f.mm(x, z), f.mm(y, z)), left, generic=True),
+        Axiom(
+            "mm-cat-right",
+            f.mm(x, f.cat(y, z, axis=1)),
+            f.cat(f.mm(x, y), f.mm(x, z), axis=1),
+            {"x": (m, k), "y": (k, n), "z": (k, p)},
+            generic=True,
+        ),
+        Axiom(
+            "mm-cat-left",
+            f.mm(f.cat(x, y, axis=0), z),
+            f.cat(f.mm(x, z), f.mm(y, z), axis=0),
+            {"x": (m, k), "y": (n, k), "z": (k, p)},
+            generic=True,
+        ),
+        # x.y + z.w = [x z].[y; w]: only when x's columns meet y's rows (the right side alone does not say)
+        Axiom(
+            "mm-sum-cat",
+            f.add(f.mm(x, y), f.mm(z, w)),
+            f.mm(f.cat(x, z, axis=1), f.cat(y, w, axis=0)),
+            {"x": (m, k), "y": (k, n), "z": (m, ln), "w": (ln, n)},
+        ),
+        Axiom(
+            "mm-slice-rows",
+            f.slice(f.mm(x, y), axis=0, start=p, size=ln),
+            f.mm(f.slice(x, axis=0, start=p, size=ln), y),
+            {"x": (m, k), "y": (k, n)},
+            domains={"p": (0, 1), "l": (1, 2)},
+            generic=True,
+            oriented=True,
+        ),
+        Axiom(
+            "mm-slice-cols",
+            f.slice(f.mm(x, y), axis=1, start=p, size=ln),
+            f.mm(x, f.slice(y, axis=1, start=p, size=ln)),
+            {"x": (m, k), "y": (k, n)},
+            domains={"p": (0, 1), "l": (1, 2)},
+            generic=True,
+            oriented=True,
+        ),
+    ]

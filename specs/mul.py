@@ -1,0 +1,87 @@
+"""Mul: element-wise product of one shape (``mul``), or by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``)."""
+
+from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
+
+SYMBOLS = [
+    Symbol("mul", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Mul"),
+    Symbol("smul", 2, dims=lambda i, a, x, s: D(x, i), rank=lambda a, x, s: R(x), op="Mul"),
+]
+
+
+def _lower(node, args, types, f):
+    sx, sy = (types[v].shape for v in node.inputs)
+    if sx == sy:
+        return [f.mul(*args)]
+    if sy == ():
+        return [f.smul(args[0], args[1])]
+    if sx == ():
+        return [f.smul(args[1], args[0])]
+    raise Unsupported("Mul with broadcasting other than by a 0-d scalar")
+
+
+LOWER = {"Mul": _lower}
+
+
+def axioms(f):
+    x, y, z, w, s, t = tensors("x y z w s t")
+    m, n, k, a, b, ln = ints("m n k a b l")
+    same = {"x": (m, n), "y": (m, n), "z": (m, n), "w": (m, n), "s": (), "t": ()}
+    axis = {"a": (0, 1), "b": (0, 1), "l": (1, 2)}
+    return [
+        Axiom("mul-comm", f.mul(x, y), f.mul(y, x), same, generic=True),
+        Axiom("mul-assoc", f.mul(f.mul(x, y), z), f.mul(x, f.mul(y, z)), same, generic=True),
+        Axiom("mul-add", f.mul(x, f.add(y, z)), f.add(f.mul(x, y), f.mul(x, z)), same, generic=True),
+        Axiom("smul-assoc", f.smul(f.smul(x, s), t), f.smul(x, f.mul(s, t)), same, generic=True),
+        Axiom("smul-add", f.smul(f.add(x, y), s), f.add(f.smul(x, s), f.smul(y, s)), same, generic=True),
+        Axiom("smul-mul", f.mul(f.smul(x, s), y), f.smul(f.mul(x, y), s), same, generic=True),
+        Axiom(
+            "smul-mm-left",
+            f.mm(f.smul(x, s), y),
+            f.smul(f.mm(x, y), s),
+            {"x": (m, k), "y": (k, n), "s": ()},
+            generic=True,
+        ),
+        Axiom(
+            "smul-mm-right",
+            f.mm(x, f.smul(y, s)),
+            f.smul(f.mm(x, y), s),
+            {"x": (m, k), "y": (k, n), "s": ()},
+            generic=True,
+        ),
+        Axiom("smul-transpose", f.tr(f.smul(x, s)), f.smul(f.tr(x), s), same, generic=True),
+        Axiom(
+            "mul-cat",
+            f.cat(f.mul(x, y), f.mul(z, w), axis=a),
+            f.mul(f.cat(x, z, axis=a), f.cat(y, w, axis=a)),
+            same,
+            when=(D(x, a) == D(y, a),),
+            domains=axis,
+            generic=True,
+        ),
+        Axiom(
+            "smul-cat",
+            f.cat(f.smul(x, s), f.smul(y, s), axis=a),
+            f.smul(f.cat(x, y, axis=a), s),
+            same,
+            domains=axis,
+            generic=True,
+        ),
+        Axiom(
+            "mul-slice",
+            f.slice(f.mul(x, y), axis=a, start=b, size=ln),
+            f.mul(f.slice(x, axis=a, start=b, size=ln), f.slice(y, axis=a, start=b, size=ln)),
+            same,
+            domains=axis,
+            generic=True,
+            oriented=True,
+        ),
+        Axiom(
+            "smul-slice",
+            f.slice(f.smul(x, s), axis=a, start=b, size=ln),
+            f.smul(f.slice(x, axis=a, start=b, size=ln), s),
+            same,
+            domains=axis,
+            generic=True,
+            oriented=True,
+        ),
+    ]

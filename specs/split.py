@@ -1,0 +1,115 @@
+"""Split: each output is ``slice(x, axis, start, size)``, so sizes are part of the term and must match a concat's.
+
+The sizes come from the node's output types (the pre-check holds those to the constant sizes input), so a split
+that cuts a concat elsewhere than its seam is simply a different term: no axiom equates them.
+"""
+
+import numpy as np
+
+from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+
+
+def _slice(attrs, xs):
+    x, axis, start, size = xs[0], attrs["axis"], attrs["start"], attrs["size"]
+    if start < 0 or size <= 0 or start + size > x.shape[axis]:
+        raise ValueError(f"slice [{start}, {start + size}) out of a dimension of {x.shape[axis]}")
+    return np.take(x, range(start, start + size), axis=axis)
+
+
+SYMBOLS = [
+    Symbol(
+        "slice",
+        1,
+        dims=lambda i, a, x: If(i == a.axis, a.size, D(x, i)),
+        rank=lambda a, x: R(x),
+        attrs=("axis", "start", "size"),
+        op="Split",
+        compute=_slice,
+    )
+]
+
+
+def _lower(node, args, types, f):
+    rank = types[node.inputs[0]].rank
+    axis = int(node.attr.get("axis", 0)) % rank
+    out, start = [], 0
+    for o in node.outputs:
+        size = types[o].shape[axis]
+        out.append(f.slice(args[0], axis=axis, start=start, size=size))
+        start += size
+    return out
+
+
+LOWER = {"Split": _lower}
+
+
+def axioms(f):
+    x, y = tensors("x y")
+    m, n, k, a, b, s, ln, t, u = ints("m n k a b s l t u")
+    two = {"x": (m, n), "y": (k, n)}
+    axes = {"a": (0, 1), "b": (0, 1), "s": (0, 1, 2), "l": (1, 2, 3), "t": (0, 1, 2, 3), "u": (1, 2)}
+    return [
+        Axiom(
+            "slice-cat-first",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=0, size=ln),
+            x,
+            two,
+            when=(D(x, a) == ln,),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "slice-cat-second",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=s, size=ln),
+            y,
+            two,
+            when=(D(x, a) == s, D(y, a) == ln),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "slice-cat-within-first",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=s, size=ln),
+            f.slice(x, axis=a, start=s, size=ln),
+            two,
+            when=(s + ln <= D(x, a),),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "slice-cat-within-second",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=s, size=ln),
+            f.slice(y, axis=a, start=s - D(x, a), size=ln),
+            two,
+            when=(s >= D(x, a),),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "slice-cat-across",
+            f.slice(f.cat(x, y, axis=a), axis=b, start=s, size=ln),
+            f.cat(f.slice(x, axis=b, start=s, size=ln), f.slice(y, axis=b, start=s, size=ln), axis=a),
+            {"x": (m, n), "y": (m, n)},
+            when=(a != b,),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "slice-whole",
+            f.slice(x, axis=a, start=0, size=ln),
+            x,
+            two,
+            when=(D(x, a) == ln,),
+            domains=axes,
+            generic=True,
+        ),
+        Axiom(
+            "cat-adjacent-slices",
+            f.cat(f.slice(x, axis=a, start=s, size=ln), f.slice(x, axis=a, start=t, size=u), axis=a),
+            f.slice(x, axis=a, start=s, size=ln + u),
+            two,
+            when=(t == s + ln,),
+            domains=axes,
+            generic=True,
+        ),
+    ]

@@ -1,0 +1,88 @@
+"""An IR graph as z3 terms over the specs' uninterpreted functions.
+
+Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them), with
+its concrete shape stated as facts about ``dim`` and ``rank``; every node becomes an application of its op's
+symbol, with the node's attributes as integer arguments. Ops whose mapping is not one to one (Split into one
+``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have a lowering function in their spec.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import z3
+
+from taso.ir import Graph, Node, TensorType
+from taso.spec import DIM, RANK, Specs, Symbol, T, Unsupported
+
+
+@functools.lru_cache(maxsize=4096)
+def tensor_const(name: str, t: TensorType | None) -> tuple[z3.ExprRef, tuple[z3.BoolRef, ...]]:
+    """The constant for a graph input and the facts that give its shape (cached: pools reuse few inputs)."""
+    if t is None or not t.is_static:
+        raise Unsupported(f"input {name!r} has no static shape")
+    c = z3.Const(name, T)
+    assert t.shape is not None
+    return c, (RANK(c) == len(t.shape), *(DIM(c, i) == int(d) for i, d in enumerate(t.shape)))
+
+
+class _Recorder:
+    """The specs' symbols by name, as lowering functions see them, noting which ones they use."""
+
+    def __init__(self, specs: Specs, used: set[str]) -> None:
+        self._symbols, self._used = specs.symbols, used
+
+    def __getattr__(self, name: str) -> Symbol:
+        self._used.add(name)
+        return self._symbols[name]
+
+
+def lower_graph(
+    g: Graph, specs: Specs, env: dict[str, z3.ExprRef], facts: list[z3.BoolRef], used: set[str]
+) -> list[z3.ExprRef]:
+    """The terms of ``g``'s outputs; adds constants for its inputs to ``env``, their shapes to ``facts`` and the
+    names of the symbols the terms use to ``used``."""
+    values: dict[str, z3.ExprRef] = {}
+    f = _Recorder(specs, used)
+    for name in (*g.inputs, *g.weights):
+        if name not in env:
+            env[name], shape_facts = tensor_const(name, g.types.get(name))
+            facts.extend(shape_facts)
+        values[name] = env[name]
+    for n in g.nodes:
+        args = [values[v] for v in n.inputs if v]
+        if n.op in specs.lowerings:
+            terms = specs.lowerings[n.op](n, args, g.types, f)
+        elif n.op in specs.by_op:
+            terms = [_lower_plain(specs.by_op[n.op], n, args)]
+            used.add(specs.by_op[n.op].name)
+        else:
+            raise Unsupported(f"no spec for {n.op}")
+        if len(terms) != len(n.outputs):
+            raise Unsupported(f"{n.op} lowered to {len(terms)} terms for {len(n.outputs)} outputs")
+        values.update(zip(n.outputs, terms))
+    return [values[o] for o in g.outputs]
+
+
+def _lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
+    """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
+    attrs = n.attr
+    for k, v in attrs.items():
+        if k in sym.fixed and _norm(sym.fixed[k]) != _norm(v):
+            raise Unsupported(f"{n.op} with {k}={v} (only {sym.fixed[k]} is modelled)")
+        if k not in sym.fixed and k not in sym.derived and k not in dict(sym.layout):
+            raise Unsupported(f"{n.op} attribute {k!r} is not modelled")
+    if len(args) != sym.arity:
+        raise Unsupported(f"{n.op} with {len(args)} inputs (the spec models {sym.arity})")
+    try:
+        return sym(*args, **{k: _ints(attrs[k]) for k, _ in sym.layout})
+    except (KeyError, ValueError) as e:
+        raise Unsupported(f"{n.op}: {e}") from None
+
+
+def _ints(v: object) -> object:
+    return tuple(int(x) for x in v) if isinstance(v, tuple) else int(v)  # type: ignore[call-overload]
+
+
+def _norm(v: object) -> object:
+    return tuple(v) if isinstance(v, list | tuple) else v

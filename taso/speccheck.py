@@ -1,0 +1,210 @@
+"""`subst verify --check-specs`: every axiom, and every shape rule it touches, against the concrete semantics.
+
+Bounded model checking by evaluation: each axiom is instantiated at every assignment of its integer variables
+(sizes, attributes) from their small domains (a seeded sample when there are more than ``limit``); where the
+declared shapes and ``when`` hold and the left side is well-typed, both sides are computed with the catalogue's
+numpy code on small random integers and compared (exact in float64, but for pooling's division and float32
+constants: hence a 1e-6 tolerance). Every symbol's shape rule is compared with the shape its semantics gives on
+the way. A wrong axiom proves wrong rules, so a failure here must stop the verifier being trusted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import z3
+
+from taso.spec import Axiom, Shape, Specs, T
+
+DEFAULT_DOMAIN = (1, 2, 3)
+DEFAULT_LIMIT = 200
+_DRAWS = 20
+TOL = 1e-6
+
+
+class _IllTyped(Exception):
+    """The concrete semantics refuses these arguments (the instance is outside the axiom's reach)."""
+
+
+class _WrongShapeRule(Exception):
+    """A symbol's shape rule disagrees with the shape its semantics computes."""
+
+
+@dataclass
+class AxiomCheck:
+    name: str
+    spec: str
+    instances: int = 0
+    exhaustive: bool = True
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def check_specs(specs: Specs, limit: int = DEFAULT_LIMIT, seed: int = 0) -> list[AxiomCheck]:
+    with np.errstate(all="ignore"):  # padding-only pooling windows divide by zero; such instances are skipped
+        return [check_axiom(a, specs, limit, seed) for a in specs.axioms]
+
+
+def check_axiom(ax: Axiom, specs: Specs, limit: int = DEFAULT_LIMIT, seed: int = 0) -> AxiomCheck:
+    report = AxiomCheck(ax.name, ax.spec)
+    names = [str(v) for v in ax.int_vars]
+    domains = [tuple(ax.domains.get(n, DEFAULT_DOMAIN)) for n in names]
+    shape_of = {str(v): [_compile_int(d) for d in ax.shapes[str(v)]] for v in ax.tensor_vars}
+    when = [_compile_int(c) for c in ax.when]
+    lhs, rhs = _compile_term(ax.lhs, specs), _compile_term(ax.rhs, specs)
+    data = np.random.default_rng(seed)
+    for values in _assignments(domains, limit, random.Random(seed), report):
+        ints = dict(zip(names, values))
+        shapes = {v: tuple(f((ints, {}, {})) for f in fs) for v, fs in shape_of.items()}
+        if any(d <= 0 for s in shapes.values() for d in s):
+            continue
+        if not all(c((ints, shapes, {})) for c in when):
+            continue
+        env = (ints, shapes, {v: data.integers(-3, 4, s).astype(np.float64) for v, s in shapes.items()})
+        where = ", ".join(f"{k}={v}" for k, v in ints.items()) or "no variables"
+        try:
+            left = lhs(env)
+        except _IllTyped:
+            continue
+        except _WrongShapeRule as e:
+            report.failures.append(f"{where}: {e}")
+            continue
+        report.instances += 1
+        try:
+            right = rhs(env)
+        except (_IllTyped, _WrongShapeRule) as e:
+            report.failures.append(f"{where}: the right side fails where the left holds ({e})")
+            continue
+        if left.shape != right.shape:
+            report.failures.append(f"{where}: shapes differ, {left.shape} vs {right.shape}")
+        elif not np.allclose(left, right, rtol=TOL, atol=TOL):
+            at = tuple(int(i) for i in np.argwhere(~np.isclose(left, right, rtol=TOL, atol=TOL))[0])
+            report.failures.append(f"{where}: sides differ at {at}: {left[at]:g} vs {right[at]:g}")
+        if len(report.failures) >= 3 or report.instances >= limit:
+            break
+    if report.instances == 0 and not report.failures:
+        report.failures.append("no well-typed instance in its domains: the axiom was never checked")
+    return report
+
+
+def _assignments(
+    domains: list[tuple[int, ...]], limit: int, rng: random.Random, report: AxiomCheck
+) -> Iterator[tuple[int, ...]]:
+    """Every assignment in a seeded order when there are few enough, else seeded random draws."""
+    total = int(np.prod([len(d) for d in domains], dtype=np.int64))
+    if total <= _DRAWS * limit:
+        every = list(itertools.product(*domains))
+        rng.shuffle(every)
+        report.exhaustive = total <= limit
+        yield from every
+        return
+    report.exhaustive = False
+    for _ in range(_DRAWS * limit):
+        yield tuple(rng.choice(d) for d in domains)
+
+
+Env = tuple[Mapping[str, int], Mapping[str, tuple[int, ...]], Mapping[str, np.ndarray]]
+"""Values of the integer variables, shapes and arrays of the tensor variables, for one instance."""
+
+
+def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]:
+    """An axiom side as a Python closure (walking z3 terms per instance is far slower than evaluating).
+
+    The closure raises _IllTyped where the semantics refuses the arguments, _WrongShapeRule where a symbol's
+    shape rule disagrees with its semantics."""
+    if z3.is_const(term) and term.sort() == T:
+        name = term.decl().name()
+        return lambda env: env[2][name]
+    sym = specs.symbols[term.decl().name()]
+    flat = [_compile_int(term.arg(k)) for k in range(sym.n_ints)]
+    args = [_compile_term(term.arg(sym.n_ints + k), specs) for k in range(sym.arity)]
+
+    def run(env: Env) -> np.ndarray:
+        ints = [f(env) for f in flat]
+        xs = [f(env) for f in args]
+        try:
+            out = np.asarray(sym.run(sym.group(ints), xs))
+        except (ValueError, IndexError, KeyError) as e:
+            raise _IllTyped(str(e)) from None
+        if out.size == 0 or not np.isfinite(out).all():
+            raise _IllTyped("empty or non-finite result (a window of padding only)")
+        shapes = [Shape(x.shape) for x in xs]
+        a = SimpleNamespace(**sym.group(ints))
+        try:
+            rule = tuple(_python_int(sym.dims(i, a, *shapes)) for i in range(_python_int(sym.rank(a, *shapes))))
+        except (_IllTyped, IndexError) as e:
+            raise _WrongShapeRule(f"shape rule of {sym.name} does not evaluate: {e}") from None
+        if rule != out.shape:
+            raise _WrongShapeRule(f"shape rule of {sym.name} says {rule}, its semantics gives {out.shape}")
+        return out
+
+    return run
+
+
+def _python_int(v: object) -> int:
+    """A shape rule evaluated on concrete shapes is a plain int, or a z3 numeral when it used z3 arithmetic."""
+    if isinstance(v, int):
+        return v
+    return _compile_int(v)(({}, {}, {}))  # type: ignore[arg-type]
+
+
+_OPS = {
+    z3.Z3_OP_ADD: lambda *v: sum(v),
+    z3.Z3_OP_SUB: lambda a, *b: a - sum(b),
+    z3.Z3_OP_UMINUS: lambda a: -a,
+    z3.Z3_OP_MUL: lambda a, b: a * b,
+    z3.Z3_OP_IDIV: lambda a, b: a // b,
+    z3.Z3_OP_MOD: lambda a, b: a % b,
+    z3.Z3_OP_ITE: lambda c, a, b: a if c else b,
+    z3.Z3_OP_EQ: lambda a, b: a == b,
+    z3.Z3_OP_DISTINCT: lambda a, b: a != b,
+    z3.Z3_OP_LE: lambda a, b: a <= b,
+    z3.Z3_OP_LT: lambda a, b: a < b,
+    z3.Z3_OP_GE: lambda a, b: a >= b,
+    z3.Z3_OP_GT: lambda a, b: a > b,
+    z3.Z3_OP_AND: lambda *v: all(v),
+    z3.Z3_OP_OR: lambda *v: any(v),
+    z3.Z3_OP_NOT: lambda a: not a,
+}
+
+
+def _compile_int(e: object) -> Callable[[Env], int]:
+    """An integer or boolean expression over size variables and dims of tensor variables, as a closure."""
+    if isinstance(e, int):
+        return lambda env: e
+    assert isinstance(e, z3.ExprRef)
+    if z3.is_int_value(e):
+        v = e.as_long()
+        return lambda env: v
+    if z3.is_true(e) or z3.is_false(e):
+        b = z3.is_true(e)
+        return lambda env: b
+    if z3.is_const(e):
+        name = e.decl().name()
+        return lambda env: env[0][name]
+    kind, name = e.decl().kind(), e.decl().name()
+    if name == "rank":
+        t = e.arg(0).decl().name()
+        return lambda env: len(env[1][t])
+    if name == "dim":
+        t, index = e.arg(0).decl().name(), _compile_int(e.arg(1))
+
+        def dim(env: Env) -> int:
+            shape, i = env[1][t], index(env)
+            if not 0 <= i < len(shape):
+                raise _IllTyped(f"dim {i} of a rank-{len(shape)} tensor")
+            return shape[i]
+
+        return dim
+    if kind not in _OPS:
+        raise _IllTyped(f"cannot evaluate {e}")
+    op, kids = _OPS[kind], [_compile_int(c) for c in e.children()]
+    return lambda env: op(*(k(env) for k in kids))

@@ -1,0 +1,431 @@
+"""`subst verify`: false rules refuted with a real counterexample, true ones proved from the specs, every unknown
+with its reason, and the specs themselves checked against the ops' numpy semantics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import subst
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from taso import precheck, store
+from taso.ir import parse_graph
+from taso.rules import Rule
+from taso.spec import Axiom, D, Specs, Symbol, ints, load_specs, tensors
+from taso.speccheck import check_axiom, check_specs
+from taso.verify import SPECS_DIR, Prover
+
+CONV3 = "dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
+CONV1 = "dilations=[1,1], group=1, kernel_shape=[1,1], pads=[0,0,0,0], strides=[1,1]"
+POOL = "kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
+DEPTHWISE = "dilations=[1,1], group=4, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
+
+
+def rule(src: str, dst: str, name: str = "") -> Rule:
+    return Rule(parse_graph(src), parse_graph(dst), name)
+
+
+def concat_split(sizes: tuple[int, int], cut: tuple[int, int]) -> Rule:
+    """split(concat(x, y)) at ``cut`` claimed equal to (x, y), where x and y have ``sizes`` columns."""
+    a, b = sizes
+    c, d = cut
+    return rule(
+        f"""graph(%x: float32[2,{a}], %y: float32[2,{b}], %s: int64[2] = [{c}, {d}]):
+  %t = Concat(%x, %y) {{axis=1}} : float32[2,{a + b}]
+  %p, %q = Split(%t, %s) {{axis=1}} : float32[2,{c}], float32[2,{d}]
+  return %p, %q""",
+        f"""graph(%x: float32[2,{a}], %y: float32[2,{b}]):
+  return {"%x, %y" if (a, b) == (c, d) else "%y, %x"}""",
+    )
+
+
+FALSE_RULES = {
+    "relu distributed over add": rule(
+        """graph(%x: float32[2,4], %y: float32[2,4]):
+  %a = Add(%x, %y) : float32[2,4]
+  %b = Relu(%a) : float32[2,4]
+  return %b""",
+        """graph(%x: float32[2,4], %y: float32[2,4]):
+  %a = Relu(%x) : float32[2,4]
+  %c = Relu(%y) : float32[2,4]
+  %b = Add(%a, %c) : float32[2,4]
+  return %b""",
+    ),
+    "split sizes not the concat's": concat_split((5, 3), (3, 5)),
+    "average pooling through a pooling constant, padding not counted": rule(
+        f"""graph(%x: float32[2,4,5,5]):
+  %a = AveragePool(%x) {{count_include_pad=0, {POOL}}} : float32[2,4,5,5]
+  return %a""",
+        f"""graph(%x: float32[2,4,5,5]):
+  %k = PoolKernel() {{dtype="float32", shape=[4,1,3,3]}} : float32[4,1,3,3]
+  %a = Conv(%x, %k) {{{DEPTHWISE}}} : float32[2,4,5,5]
+  return %a""",
+    ),
+    "matmul commuted": rule(
+        """graph(%x: float32[4,4], %y: float32[4,4]):
+  %a = MatMul(%x, %y) : float32[4,4]
+  return %a""",
+        """graph(%x: float32[4,4], %y: float32[4,4]):
+  %a = MatMul(%y, %x) : float32[4,4]
+  return %a""",
+    ),
+}
+
+TRUE_RULES = {
+    "matmul associativity": (
+        rule(
+            """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+  %a = MatMul(%x, %w1) : float32[2,4]
+  %b = MatMul(%a, %w2) : float32[2,4]
+  return %b""",
+            """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+  %c = MatMul(%w1, %w2) : float32[4,4]
+  %b = MatMul(%x, %c) : float32[2,4]
+  return %b""",
+        ),
+        "mm-assoc",
+    ),
+    "transpose of a product": (
+        rule(
+            """graph(%x: float32[2,4], %w: float32[4,4] weight):
+  %a = MatMul(%x, %w) : float32[2,4]
+  %b = Transpose(%a) {perm=[1,0]} : float32[4,2]
+  return %b""",
+            """graph(%x: float32[2,4], %w: float32[4,4] weight):
+  %a = Transpose(%w) {perm=[1,0]} : float32[4,4]
+  %c = Transpose(%x) {perm=[1,0]} : float32[4,2]
+  %b = MatMul(%a, %c) : float32[4,2]
+  return %b""",
+        ),
+        "transpose-mm",
+    ),
+    "sibling convs merged, the 1x1 kernel enlarged": (
+        rule(
+            f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,1,1] weight):
+  %a = Conv(%x, %w1) {{{CONV3}}} : float32[2,4,5,5]
+  %b = Conv(%x, %w2) {{{CONV1}}} : float32[2,4,5,5]
+  %c = Concat(%a, %b) {{axis=1}} : float32[2,8,5,5]
+  return %c""",
+            f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,1,1] weight):
+  %e = Enlarge(%w2) {{kernel_shape=[3,3]}} : float32[4,4,3,3]
+  %k = Concat(%w1, %e) {{axis=0}} : float32[8,4,3,3]
+  %c = Conv(%x, %k) {{{CONV3}}} : float32[2,8,5,5]
+  return %c""",
+        ),
+        "conv-cat-kernels",
+    ),
+    "concat then split at the seam": (concat_split((5, 3), (5, 3)), "slice-cat-second"),
+    "two matmuls sharing an input, merged and split": (
+        rule(
+            """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+  %a = MatMul(%x, %w1) : float32[2,4]
+  %b = MatMul(%x, %w2) : float32[2,4]
+  return %a, %b""",
+            """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight, %s: int64[2] = [4, 4]):
+  %c = Concat(%w1, %w2) {axis=1} : float32[4,8]
+  %d = MatMul(%x, %c) : float32[2,8]
+  %a, %b = Split(%d, %s) {axis=1} : float32[2,4], float32[2,4]
+  return %a, %b""",
+        ),
+        "slice-cat-first",
+    ),
+    "average pooling counting padding is a depthwise conv": (
+        rule(
+            f"""graph(%x: float32[2,4,5,5]):
+  %a = AveragePool(%x) {{count_include_pad=1, {POOL}}} : float32[2,4,5,5]
+  return %a""",
+            f"""graph(%x: float32[2,4,5,5]):
+  %k = PoolKernel() {{dtype="float32", shape=[4,1,3,3]}} : float32[4,1,3,3]
+  %a = Conv(%x, %k) {{{DEPTHWISE}}} : float32[2,4,5,5]
+  return %a""",
+        ),
+        "avgpool-as-conv",
+    ),
+    "relu through max pooling (true, but not in the finite field)": (
+        rule(
+            f"""graph(%x: float32[2,4,5,5]):
+  %a = MaxPool(%x) {{{POOL}}} : float32[2,4,5,5]
+  %b = Relu(%a) : float32[2,4,5,5]
+  return %b""",
+            f"""graph(%x: float32[2,4,5,5]):
+  %a = Relu(%x) : float32[2,4,5,5]
+  %b = MaxPool(%a) {{{POOL}}} : float32[2,4,5,5]
+  return %b""",
+        ),
+        "maxpool-relu",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def specs() -> Specs:
+    return load_specs(SPECS_DIR)
+
+
+@pytest.fixture(scope="module")
+def prover(specs: Specs) -> Prover:
+    return Prover(specs, timeout=10.0)
+
+
+# ---- refuted ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", FALSE_RULES)
+def test_planted_false_rule_is_refuted_with_a_counterexample_that_reproduces(case: str, prover: Prover) -> None:
+    r = FALSE_RULES[case]
+    v = prover.verdict(r)
+    assert v.status == "refuted", v.detail
+    cex = v.detail["counterexample"]
+    feeds = {k: np.array(x, dtype=np.float64) for k, x in cex["inputs"].items()}
+    src = precheck.run_graph(r.src, feeds)[cex["output"]]
+    dst = precheck.run_graph(r.dst, feeds)[cex["output"]]
+    if "at" in cex:
+        at = tuple(cex["at"])
+        assert src[at] == pytest.approx(cex["src_value"]) and dst[at] == pytest.approx(cex["dst_value"])
+        assert abs(src[at] - dst[at]) > 1e-3
+    else:
+        assert [list(src.shape), list(dst.shape)] == [cex["src_shape"], cex["dst_shape"]]
+
+
+@pytest.mark.parametrize("case", FALSE_RULES)
+def test_axioms_alone_never_prove_a_false_rule(case: str, prover: Prover, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("taso.verify.refute", lambda r: None)
+    assert prover.verdict(FALSE_RULES[case]).status == "unknown"
+
+
+def test_field_check_refutes_a_polynomial_rule_alone(prover: Prover, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precheck, "TRIALS", ())
+    v = prover.verdict(FALSE_RULES["matmul commuted"])
+    assert v.status == "refuted" and v.detail["counterexample"]["by"].startswith("exact arithmetic mod")
+
+
+def test_field_check_does_not_refute_rules_with_keyed_ops(prover: Prover, monkeypatch: pytest.MonkeyPatch) -> None:
+    """relu and max pooling are random functions in the field: relu(maxpool x) = maxpool(relu x) differs there."""
+    monkeypatch.setattr(precheck, "TRIALS", ())
+    r = TRUE_RULES["relu through max pooling (true, but not in the finite field)"][0]
+    assert precheck._refute_in_field(r) is not None  # the field sides do differ...
+    assert precheck.refute(r) is None  # ...but that is no refutation for relu and max pooling
+    assert prover.verdict(r).status == "proved"
+
+
+# ---- proved -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", TRUE_RULES)
+def test_true_rule_is_proved_naming_the_axioms_used(case: str, prover: Prover, specs: Specs) -> None:
+    r, key_axiom = TRUE_RULES[case]
+    v = prover.verdict(r)
+    assert v.status == "proved", v.detail
+    assert key_axiom in v.detail["axioms"]
+    assert set(v.detail["axioms"]) <= {a.name for a in specs.axioms}
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.data())
+def test_concat_split_is_proved_exactly_when_the_cut_is_the_seam(prover: Prover, data: st.DataObject) -> None:
+    a, b = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    c = data.draw(st.integers(1, a + b - 1)) if a + b > 1 else a
+    v = prover.verdict(concat_split((a, b), (c, a + b - c)))
+    assert v.status == ("proved" if c == a else "refuted"), v.detail
+
+
+# ---- unknown ------------------------------------------------------------------------------------------------
+
+
+def test_one_millisecond_on_a_rule_needing_search_is_unknown_timeout(specs: Specs) -> None:
+    r = TRUE_RULES["sibling convs merged, the 1x1 kernel enlarged"][0]
+    v = Prover(specs, timeout=1e-3).verdict(r)
+    assert v.status == "unknown" and v.detail["reason"].startswith("timeout")
+    assert Prover(specs, timeout=10.0).verdict(r).status == "proved"
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "reason"),
+    [
+        (
+            "%b = Sigmoid(%x) : float32[4,4]",
+            "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Sigmoid(%a) : float32[4,4]\n"
+            "  %b = Transpose(%c) {perm=[1,0]} : float32[4,4]",
+            "no spec for Sigmoid",
+        ),
+        ("%a = Relu(%x) : float32[4,4]\n  %b = Relu(%a) : float32[4,4]", "%b = Relu(%x) : float32[4,4]", "no proof"),
+        ("%b = Add(%x, %v) : float32[4,4]", "%b = Add(%v, %x) : float32[4,4]", "broadcasting"),
+    ],
+)
+def test_true_rules_outside_the_specs_are_unknown_with_the_reason(
+    src: str, dst: str, reason: str, prover: Prover
+) -> None:
+    """Each is true (the pre-check passes), but no spec models it: an op, an identity, numpy broadcasting."""
+    head = "graph(%x: float32[4,4], %v: float32[4]):"
+    v = prover.verdict(rule(f"{head}\n  {src}\n  return %b", f"{head}\n  {dst}\n  return %b"))
+    assert v.status == "unknown" and reason in v.detail["reason"], v.detail
+
+
+def test_unmodelled_attribute_is_unknown(prover: Prover) -> None:
+    dilated = "dilations=[2,2], group=1, kernel_shape=[3,3], pads=[2,2,2,2], strides=[1,1]"
+    head = "graph(%x: float32[2,4,5,5], %w: float32[4,4,3,3] weight):"
+    r = rule(
+        f"{head}\n  %a = Conv(%x, %w) {{{dilated}}} : float32[2,4,5,5]\n  %b = Relu(%a) : float32[2,4,5,5]\n  return %b",
+        f"{head}\n  %a = Conv(%x, %w) {{{dilated}}} : float32[2,4,5,5]\n  %c = Relu(%a) : float32[2,4,5,5]\n"
+        "  %b = Relu(%c) : float32[2,4,5,5]\n  return %b",
+    )
+    v = prover.verdict(r)
+    assert v.status == "unknown" and "dilations" in v.detail["reason"]
+
+
+# ---- spec check ---------------------------------------------------------------------------------------------
+
+
+def test_every_shipped_axiom_holds_on_small_instances(specs: Specs) -> None:
+    reports = check_specs(specs, limit=40)
+    assert [(r.name, r.failures) for r in reports if not r.ok] == []
+    assert all(r.instances > 0 for r in reports)
+
+
+def _false_axioms(f) -> list[Axiom]:  # noqa: ANN001
+    x, y, w, v = tensors("x y w v")
+    m, n, a, k, b, c, h, g = ints("m n a k b c h g")
+    conv = dict(strides=(1, 1), pads=(0, 0, 0, 0), group=g)
+    return [
+        Axiom("relu-add", f.relu(f.add(x, y)), f.add(f.relu(x), f.relu(y)), {"x": (m, n), "y": (m, n)}, generic=True),
+        Axiom(
+            "split-cat-without-sizes",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=0, size=k),
+            x,
+            {"x": (m, n), "y": (m, n)},
+            domains={"a": (0, 1)},
+            generic=True,
+        ),
+        Axiom(
+            "grouped-conv-cat",
+            f.cat(f.conv(x, w, **conv), f.conv(x, v, **conv), axis=1),
+            f.conv(x, f.cat(w, v, axis=0), **conv),
+            {"x": (b, c, h, h), "w": (m, 1, 1, 1), "v": (m, 1, 1, 1)},
+            domains={"c": (2,), "g": (2,), "m": (2,)},
+        ),
+        Axiom(
+            "avgpool-without-counting-pads-as-conv",
+            f.conv(x, f.poolk(shape=(c, 1, 3, 3)), strides=(1, 1), pads=(1, 1, 1, 1), group=c),
+            f.avgpool(x, kernel_shape=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1), count_include_pad=0),
+            {"x": (b, c, h, h)},
+            domains={"h": (3, 4)},
+        ),
+        Axiom("mm-comm", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_planted_false_axiom_is_caught(index: int, specs: Specs) -> None:
+    ax = _false_axioms(specs.f)[index]
+    report = check_axiom(ax, specs)
+    assert not report.ok and report.instances > 0, (ax.name, report)
+
+
+def test_wrong_shape_rule_is_caught(specs: Specs) -> None:
+    bad = Symbol("mm_rows_only", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: 2, op="MatMul")
+    with_bad = Specs({**specs.symbols, bad.name: bad}, specs.axioms, specs.lowerings, specs.root)
+    x, y = tensors("x y")
+    m, k, n = ints("m k n")
+    ax = Axiom("uses-bad-shape", bad(x, y), specs.f.mm(x, y), {"x": (m, k), "y": (k, n)})
+    report = check_axiom(ax, with_bad)
+    assert any("shape rule of mm_rows_only" in f for f in report.failures), report
+
+
+# ---- the command line, on a real store ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_store(tmp_path: Path) -> Path:
+    path = tmp_path / "rules.db"
+    db = store.create(path)
+    rules = [TRUE_RULES["matmul associativity"][0], FALSE_RULES["matmul commuted"]]
+    rules.append(
+        rule(
+            "graph(%x: float32[4,4]):\n  %a = Relu(%x) : float32[4,4]\n  %b = Relu(%a) : float32[4,4]\n  return %b",
+            "graph(%x: float32[4,4]):\n  %a = Relu(%x) : float32[4,4]\n  return %a",
+        )
+    )
+    store.add_rules(db, rules)
+    return path
+
+
+def test_cli_gives_every_candidate_a_stored_verdict_and_skips_them_next_time(small_store: Path) -> None:
+    done = subst("verify", "--store", small_store, "--workers", "2", "--timeout", "5", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["proved"], summary["refuted"], summary["unknown"], summary["skipped"]) == (1, 1, 1, 0)
+    db = store.open_store(small_store)
+    proved, refuted, unknown = (list(store.load_rules(db, status=s)) for s in ("proved", "refuted", "unknown"))
+    assert proved[0].detail["axioms"] == ["mm-assoc"]
+    assert refuted[0].detail["counterexample"]["inputs"].keys() == {"x", "y"}
+    assert "no proof" in unknown[0].detail["reason"]
+    again = json.loads(subst("verify", "--store", small_store, "--json").stdout)
+    assert (again["proved"], again["skipped"]) == (0, 3)
+    forced = json.loads(subst("verify", "--store", small_store, "--force", "--workers", "1", "--json").stdout)
+    assert (forced["proved"], forced["refuted"], forced["unknown"]) == (1, 1, 1)
+
+
+def test_cli_check_specs_passes_on_the_shipped_specs_and_fails_on_a_planted_axiom(tmp_path: Path) -> None:
+    ok = subst("verify", "--check-specs", "--instances", "20")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    planted = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, planted)
+    (planted / "planted.py").write_text(
+        "from taso.spec import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
+        '    x, y = tensors("x y")\n    m, n = ints("m n")\n'
+        '    s = {"x": (m, n), "y": (m, n)}\n'
+        '    return [Axiom("relu-add", f.relu(f.add(x, y)), f.add(f.relu(x), f.relu(y)), s, generic=True)]\n'
+    )
+    bad = subst("verify", "--check-specs", "--specs", planted, "--instances", "20")
+    assert bad.returncode == 1
+    assert "FAIL  relu-add (planted.py)" in bad.stdout and "relu-add" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--store", "{tmp}/none.db"], "no such store"),
+        (["--specs", "{tmp}/nowhere"], "no such specs folder"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    done = subst("verify", *(a.format(tmp=tmp_path) for a in args))
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('    return [Axiom("no-shape", f.relu(x), f.relu(x), {})]', "no shape for x"),
+        ('    return [Axiom("no-trigger", x, x, {"x": (m,)})]', "neither side"),
+        ("    return [1 / 0]", "axioms() fails"),
+    ],
+)
+def test_a_broken_spec_is_refused_with_one_line(body: str, message: str, tmp_path: Path) -> None:
+    shutil.copytree(SPECS_DIR, tmp_path / "specs")
+    (tmp_path / "specs" / "broken.py").write_text(
+        "from taso.spec import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
+        '    (x,) = tensors("x")\n    (m,) = ints("m")\n' + body + "\n"
+    )
+    done = subst("verify", "--check-specs", "--specs", tmp_path / "specs")
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_declared_types_that_disagree_with_the_ops_are_never_proved(prover: Prover) -> None:
+    """z3 sees split sizes through the declared output types; the pre-check holds them to the sizes' data."""
+    r = rule(
+        """graph(%x: float32[2,5], %y: float32[2,3], %s: int64[2] = [3, 5]):
+  %c = Concat(%x, %y) {axis=1} : float32[2,8]
+  %a, %b = Split(%c, %s) {axis=1} : float32[2,5], float32[2,3]
+  return %a, %b""",
+        "graph(%x: float32[2,5], %y: float32[2,3]):\n  return %x, %y",
+    )
+    v = prover.verdict(r)
+    assert v.status == "unknown" and "the graph says" in v.detail["reason"]
