@@ -32,7 +32,7 @@ from taso.optimize import Settings, optimize  # noqa: E402
 
 BASELINE = HERE / "baseline.json"
 REFERENCE_COSTS = HERE / "reference_costs.json"
-SETTINGS = Settings(alpha=1.05, budget=50, time_limit=1e9, costs=str(REFERENCE_COSTS))
+SETTINGS = Settings(alpha=1.05, budget=20, time_limit=1e9, costs=str(REFERENCE_COSTS))
 TOLERANCE = 1e-6
 """Relative slack on the predicted ratio: the run is deterministic, this only absorbs float printing."""
 

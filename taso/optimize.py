@@ -163,6 +163,8 @@ def optimize(
         if precomputed:
             applied["precompute weight-only nodes"] = precomputed
         before, after = model.graph_cost(graph), model.graph_cost(result)
+        if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
+            result, applied, after = graph, {}, before
         costs = {
             "before_ms": before.total_ms,
             "after_ms": after.total_ms,
