@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cli.options import store_option
 from taso import store
 from taso.errors import BadInput
 from taso.generate import FORMS, Result, load_config, save, settings_from
@@ -40,14 +41,7 @@ def _form_table() -> str:
 )
 @click.option("--workers", type=click.IntRange(1), default=None, help="Processes.  [default: all cores]")
 @click.option("--seed", type=int, default=None, help="Seed of the fingerprints' random inputs.  [default: 0]")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=store.DEFAULT_PATH,
-    show_default="the shipped substitutions.db",
-    help="Store to add the candidate rules to (created if missing).",
-)
+@store_option("Store to add the candidate rules to (created if missing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def generate(
     max_ops: int | None,
@@ -164,14 +158,7 @@ def _summary_lines(d: dict) -> list[str]:
 # ---- browsing a store ---------------------------------------------------------------------------------------
 
 
-_STORE_OPTION = click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=store.DEFAULT_PATH,
-    show_default="the shipped substitutions.db",
-    help="Rule store to read.",
-)
+_STORE_OPTION = store_option("Rule store to read.")
 
 
 @click.group("rules")

@@ -15,9 +15,10 @@ import click
 
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
-from cli.profile import parse_dims, profile
+from cli.options import dim_option, parse_dims, store_option
+from cli.profile import profile
 from cli.verify import verify
-from taso import onnx_io, store
+from taso import onnx_io
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
 from taso.ops import OPS
@@ -68,14 +69,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the result.")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=store.DEFAULT_PATH,
-    show_default="the shipped substitutions.db",
-    help="Rule store to read proved rules from.",
-)
+@store_option("Rule store to read proved rules from.")
 @click.option(
     "--check/--no-check",
     default=True,
@@ -105,9 +99,7 @@ def cli() -> None:
     show_default=True,
     help="Where op costs are measured (cached in the store); estimate: analytic costs, nothing measured.",
 )
-@click.option(
-    "--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic dim for costing (default 1)."
-)
+@dim_option("Size of a symbolic dim for costing (default 1).")
 @click.option(
     "--costs",
     "costs_path",

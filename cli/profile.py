@@ -9,18 +9,8 @@ from pathlib import Path
 
 import click
 
+from cli.options import dim_option, parse_dims, store_option
 from taso import cost, onnx_io, profiler, store
-from taso.errors import BadInput
-
-
-def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
-    dims = {}
-    for item in values:
-        name, _, size = item.partition("=")
-        if not name or not size.isdigit() or int(size) < 1:
-            raise BadInput(f"--dim {item!r}: expected NAME=SIZE with a positive size, e.g. --dim batch=1")
-        dims[name] = int(size)
-    return dims
 
 
 @click.command()
@@ -32,16 +22,9 @@ def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
     show_default=True,
     help="Where to measure: auto = CUDA when onnxruntime's CUDA provider loads, else CPU.",
 )
-@click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic dim (default 1).")
+@dim_option("Size of a symbolic dim (default 1).")
 @click.option("--refresh", is_flag=True, help="Re-measure everything, ignoring the cache.")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=store.DEFAULT_PATH,
-    show_default="the shipped substitutions.db",
-    help="Store holding the cost cache.",
-)
+@store_option("Store holding the cost cache.")
 @click.option(
     "--measure-model/--no-measure-model",
     default=True,

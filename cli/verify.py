@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from cli.options import store_option
 from taso import store
 from taso.errors import CheckFailed
 from taso.spec import Specs, load_specs
@@ -25,14 +26,7 @@ from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
     show_default="the repo's specs/",
     help="Folder of operator specs (one *.py per operator: symbols, shape rules, axioms).",
 )
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=store.DEFAULT_PATH,
-    show_default="the shipped substitutions.db",
-    help="Rule store whose candidates get verdicts.",
-)
+@store_option("Rule store whose candidates get verdicts.")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),

@@ -95,7 +95,7 @@ def _confirm_speedup(
 ) -> tuple[Graph, dict[str, int], dict[str, float]]:
     """Time original and result end to end on the device, interleaved; keep the original unless the result is
     faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
-    with tempfile.TemporaryDirectory(prefix=".subst-time-", dir=folder) as tmp:
+    with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
         paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
         dims = model.dims or {}
         graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
@@ -104,6 +104,54 @@ def _confirm_speedup(
     if after < before:
         return result, applied, measured
     return graph, {}, {**measured, "kept_original": True}
+
+
+def _rewrite(
+    graph: Graph,
+    db,
+    settings: Settings,
+    rewrite: Rewrite | None,
+    scratch: Path,  # noqa: ANN001 (sqlite_utils.Database)
+) -> tuple[Graph, dict[str, int], dict, dict]:
+    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts."""
+    if rewrite is not None:
+        result, applied = rewrite(graph)
+        return result, applied, {}, {}
+    rules = both_directions(store.load_rules(db, status="proved"))
+    if not rules:
+        return graph, {}, {}, {}
+    model = _cost_model(db, settings)
+
+    def predicted(h: Graph) -> float:
+        return model.graph_cost(h).total_ms
+
+    folded, precomputed = precompute(graph)
+    found = optimize_graph(
+        folded, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
+    )
+    result, applied = found.graph, dict(found.applied)
+    if precomputed:
+        applied["precompute weight-only nodes"] = precomputed
+    before, after = model.graph_cost(graph), model.graph_cost(result)
+    if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
+        result, applied, after = graph, {}, before
+    costs: dict = {
+        "before_ms": before.total_ms,
+        "after_ms": after.total_ms,
+        "device": model.device.key,
+        "estimated_units": after.estimated,
+    }
+    if model.measure and result is not graph:
+        result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch)
+    search_facts = {
+        "regions": found.regions,
+        "expanded": found.expanded,
+        "candidates": found.candidates,
+        "declined": dict(found.declined),
+        "alpha": settings.alpha,
+        "seconds": found.seconds,
+    }
+    return result, applied, costs, search_facts
 
 
 def _cost_model(db, settings: Settings) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
@@ -137,67 +185,30 @@ def optimize(
         raise BadInput(f"{dst}: {dst.parent} is not a folder")
     if dst.is_dir():
         raise BadInput(f"{dst}: is a folder; the output would replace it")
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
-    db = store.open_store(store_path)
-    rules = both_directions(store.load_rules(db, status="proved"))
-    graph = onnx_io.load_model(src)
-    times["import"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    costs, search_facts = {}, {}
-    if rewrite is not None:
-        result, applied = rewrite(graph)
-    elif not rules:
-        result, applied = graph, {}
-    else:
-        model = _cost_model(db, settings)
-
-        def predicted(h: Graph) -> float:
-            return model.graph_cost(h).total_ms
-
-        folded, precomputed = precompute(graph)
-        found = optimize_graph(
-            folded, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
-        )
-        result, applied = found.graph, dict(found.applied)
-        if precomputed:
-            applied["precompute weight-only nodes"] = precomputed
-        before, after = model.graph_cost(graph), model.graph_cost(result)
-        if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
-            result, applied, after = graph, {}, before
-        costs = {
-            "before_ms": before.total_ms,
-            "after_ms": after.total_ms,
-            "device": model.device.key,
-            "estimated_units": after.estimated,
-        }
-        if model.measure and result is not graph:
-            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, dst.parent)
-        search_facts = {
-            "regions": found.regions,
-            "expanded": found.expanded,
-            "candidates": found.candidates,
-            "declined": dict(found.declined),
-            "alpha": settings.alpha,
-            "seconds": found.seconds,
-        }
-    times["rewrite"] = time.perf_counter() - t0
-    report = Report(
-        str(src),
-        str(dst),
-        len(graph.nodes),
-        len(result.nodes),
-        sum(n.is_opaque for n in result.nodes),
-        store.proved_rule_count(db),
-        applied,
-        cost=costs,
-        search=search_facts,
-    )
-    try:
+    try:  # staged beside the output first: an unwritable folder fails before any work, and nothing is left
         staging = tempfile.TemporaryDirectory(prefix=".subst-", dir=dst.parent)
     except OSError as e:
         raise BadInput(f"{dst}: cannot write to {dst.parent} ({e.strerror})") from None
+    times: dict[str, float] = {}
     with staging as tmp:
+        t0 = time.perf_counter()
+        db = store.open_store(store_path)
+        graph = onnx_io.load_model(src)
+        times["import"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp))
+        times["rewrite"] = time.perf_counter() - t0
+        report = Report(
+            str(src),
+            str(dst),
+            len(graph.nodes),
+            len(result.nodes),
+            sum(n.is_opaque for n in result.nodes),
+            store.proved_rule_count(db),
+            applied,
+            cost=costs,
+            search=search_facts,
+        )
         t0 = time.perf_counter()
         staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         times["export"] = time.perf_counter() - t0

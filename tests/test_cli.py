@@ -112,6 +112,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(case: str, tmp_path: Path,
 
 
 def test_unwritable_output_folder(tmp_path: Path, bert_path: Path) -> None:
+    """With the shipped store (proved rules): the folder is tried before any search or measurement."""
     if os.geteuid() == 0:
         target = Path("/proc/subst-test.onnx")  # even root cannot create files in /proc
     else:

@@ -1,0 +1,38 @@
+"""Options several commands share, defined once so they read and behave the same everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from taso import store
+from taso.errors import BadInput
+
+
+def store_option(help: str) -> Callable:
+    """``--store PATH``: the rule store (and cost cache), by default the shipped substitutions.db."""
+    return click.option(
+        "--store",
+        "store_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=store.DEFAULT_PATH,
+        show_default="the shipped substitutions.db",
+        help=help,
+    )
+
+
+def dim_option(help: str) -> Callable:
+    """``--dim NAME=SIZE``, repeatable: sizes for symbolic dims (read with `parse_dims`)."""
+    return click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help=help)
+
+
+def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
+    dims = {}
+    for item in values:
+        name, _, size = item.partition("=")
+        if not name or not size.isdigit() or int(size) < 1:
+            raise BadInput(f"--dim {item!r}: expected NAME=SIZE with a positive size, e.g. --dim batch=1")
+        dims[name] = int(size)
+    return dims
