@@ -111,6 +111,10 @@ def compare(
     """Run both files on the same random inputs (drawn from ``graph``'s input types) and compare outputs."""
     worst, worst_name, bad = 0.0, "", []
     outputs = 0
+
+    def failed(reason: str, n_outputs: int, runs: int) -> CheckResult:
+        return CheckResult(False, n_outputs, float("inf"), "", rtol, atol, runs, (reason,))
+
     try:
         reference = Runner(original)
     except RunError as e:
@@ -118,7 +122,7 @@ def compare(
     try:
         result = Runner(candidate)
     except RunError as e:
-        return CheckResult(False, len(reference.names), float("inf"), "", rtol, atol, 0, (f"onnxruntime: {e}",))
+        return failed(f"onnxruntime: {e}", len(reference.names), 0)
     for seed in seeds:
         feeds = random_inputs(graph, seed, dims)
         try:
@@ -128,9 +132,9 @@ def compare(
         try:
             got = result(feeds)
         except RunError as e:
-            return CheckResult(False, len(want), float("inf"), "", rtol, atol, len(seeds), (f"onnxruntime: {e}",))
+            return failed(f"onnxruntime: {e}", len(want), len(seeds))
         if set(want) != set(got):
-            return CheckResult(False, len(want), float("inf"), "", rtol, atol, len(seeds), ("output names differ",))
+            return failed("output names differ", len(want), len(seeds))
         outputs = len(want)
         for name, w in want.items():
             g = got[name]

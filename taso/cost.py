@@ -20,7 +20,7 @@ import numpy as np
 import sqlite_utils
 
 from taso import check, onnx_io
-from taso.ir import Graph, Kind, Node, TensorType, WeightData, make_attrs
+from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
 from taso.profiler import Device, time_model
 
 ELEMENTWISE = frozenset(
@@ -79,32 +79,9 @@ def _epilogue_of(g: Graph, n: Node, unit_of: dict[str, int], groups: list[list[N
 
 
 def unit_graph(g: Graph, unit: Unit) -> Graph:
-    """The unit as a graph of its own. Weights keep their values and the weight-only nodes feeding it come
-    along (onnxruntime folds them at load, so they cost nothing but give inputs like Dropout's ratio their
-    real value); other inputs become graph inputs."""
-    members = set(map(id, unit.nodes))
-    feeders: list[Node] = []
-    pending = [v for n in unit.nodes for v in n.reads]
-    while pending:
-        producer = g.producers.get(pending.pop())
-        if producer is not None and id(producer) not in members and g.kinds.get(producer.outputs[0]) is Kind.CONSTANT:
-            members.add(id(producer))
-            feeders.append(producer)
-            pending.extend(producer.reads)
-    order = {id(n): i for i, n in enumerate(g.nodes)}
-    nodes = tuple(sorted((*feeders, *unit.nodes), key=lambda n: order[id(n)]))
-    produced = {o for n in nodes for o in n.outputs if o}
-    reads = list(dict.fromkeys(v for n in nodes for v in n.reads if v not in produced))
-    outputs = [
-        o
-        for n in unit.nodes
-        for o in n.outputs
-        if o and (o in g.outputs or any(id(c) not in members for c in g.consumers.get(o, ())))
-    ] or [o for o in unit.nodes[-1].outputs if o]
-    weights = tuple(v for v in reads if v in g.data)
-    inputs = tuple(v for v in reads if v not in g.data)
-    types = {v: g.types[v] for v in (*reads, *produced) if v in g.types}
-    return Graph(nodes, inputs, tuple(outputs), types, weights, {w: g.data[w] for w in weights}, g.meta)
+    """The unit as a graph of its own (`taso.ir.extract`): the weight-only nodes feeding it come along, since
+    onnxruntime folds them at load, so they cost nothing but give inputs like Dropout's ratio their real value."""
+    return extract(g, unit.nodes)
 
 
 def replicate(ug: Graph, copies: int) -> Graph | None:

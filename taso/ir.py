@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
@@ -299,6 +299,36 @@ def topological_order(nodes: list[Node], defined: set[str]) -> list[Node] | None
         placed.append(node)
         done.update(node.outputs)
     return placed
+
+
+def extract(g: Graph, nodes: Sequence[Node]) -> Graph:
+    """``nodes`` of ``g`` as a graph of their own, with the weight-only nodes that feed them (so constants keep
+    their values): activations read from outside become inputs, weights stay weights, and every value used
+    outside (or, for a part nothing outside reads, the last node's outputs) becomes an output."""
+    members = {id(n) for n in nodes}
+    feeders: list[Node] = []
+    pending = [v for n in nodes for v in n.reads]
+    while pending:
+        p = g.producers.get(pending.pop())
+        if p is not None and id(p) not in members and g.kinds.get(p.outputs[0]) is Kind.CONSTANT:
+            members.add(id(p))
+            feeders.append(p)
+            pending.extend(p.reads)
+    order = {id(n): i for i, n in enumerate(g.nodes)}
+    part = tuple(sorted((*feeders, *nodes), key=lambda n: order[id(n)]))
+    produced = {o for n in part for o in n.outputs if o}
+    reads = list(dict.fromkeys(v for n in part for v in n.reads if v not in produced))
+    outputs = [
+        o
+        for n in nodes
+        for o in n.outputs
+        if o and (o in g.outputs or any(id(c) not in members for c in g.consumers.get(o, ())))
+    ] or [o for o in nodes[-1].outputs if o]
+    weights = tuple(v for v in reads if v in g.weights)
+    inputs = tuple(v for v in reads if v not in g.weights)
+    types = {v: g.types[v] for v in (*reads, *produced) if v in g.types}
+    data = {w: g.data[w] for w in weights if w in g.data}
+    return Graph(part, inputs, tuple(outputs), types, weights, data, g.meta)
 
 
 def eliminate_dead(g: Graph) -> Graph:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from taso.ir import Graph, Kind, Node, eliminate_dead, fresh_names, lint, topological_order
+from taso.ir import Graph, Kind, Node, eliminate_dead, extract, fresh_names, lint, topological_order
 from taso.match import all_matches, matches_after, pattern_index
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
@@ -157,35 +157,6 @@ def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth
     return sorted(nodes, key=lambda n: order[id(n)])
 
 
-def region_graph(g: Graph, nodes: list[Node]) -> Graph:
-    """A region as a graph: it reads activations from outside as inputs, weights (with the weight-only
-    nodes that compute constants it reads) as weights, and exposes every value used outside as an output."""
-    members = {id(n) for n in nodes}
-    feeders: list[Node] = []
-    pending = [v for n in nodes for v in n.reads]
-    while pending:
-        p = g.producers.get(pending.pop())
-        if p is not None and id(p) not in members and g.kinds.get(p.outputs[0]) is Kind.CONSTANT:
-            members.add(id(p))
-            feeders.append(p)
-            pending.extend(p.reads)
-    order = {id(n): i for i, n in enumerate(g.nodes)}
-    all_nodes = sorted((*feeders, *nodes), key=lambda n: order[id(n)])
-    produced = {o for n in all_nodes for o in n.outputs if o}
-    reads = list(dict.fromkeys(v for n in all_nodes for v in n.reads if v not in produced))
-    outputs = [
-        o
-        for n in nodes
-        for o in n.outputs
-        if o and (o in g.outputs or any(id(c) not in members for c in g.consumers.get(o, ())))
-    ]
-    weights = tuple(v for v in reads if v in g.weights)
-    inputs = tuple(v for v in reads if v not in g.weights)
-    types = {v: g.types[v] for v in (*reads, *produced) if v in g.types}
-    data = {w: g.data[w] for w in weights if w in g.data}
-    return Graph(tuple(all_nodes), inputs, tuple(outputs), types, weights, data, g.meta)
-
-
 def splice(g: Graph, old: Graph, new: Graph) -> Graph:
     """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names). Values the
     region's rewrites named are renamed where another part of ``g`` already uses the name."""
@@ -248,7 +219,7 @@ def optimize_graph(
     current = g
     for nodes in parts:
         left = time_limit - (time.perf_counter() - t0)
-        region = region_graph(current, nodes)
+        region = extract(current, nodes)
         r = search(region, rules, cost, alpha, budget, max(left, 0.0))
         total.cost_before += r.cost_before
         total.cost_after += r.cost_after
