@@ -107,6 +107,13 @@ def cli() -> None:
     help="Cost with a reference table (measured on another device) and measure nothing; CI uses one.",
 )
 @click.option(
+    "--pet/--no-pet",
+    default=False,
+    show_default=True,
+    help="Also try PET mutants of convolutions (layout and dilation changes) with an exact correction of the "
+    "part of the output they get wrong; the cost model decides whether one pays.",
+)
+@click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -124,6 +131,7 @@ def optimize(
     device: str,
     dims: tuple[str, ...],
     costs_path: Path | None,
+    pet: bool,
     report_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -139,7 +147,7 @@ def optimize(
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
     """
     costs = str(costs_path) if costs_path else None
-    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs)
+    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet)
     try:
         report = run_optimize(model, output, store_path, check, rtol, atol, seed, settings=settings)
     except CheckFailed as e:

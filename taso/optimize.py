@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, cost, onnx_io, profiler, store
+from taso import check, cost, onnx_io, pet, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
@@ -35,6 +35,8 @@ class Settings:
     """Sizes of symbolic dims for costing (default 1)."""
     costs: str | None = None
     """A reference cost table (`taso.cost.export_reference`): cost with it and measure nothing."""
+    pet: bool = False
+    """Also try PET mutants of convolutions with exact corrections (`taso.pet`)."""
 
 
 @dataclass
@@ -78,12 +80,15 @@ class Report:
         return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end; {verdict}"]  # type: ignore[index]
 
     def lines(self) -> list[str]:
-        applied = ", ".join(f"{k} x{v}" for k, v in sorted(self.rules_applied.items())) or "none"
+        rules = {k: v for k, v in self.rules_applied.items() if not k.startswith(pet.PREFIX)}
+        mutants = sorted(k.removeprefix(pet.PREFIX) for k in self.rules_applied if k.startswith(pet.PREFIX))
+        applied = ", ".join(f"{k} x{v}" for k, v in sorted(rules.items())) or "none"
         return [
             f"input     {self.input}",
             f"output    {self.output}",
             f"nodes     {self.nodes_before} -> {self.nodes_after} ({self.opaque_nodes} passed through untouched)",
             f"rules     {self.proved_rules} proved in store; applied: {applied}",
+            *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),
             f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}",
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()),
@@ -127,7 +132,14 @@ def _rewrite(
 
     folded, precomputed = precompute(graph)
     found = optimize_graph(
-        folded, rules, predicted, settings.alpha, settings.budget, settings.time_limit, context_ops=cost.ELEMENTWISE
+        folded,
+        rules,
+        predicted,
+        settings.alpha,
+        settings.budget,
+        settings.time_limit,
+        context_ops=cost.ELEMENTWISE,
+        mutate=pet.mutations if settings.pet else None,
     )
     result, applied = found.graph, dict(found.applied)
     if precomputed:

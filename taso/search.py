@@ -17,7 +17,7 @@ import heapq
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, extract, fresh_names, lint, topological_order
@@ -26,6 +26,8 @@ from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
 
 Cost = Callable[[Graph], float]
+Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
+"""Rewrites that are not rule matches (`taso.pet.mutations`): each a name and the rewritten graph."""
 
 
 def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
@@ -63,8 +65,10 @@ def search(
     alpha: float = 1.05,
     budget: int = 100,
     time_limit: float = 10.0,
+    mutate: Mutate | None = None,
 ) -> SearchResult:
-    """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities)."""
+    """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities), with
+    ``mutate``'s rewrites as further candidates of every graph expanded."""
     t0 = time.perf_counter()
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
@@ -83,18 +87,13 @@ def search(
         else:
             found = matches_after(current, patterns, parent, matches[id(parent)])
         matches[id(current)] = found
-        for m in found:
-            try:
-                new = apply(current, m)
-            except Declined as e:
-                result.declined[str(e).split(":")[0]] += 1
-                continue
+        for name, new in _rewrites(current, found, mutate, result.declined):
             if new.structure in seen:
                 continue
             seen.add(new.structure)
             result.candidates += 1
             c = cost(new)
-            steps = (*history, m.rule.name)
+            steps = (*history, name)
             if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
                 heapq.heappush(queue, (c, next(tick), new, steps, current))
             if c < best_cost:
@@ -105,6 +104,17 @@ def search(
     result.applied = Counter(best_history)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _rewrites(g: Graph, found: list, mutate: Mutate | None, declined: Counter) -> Iterator[tuple[str, Graph]]:
+    """Each match applied (counting why a match was declined), then ``mutate``'s rewrites."""
+    for m in found:
+        try:
+            yield m.rule.name, apply(g, m)
+        except Declined as e:
+            declined[str(e).split(":")[0]] += 1
+    if mutate is not None:
+        yield from mutate(g)
 
 
 def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
@@ -209,6 +219,7 @@ def optimize_graph(
     time_limit: float = 10.0,
     progress: Callable[[int], None] | None = None,
     context_ops: frozenset[str] = frozenset(),
+    mutate: Mutate | None = None,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`) and splice the
     results; the time limit is shared by all regions."""
@@ -220,7 +231,7 @@ def optimize_graph(
     for nodes in parts:
         left = time_limit - (time.perf_counter() - t0)
         region = extract(current, nodes)
-        r = search(region, rules, cost, alpha, budget, max(left, 0.0))
+        r = search(region, rules, cost, alpha, budget, max(left, 0.0), mutate)
         total.cost_before += r.cost_before
         total.cost_after += r.cost_after
         total.expanded += r.expanded
