@@ -29,6 +29,8 @@ from taso import check, cost, onnx_io, profiler, store  # noqa: E402
 
 LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
 MERGE = ["squeezenet", "inception_v1", "inception_v2", "resnet50"]
+BUILT = ["resnext50", "inception_v3", "nasnet_a", "nasrnn", "gpt2", "bert_base", "csrnet"]
+"""The zoo's own builders (static batch 1), beside the onnx wheel's light models."""
 
 
 def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
@@ -37,6 +39,9 @@ def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
     elif name == "bert_base4":  # BERT-base shape, 4 layers, as measured in baselines.md
         src = tmp / "bert_base4.onnx"
         onnx.save_model(zoo.bert(layers=4, hidden=768, heads=12, ffn=3072, vocab=1000, max_len=128), str(src))
+    elif name in zoo.ZOO and name not in LIGHT:
+        src = tmp / f"{name}.src.onnx"
+        onnx.save_model(zoo.ZOO[name](), str(src))
     else:
         src = tmp / f"{name}.src.onnx"
         onnx.save_model(zoo.materialize(onnx.load(str(zoo.LIGHT_DIR / f"light_{name}.onnx")), seed=0), str(src))
@@ -52,7 +57,7 @@ def interleaved(paths: list[Path], graphs: list, device: profiler.Device, rounds
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--models", default=",".join(["bert_tiny", "bert_base4", *LIGHT]))
+    ap.add_argument("--models", default=",".join(["bert_tiny", "bert_base4", *LIGHT, *BUILT]))
     ap.add_argument("--merge", default=",".join(MERGE))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))

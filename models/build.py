@@ -440,10 +440,12 @@ class _Net:
         bias: bool = False,
         leaf: str | None = None,
         label: str | None = None,
+        dilation: int = 1,
     ) -> str:
         """Conv with He-scaled weights (std sqrt(2/fan_in)): a ReLU follows, so activations keep their scale."""
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-        pads = pads if pads is not None else [kh // 2, kw // 2, kh // 2, kw // 2]
+        if pads is None:
+            pads = [dilation * (kh // 2), dilation * (kw // 2)] * 2
         fan_in = cin // group * kh * kw
         w = self.randn(scope, leaf or self.leaf["w"], (cout, cin // group, kh, kw), np.sqrt(2 / fan_in))
         inputs = [x, w] + ([self.randn(scope, self.leaf["b"], (cout,), 0.1)] if bias else [])
@@ -452,7 +454,7 @@ class _Net:
             inputs,
             scope,
             label,
-            dilations=[1, 1],
+            dilations=[dilation, dilation],
             group=group,
             kernel_shape=[kh, kw],
             pads=pads,
@@ -678,6 +680,31 @@ def inception_v3(batch: int | str = 1, image: int = 299, classes: int = 1000, se
         x, c = _inception_e(n, x, f"/{name}", c)
     _classifier(n, x, c, classes)
     return _finish(n, "inception_v3", *_image_io(batch, 3, image, classes), {"image": image})
+
+
+def csrnet(batch: int | str = 1, image: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """CSRNet (crowd counting, CVPR'18): VGG-16's first ten convs, then six 3x3 convs with dilation 2 at 1/8
+    resolution and a 1x1 conv to a density map. The dilated back-end is where PET reported its largest gain."""
+    n = _Net(seed)
+    x, cin = "input", 3
+    for i, c in enumerate((64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512)):
+        if c == "M":
+            x = n.pool("MaxPool", x, f"/frontend/pool{i}", 2, 2, [0, 0, 0, 0])
+            continue
+        x = n.one("Relu", [n.conv(x, f"/frontend/{i}", cin, int(c), 3, bias=True)], f"/frontend/relu{i}")
+        cin = int(c)
+    for i, c in enumerate((512, 512, 512, 256, 128, 64)):
+        x = n.one("Relu", [n.conv(x, f"/backend/{i}", cin, c, 3, bias=True, dilation=2)], f"/backend/relu{i}")
+        cin = c
+    n.rename(n.conv(x, "/output_layer", cin, 1, 1, bias=True), "output")
+    size = image // 8
+    return _finish(
+        n,
+        "csrnet",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 1, size, size])],
+        {"image": image},
+    )
 
 
 def _same_pads(size: int, k: int, stride: int) -> list[int]:
@@ -968,6 +995,7 @@ ZOO: dict[str, Callable[[], onnx.ModelProto]] = {
     "inception_v3": inception_v3,
     "nasnet_a": nasnet_a,
     "nasnet_a_dyn": partial(nasnet_a, batch="batch"),
+    "csrnet": csrnet,
     "nasrnn": nasrnn,
     "nasrnn_dyn": partial(nasrnn, batch="batch"),
     "gpt2": partial(gpt2_block, layers=2, seq=128),
