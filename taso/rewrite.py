@@ -167,13 +167,17 @@ def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: d
                 if not t.is_static or np.dtype(t.dtype).kind != "f":
                     return None
                 feeds[v] = rng.standard_normal(t.shape)  # type: ignore[arg-type]
-    outputs = [match.values[o] for o in match.rule.src.outputs]
+    dst = match.rule.dst
+    pairs = [  # a target output that is one of its inputs is that input's value, not a new one of the old name
+        (match.values[s], match.values[d] if d in dst.inputs or d in dst.weights else match.values[s])
+        for s, d in zip(match.rule.src.outputs, dst.outputs)
+    ]
     try:
         before = _evaluate(old_nodes, dict(feeds))
         after = _evaluate(new_nodes, dict(feeds))
     except (ops.OpError, ValueError, KeyError):
         return None
-    return all(np.allclose(before[o], after[o], rtol=1e-7, atol=1e-9) for o in outputs)
+    return all(np.allclose(before[b], after[a], rtol=1e-7, atol=1e-9) for b, a in pairs)
 
 
 _CHECKED: dict[tuple, bool | None] = {}

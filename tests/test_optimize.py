@@ -249,3 +249,18 @@ def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, b
     assert found.regions > 2 and found.applied["merge-matmuls"] == 4  # two merges per layer
     out = onnx_io.save_model(found.graph, tmp_path / "merged.onnx")
     assert compare(bert_path, out, g).ok
+
+
+def test_float64_check_of_a_target_that_is_its_own_input() -> None:
+    """A rule whose target output is one of its inputs (Concat of a Split is the input itself), at static shapes
+    where the float64 cross-check runs: the check compares against that input, and the rewrite goes through."""
+    g = parse_graph(
+        """graph(%x: float32[3,8], %s: int64[2] = [4, 4]):
+          %a, %b = Split(%x, %s) {axis=1} : float32[3,4], float32[3,4]
+          %y = Concat(%a, %b) {axis=1} : float32[3,8]
+          %z = Relu(%y) : float32[3,8]
+          return %z"""
+    )
+    (m,) = find_matches(g, CONCAT_OF_SPLIT)
+    out = apply(g, m)
+    assert [n.op for n in out.nodes] == ["Relu"] and out.nodes[0].inputs == ("x",)
