@@ -4,7 +4,8 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
 
 - *Fingerprint classes.* Every graph is fingerprinted incrementally (`taso.fingerprint`: each new op is
   evaluated once, over Z_p, on top of its parent's values; enumeration uses the first of the two evaluations
-  and every pair is confirmed with both). Graphs of equal fingerprint form a class; only the class's cheapest
+  and every pair is confirmed with both). A worker evaluates one op form over all the children in its chunk
+  that apply it to arguments of the same signatures in one numpy call (`_field_batch`). Graphs of equal fingerprint form a class; only the class's cheapest
   member, its *representative*, is extended into larger graphs. A larger graph built on a non-representative
   is implied by the rule (member -> representative) plus the larger graph built on the representative.
 - *Canonical input order.* Inputs of one pool class (same shape and kind) are interchangeable, so a graph must
@@ -13,7 +14,9 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
   DAG is not built once per topological order; commutative ops take their arguments in a fixed order; an op
   applied twice to the same arguments is never built, nor two forms that give the same node.
 - *Last level.* Graphs of the largest size are never extended, so only those whose fingerprint is seen twice,
-  or was seen at a smaller size, are looked at again.
+  or was seen at a smaller size, are looked at again. Workers send back 8 bytes (the fingerprint) and a
+  16-byte row (parent, form, arguments) per graph; rows wait in a scratch file, and the structure hash and
+  cost that rank a class's members are worked out only for the graphs kept.
 - *Pairs.* Each non-representative member gives a candidate (member, representative). A pair is dropped when
   both sides end in the same op on equal arguments (implied by the smaller pair, by congruence); when both
   share a common subgraph that a fresh input can stand for and the pair still holds (implied by the smaller
@@ -27,6 +30,7 @@ The pool's tensors and the op forms are data (`Settings`); graph outputs are the
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import importlib.metadata
@@ -35,6 +39,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -377,7 +382,6 @@ class _State:
     used: list[int]  # how many tensors of each pool class the graph uses (a prefix, by canonical order)
     heads: list[str]  # each node's expression with input names
     outputs: list[list[int]]  # each node's output value ids
-    act: list[bool]  # whether each node reads an activation (weight-only nodes are folded ahead of time)
 
 
 def _build(
@@ -385,7 +389,7 @@ def _build(
 ) -> _State:
     """Evaluate a compact graph; ``replace`` swaps the values of the nodes with these heads for other ones."""
     st = _State(
-        tuple(nodes), list(ctx.inputs), [-1] * ctx.n_inputs, [[] for _ in ctx.inputs], [0] * len(ctx.first), [], [], []
+        tuple(nodes), list(ctx.inputs), [-1] * ctx.n_inputs, [[] for _ in ctx.inputs], [0] * len(ctx.first), [], []
     )
     for k, (f, args) in enumerate(nodes):
         for a in args:
@@ -404,7 +408,6 @@ def _build(
             outs = [_Value(outs[0].sig, runs, value_digest(outs[0].sig[0], runs), "?", "?")]
         st.heads.append(head)
         st.outputs.append(list(range(len(st.values), len(st.values) + len(outs))))
-        st.act.append(any(v.sig[1] == ACTIVATION for v in vals))
         for v in outs:
             st.values.append(v)
             st.producer.append(k)
@@ -468,17 +471,14 @@ def _text_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
-def _extend(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int, NodeSpec, int, int]]:
-    """The children of ``st`` that the canonical orders allow: (fingerprint, new node, ops reading an
-    activation, structure hash). Equal structure hashes mean equal graphs (input names included)."""
-    base_act = sum(st.act)
+def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int, tuple[int, ...], tuple[Sig, ...]]]:
+    """The new nodes the canonical orders allow on top of ``st``: (form, arguments, argument signatures)."""
     by_sig: dict[Sig, list[int]] = {}
     for v in _candidates(ctx, st):
         by_sig.setdefault(st.values[v].sig, []).append(v)
     existing = set(st.nodes)
-    sinks = _sinks(ctx, st)
     sink_nodes = _sink_nodes(ctx, st)
-    for f, sc, applied in ctx.applicable(tuple(sorted(by_sig))):
+    for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
         form = ctx.forms[f]
         for args in itertools.product(*(by_sig[s] for s in sc)):
             if form.commutative and args[0] > args[1]:
@@ -490,21 +490,73 @@ def _extend(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int, N
             if not _canonical_fresh(ctx, st, args):
                 counts["input renaming (first-use order)"] += 1
                 continue
-            vals = [st.values[a] for a in args]
             if all(a < ctx.n_inputs or not st.users[a] for a in args):
-                abstract = f"{form.name}({','.join(v.abstract for v in vals)})"
+                abstract = f"{form.name}({','.join(st.values[a].abstract for a in args)})"
                 if not _is_largest_sink(sink_nodes, args, abstract):
                     counts["node order (new op not the largest sink)"] += 1
                     continue
-            outs = ctx.evaluate(f, vals, *applied)
-            gone = set(args)
-            head = f"{form.name}({','.join(v.concrete for v in vals)})"
-            yield (
-                combine([st.values[s].digest for s in sinks if s not in gone] + [o.digest for o in outs]),
-                (f, args),
-                base_act + any(v.sig[1] == ACTIVATION for v in vals),
-                _text_hash("|".join(sorted([*st.heads, head]))),
-            )
+            yield f, args, sc
+
+
+def _fingerprints(
+    ctx: _Context, states: list[_State], children: list[tuple[int, int, tuple[int, ...], tuple]]
+) -> np.ndarray:
+    """The first-evaluation fingerprint of each child (parent, form, arguments, argument signatures). A form is
+    evaluated once over every child that applies it to arguments of the same signatures (`_field_batch`)."""
+    groups: dict[tuple, list[int]] = {}
+    for j, (_, f, _, sc) in enumerate(children):
+        groups.setdefault((f, sc), []).append(j)
+    new_digests: list[list[int]] = [[] for _ in children]
+    for (f, sc), js in groups.items():
+        attrs, out_sigs = ctx.apply(f, sc)  # type: ignore[misc]
+        xs = [np.stack([states[children[j][0]].values[children[j][2][p]].runs[0] for j in js]) for p in range(len(sc))]
+        if ctx.forms[f].op == "Split":
+            xs.append(np.array(dict(sc[0][2])[attrs["axis"]], dtype=np.int64))
+        for sig, out in zip(out_sigs, _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))):
+            for j, d in zip(js, _row_digests(sig[0], out)):
+                new_digests[j].append(d)
+    sinks = [[(v, st.values[v].digest) for v in _sinks(ctx, st)] for st in states]
+    fps = np.empty(len(children), dtype=np.uint64)
+    for j, (i, _, args, _) in enumerate(children):
+        fps[j] = combine([d for v, d in sinks[i] if v not in args] + new_digests[j])
+    return fps
+
+
+def _row_digests(shape: Shape, batch: np.ndarray) -> list[int]:
+    """`value_digest` of each row of a batch (one evaluation)."""
+    head = hashlib.blake2b(repr(tuple(shape)).encode(), digest_size=8)
+    out = []
+    for row in np.ascontiguousarray(batch, dtype=np.int64):
+        h = head.copy()
+        h.update(row.data)
+        out.append(int.from_bytes(h.digest(), "little"))
+    return out
+
+
+def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: int, b: int) -> tuple[np.ndarray, ...]:
+    """`field_apply` over a batch of ``b``: every argument and output carries a leading batch axis. The batch
+    is folded into an axis the op treats independently, so each row is exactly what `field_apply` gives alone
+    (tests/test_generate.py checks every form)."""
+    if op == "Conv":  # the batch becomes groups: row i's channels meet only row i's kernel
+        x, w = xs
+        n, c = x.shape[1], x.shape[2]
+        x2 = x.swapaxes(0, 1).reshape(n, b * c, *x.shape[3:])
+        (y,) = field_apply(op, [x2, w.reshape(-1, *w.shape[2:])], {**attrs, "group": b * attrs["group"]}, 1, key)
+        return (y.reshape(n, b, -1, *y.shape[2:]).swapaxes(0, 1),)
+    if op in ("AveragePool", "MaxPool", "Enlarge"):  # maps of each (image, channel): the batch joins the images
+        (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key)
+        return (y.reshape(b, -1, *y.shape[1:]),)
+    if op in ("Concat", "Split"):  # (a Split's second argument, its sizes, is not batched)
+        return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key)
+    if op == "Transpose":
+        return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key)
+    if op in ("MatMul", "Add", "Mul") or ops.get(op).elementwise:  # the batch axis lines up: broadcast the rest
+        rank = max(x.ndim for x in xs)
+        return field_apply(op, [x.reshape(b, *(1,) * (rank - x.ndim), *x.shape[1:]) for x in xs], attrs, n_out, key)
+    if not xs:  # a constant: the same for every row
+        return tuple(np.broadcast_to(y, (b, *y.shape)) for y in field_apply(op, [], attrs, n_out, key))
+    rows = [field_apply(op, [x[i] for x in xs], attrs, n_out, key) for i in range(b)]
+    return tuple(np.stack([r[k] for r in rows]) for k in range(n_out))
 
 
 def _structure(ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> str:
@@ -520,6 +572,17 @@ def _structure(ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int])
         sigs.extend(applied[1])
         text.extend(f"{head}[{i}]" if len(applied[1]) > 1 else head for i in range(len(applied[1])))
     return "|".join(sorted(heads))
+
+
+def _cost(ctx: _Context, nodes: Sequence[NodeSpec]) -> int:
+    """How many of a compact graph's ops read an activation."""
+    sigs = [v.sig for v in ctx.inputs]
+    cost = 0
+    for f, args in nodes:
+        arg_sigs = tuple(sigs[a] for a in args)
+        cost += any(sg[1] == ACTIVATION for sg in arg_sigs)
+        sigs.extend(ctx.apply(f, arg_sigs)[1])  # type: ignore[index]
+    return cost
 
 
 # ---- the level-by-level driver ------------------------------------------------------------------------------
@@ -554,50 +617,23 @@ def _init_worker(settings: Settings, runs: int = EVALUATIONS) -> None:
     _WORKER["ctx"] = _Context(settings, runs)
 
 
-def _work(job: tuple[int, list[tuple[NodeSpec, ...]]]) -> tuple[int, np.ndarray, np.ndarray, Counter]:
-    """Extend a chunk of representatives, compactly: (fingerprint, structure hash) as uint64 pairs and
-    (parent, form, arg0, arg1, activation ops) as int32 rows."""
-    start, reps = job
-    ctx = _WORKER["ctx"]
-    counts: Counter = Counter()
-    ids, rows = [], []
-    for i, nodes in enumerate(reps):
-        for fp, (f, args), act, key in _extend(ctx, _build(ctx, nodes), counts):
-            ids.append((fp, key))
-            rows.append((start + i, f, *args, *(-1,) * (2 - len(args)), act))
-    return (
-        len(reps),
-        np.array(ids, dtype=np.uint64).reshape(-1, 2),
-        np.array(rows, dtype=np.int32).reshape(-1, 5),
-        counts,
-    )
+Imap = Callable[[Callable, list], Iterator]
 
 
-def _run(
-    settings: Settings, workers: int, frontier: list, tick: Callable[[int], None]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Extend every representative in ``frontier``, in order, on ``workers`` processes."""
-    size = max(1, min(256, len(frontier) // (workers * 16) or 1))
-    jobs = [(i, frontier[i : i + size]) for i in range(0, len(frontier), size)]
-    fps, rows = [np.zeros((0, 2), dtype=np.uint64)], [np.zeros((0, 5), dtype=np.int32)]
-    if workers <= 1 or len(jobs) == 1:
-        _init_worker(settings, 1)
-        results: Iterator = map(_work, jobs)
-        pool = None
-    else:
-        pool = _fork_pool(workers, (settings, 1))
-        results = pool.imap(_work, jobs)
+@contextlib.contextmanager
+def _workers(workers: int, settings: Settings, runs: int) -> Iterator[Imap]:
+    """``imap`` over worker processes, each with its own `_Context` (this process's, for one worker)."""
+    if workers <= 1:
+        _init_worker(settings, runs)
+        yield map
+        return
+    pool = _fork_pool(workers, (settings, runs))
     try:
-        for n, f, r, counts in results:
-            fps.append(f)
-            rows.append(r)
-            tick(n, len(f), counts)
+        yield pool.imap
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-            gc.unfreeze()
-    return np.concatenate(fps), np.concatenate(rows)
+        pool.terminate()
+        pool.join()
+        gc.unfreeze()
 
 
 def _fork_pool(workers: int, init_args: tuple) -> Any:
@@ -607,6 +643,58 @@ def _fork_pool(workers: int, init_args: tuple) -> Any:
     gc.freeze()
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     return multiprocessing.get_context(method).Pool(workers, _init_worker, init_args)
+
+
+def _work(job: tuple[int, list[tuple[NodeSpec, ...]]]) -> tuple[int, np.ndarray, np.ndarray, Counter]:
+    """Extend a chunk of representatives, compactly: each child's first-evaluation fingerprint (uint64) and
+    (parent, form, arg0, arg1) (int32; -1 for no argument)."""
+    start, reps = job
+    ctx = _WORKER["ctx"]
+    counts: Counter = Counter()
+    states = [_build(ctx, nodes) for nodes in reps]
+    children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
+    rows = [(start + i, f, *args, *(-1,) * (2 - len(args))) for i, f, args, _ in children]
+    return len(reps), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, 4), counts
+
+
+def _chunks(items: list, workers: int, most: int) -> list[tuple[int, list]]:
+    """``items`` as (start, slice) jobs: about 16 per worker, at most ``most`` items each."""
+    size = max(1, min(most, len(items) // (workers * 16) or 1))
+    return [(i, items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _describe(job: tuple[int, list[tuple[NodeSpec, ...]]]) -> np.ndarray:
+    """For each graph: its structure hash (equal hashes, equal graphs, input names included) and how many of
+    its ops read an activation (what ranks a class's members: weight-only ops are folded ahead of time)."""
+    ctx = _WORKER["ctx"]
+    out = [(_text_hash(_structure(ctx, nodes, {})), _cost(ctx, nodes)) for nodes in job[1]]
+    return np.array(out, dtype=np.uint64).reshape(-1, 2)
+
+
+def _extend_level(
+    imap: Imap, workers: int, frontier: list, last: bool, classes: dict[int, _Class], tick: Callable
+) -> tuple[int, np.ndarray, np.ndarray, list[tuple[NodeSpec, ...]]]:
+    """Extend every representative in ``frontier``, in order. Returns how many graphs were built and, for those
+    worth a look (at the last level only fingerprints seen twice or seen before; all of them otherwise), their
+    (fingerprint, structure hash) as uint64 pairs, their costs and their nodes. The children's rows wait in a
+    scratch file meanwhile, so memory holds 8 bytes per graph built."""
+    with tempfile.TemporaryFile() as fp_file, tempfile.TemporaryFile() as row_file:
+        for n, fps, rows, counts in imap(_work, _chunks(frontier, workers, 256)):
+            fps.tofile(fp_file)
+            rows.tofile(row_file)
+            tick(n, len(fps), counts)
+        fp_file.seek(0)
+        row_file.seek(0)
+        fps = np.fromfile(fp_file, dtype=np.uint64)
+        picked = _colliding(fps, classes) if last else np.arange(len(fps))
+        rows = (
+            np.memmap(row_file, dtype=np.int32, mode="r").reshape(-1, 4)[picked]
+            if len(fps)
+            else np.zeros((0, 4), np.int32)
+        )
+    nodes = [(*frontier[p], (f, tuple(a for a in (a0, a1) if a >= 0))) for p, f, a0, a1 in rows.tolist()]
+    described = np.concatenate([np.zeros((0, 2), np.uint64), *imap(_describe, _chunks(nodes, workers, 4096))])
+    return len(fps), np.stack([fps[picked], described[:, 0]], axis=1), described[:, 1], nodes
 
 
 Progress = Callable[[str, int, int, dict], None]
@@ -634,50 +722,58 @@ def generate(settings: Settings, workers: int | None = None, progress: Progress 
             if progress:
                 progress(f"{level} ops", seen[0], total, {"graphs": sum(graphs) + seen[1], "classes": len(classes)})
 
-        ids, rows = _run(settings, workers, frontier, tick)
-        graphs.append(len(ids))
-        if last:  # nothing is extended further: only fingerprints seen twice, or seen before, matter
-            keep = _colliding(ids[:, 0], classes)
-            ids, rows = ids[keep], rows[keep]
-        _, first = np.unique(ids, axis=0, return_index=True)
-        pruned["same graph built twice"] += len(ids) - len(first)
-        first.sort()
-        ids, rows = ids[first], rows[first]
-        new: dict[int, dict[int, tuple[int, tuple[NodeSpec, ...]]]] = {}
-        everything: list[tuple[NodeSpec, ...]] = []
-        for (fp, key), (parent, f, a0, a1, act) in zip(ids.tolist(), rows.tolist()):
-            nodes = (*frontier[parent], (f, tuple(a for a in (a0, a1) if a >= 0)))
-            old = classes.get(fp)
-            if old is not None:
-                if key in old.keys:
-                    pruned["same graph built twice"] += 1
-                    continue
-                old.keys.add(key)
-                old.members.append((nodes, None))
-                everything.append(nodes)
-                pruned["not extended (class has a cheaper representative)"] += not (last or settings.extend_all)
-                continue
-            bucket = new.setdefault(fp, {})
-            if key in bucket:
-                pruned["same graph built twice"] += 1
-            else:
-                bucket[key] = (act, nodes)
-                everything.append(nodes)
-        frontier = []
-        for fp, bucket in new.items():
-            ranked = sorted(bucket.items(), key=lambda kv: (kv[1][0], kv[0]))
-            classes[fp] = _Class(level, [(nodes, None) for _, (_, nodes) in ranked], set(bucket))
-            frontier.append(ranked[0][1][1])
-            pruned["not extended (class has a cheaper representative)"] += (len(ranked) - 1) * (
-                not (last or settings.extend_all)
-            )
-        if settings.extend_all:
-            frontier = everything
+        with _workers(workers, settings, 1) as imap:
+            built, ids, costs, nodes = _extend_level(imap, workers, frontier, last, classes, tick)
+        graphs.append(built)
+        frontier = _merge(classes, level, ids, costs, nodes, last, settings.extend_all, pruned)
     rules, candidates = _pairs(ctx, classes, pruned, workers)
     if settings.prune_pairs:
         keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = fold([r for _, r in rules])
         rules = [fr for fr, k in zip(rules, keep) if k]
     return Result(settings, rules, graphs, len(classes), candidates, pruned)
+
+
+def _merge(
+    classes: dict[int, _Class],
+    level: int,
+    ids: np.ndarray,
+    costs: np.ndarray,
+    nodes: list[tuple[NodeSpec, ...]],
+    last: bool,
+    extend_all: bool,
+    pruned: Counter,
+) -> list[tuple[NodeSpec, ...]]:
+    """File a level's graphs into fingerprint classes; the next frontier: each new class's representative (the
+    cheapest member, then the smallest structure hash), or every new graph with ``extend_all``."""
+    _, first = np.unique(ids, axis=0, return_index=True)
+    pruned["same graph built twice"] += len(ids) - len(first)
+    first.sort()
+    new: dict[int, dict[int, tuple[int, tuple[NodeSpec, ...]]]] = {}
+    everything: list[tuple[NodeSpec, ...]] = []
+    for (fp, key), cost, g in zip(ids[first].tolist(), costs[first].tolist(), [nodes[i] for i in first]):
+        old = classes.get(fp)
+        if old is not None:
+            if key in old.keys:
+                pruned["same graph built twice"] += 1
+                continue
+            old.keys.add(key)
+            old.members.append((g, None))
+            everything.append(g)
+            pruned["not extended (class has a cheaper representative)"] += not (last or extend_all)
+            continue
+        bucket = new.setdefault(fp, {})
+        if key in bucket:
+            pruned["same graph built twice"] += 1
+        else:
+            bucket[key] = (cost, g)
+            everything.append(g)
+    frontier = []
+    for fp, bucket in new.items():
+        ranked = sorted(bucket.items(), key=lambda kv: (kv[1][0], kv[0]))
+        classes[fp] = _Class(level, [(g, None) for _, (_, g) in ranked], set(bucket))
+        frontier.append(ranked[0][1][1])
+        pruned["not extended (class has a cheaper representative)"] += (len(ranked) - 1) * (not (last or extend_all))
+    return everything if extend_all else frontier
 
 
 def _seed_classes(ctx: _Context, classes: dict[int, _Class]) -> int:
@@ -695,11 +791,14 @@ def _seed_classes(ctx: _Context, classes: dict[int, _Class]) -> int:
 
 
 def _colliding(fps: np.ndarray, classes: dict[int, _Class]) -> np.ndarray:
-    """Which of the last level's graphs are worth a look: fingerprint seen twice, or already a class."""
-    uniq, counts = np.unique(fps, return_counts=True)
-    known = np.fromiter(classes, dtype=np.uint64, count=len(classes))
-    hot = np.union1d(uniq[counts > 1], np.intersect1d(uniq, known))
-    return np.isin(fps, hot)
+    """Which of the last level's graphs are worth a look: fingerprint seen twice, or already a class. One sorted
+    copy and a binary search: memory stays near two arrays of the level's size (tens of millions at 4 ops)."""
+    s = np.sort(fps)
+    hot = np.union1d(s[1:][s[1:] == s[:-1]], np.fromiter(classes, dtype=np.uint64, count=len(classes)))
+    del s
+    if not len(hot):
+        return np.zeros(len(fps), dtype=bool)
+    return hot[np.minimum(np.searchsorted(hot, fps), len(hot) - 1)] == fps
 
 
 # ---- pairs into rules ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import subst
@@ -16,9 +17,21 @@ from hypothesis import strategies as st
 
 from cli.main import cli
 from taso import ops, store
-from taso.fingerprint import fingerprint
+from taso.fingerprint import field_apply, fingerprint
 from taso.fold import Rewriter, fold, size, terms
-from taso.generate import InputClass, Settings, generate, parse_ops, save, settings_from
+from taso.generate import (
+    FORMS,
+    TASO_POOL,
+    InputClass,
+    Settings,
+    _build,
+    _Context,
+    _field_batch,
+    generate,
+    parse_ops,
+    save,
+    settings_from,
+)
 from taso.ir import Graph, Node, TensorType, WeightData
 from taso.rules import Rule
 
@@ -168,6 +181,31 @@ def test_relu_is_not_distributed_over_add() -> None:
     rules = rules_of(("relu", "add"), (x,), 3)
     for r in rules:
         assert not (census(r.src) == Counter({"Relu": 2, "Add": 1}) and census(r.dst) == Counter({"Add": 1, "Relu": 1}))
+
+
+def test_batched_evaluation_is_row_by_row_evaluation() -> None:
+    """Enumeration evaluates a form over many children at once: every row must be exactly what `field_apply`
+    gives on its own, for every form and every argument signature of the pool and of one-op graphs."""
+    ctx = _Context(Settings(2, tuple(FORMS), TASO_POOL), 1)
+    values = list(ctx.inputs)
+    for f, sc, _ in ctx.applicable(tuple(sorted({v.sig for v in values}))):
+        args = [next(a for a, v in enumerate(ctx.inputs) if v.sig == s) for s in sc]
+        values += _build(ctx, [(f, tuple(args))]).values[ctx.n_inputs :]
+    by_sig: dict = {}
+    for v in values:
+        by_sig.setdefault(v.sig, []).append(v.runs[0])
+    checked = set()
+    for f, sc, (attrs, out_sigs) in ctx.applicable(tuple(sorted(by_sig))):
+        op = ctx.forms[f].op
+        rows = [[by_sig[s][(i + p) % len(by_sig[s])] for p, s in enumerate(sc)] for i in range(3)]
+        extra = [np.array(dict(sc[0][2])[attrs["axis"]], dtype=np.int64)] if op == "Split" else []
+        xs = [np.stack([r[p] for r in rows]) for p in range(len(sc))] + extra
+        batch = _field_batch(op, xs, attrs, len(out_sigs), ctx.keys[0], len(rows))
+        for i, r in enumerate(rows):
+            alone = field_apply(op, r + extra, attrs, len(out_sigs), ctx.keys[0])
+            assert all(np.array_equal(b[i], a) for b, a in zip(batch, alone, strict=True)), (op, sc)
+        checked.add(ctx.forms[f].name)
+    assert checked == set(FORMS)
 
 
 # ---- pruning never drops what the kept rules cannot derive -------------------------------------------------
