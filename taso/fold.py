@@ -10,6 +10,7 @@ strength of one that is itself dropped.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
@@ -93,8 +94,32 @@ def _replace(t: Term, old: Term, new: Term) -> Term:
     return ("o", t[1], t[2], tuple(_replace(a, old, new) for a in t[3]), t[4], t[5])
 
 
+def _head(t: Term) -> tuple:
+    """What an op term must share with a pattern's op node for `_match` to look further."""
+    return ("o", t[1], t[2], t[4], t[5], len(t[3]))
+
+
+def _pattern_key(p: Term) -> tuple:
+    """The index key of a pattern: its root and what each argument demands (an op, a term, or only a type)."""
+    args = tuple(_head(a) if a[0] == "o" else ("v", a[2]) if a[0] == "v" else ("t", a) for a in p[3])
+    return _head(p), args
+
+
+def _site_keys(t: Term) -> set[tuple]:
+    """Every `_pattern_key` a pattern matching ``t`` can have (arguments either way round when commutative)."""
+    orders = [t[3]]
+    if len(t[3]) == 2 and ops.get(t[1]).commutative and t[3][0] != t[3][1]:
+        orders.append(t[3][::-1])
+    out = set()
+    for args in orders:
+        options = [(_head(a) if a[0] == "o" else ("t", a), ("v", a[-1])) for a in args]
+        out.update((_head(t), combo) for combo in itertools.product(*options))
+    return out
+
+
 class Rewriter:
-    """Kept rules, both ways round, indexed by the root of their first pattern."""
+    """Kept rules, both ways round, indexed by the root of their first pattern and what its arguments demand
+    (with tens of thousands of rules, a root op alone leaves thousands of patterns to try at every site)."""
 
     def __init__(self) -> None:
         self.by_root: dict[tuple, list[tuple[tuple[Term, ...], tuple[Term, ...]]]] = defaultdict(list)
@@ -104,7 +129,7 @@ class Rewriter:
         for lhs, rhs in ((a, b), (b, a)):
             rhs_vars = _vars(rhs)
             if all(p[0] == "o" for p in lhs) and rhs_vars <= _vars(lhs):
-                self.by_root[lhs[0][1:3] + lhs[0][4:]].append((lhs, rhs))
+                self.by_root[_pattern_key(lhs[0])].append((lhs, rhs))
 
     def step(self, state: tuple[Term, ...]) -> set[tuple[Term, ...]]:
         """Every state one rule application away."""
@@ -114,7 +139,7 @@ class Rewriter:
         order = sorted((s for s in sites if s[0] == "o"), key=repr)
         out: set[tuple[Term, ...]] = set()
         for site in order:
-            for lhs, rhs in self.by_root.get(site[1:3] + site[4:], ()):
+            for lhs, rhs in (pair for key in _site_keys(site) for pair in self.by_root.get(key, ())):
                 for b in _match(lhs[0], site, {}):
                     for chosen, b2 in _rest(lhs[1:], order, [site], b):
                         result = state

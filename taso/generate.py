@@ -275,6 +275,9 @@ class _Context:
         self.n_inputs = len(self.names)
         self._memo: dict[tuple, tuple[dict, tuple[Sig, ...]] | None] = {}
         self._menu: dict[tuple, list] = {}
+        self.values: dict[str, list[_Value]] = {}
+        """Evaluated nodes by expression (input names included: equal text, equal values), for `_build`: a
+        pair's graphs share most of their nodes with the pairs judged just before."""
 
     def applicable(self, sigs: tuple[Sig, ...]) -> list[tuple[int, tuple[Sig, ...], tuple[dict, tuple[Sig, ...]]]]:
         """Every (form, argument signatures, what `apply` gives) over values of these signatures (memoised)."""
@@ -384,13 +387,21 @@ class _State:
     outputs: list[list[int]]  # each node's output value ids
 
 
+_VALUES_KEPT = 100_000
+"""`_Context.values` is emptied past this many nodes (a few hundred MB per worker at TASO's shapes)."""
+
+
 def _build(
     ctx: _Context, nodes: Sequence[NodeSpec], replace: dict[str, tuple[np.ndarray, ...]] | None = None
 ) -> _State:
-    """Evaluate a compact graph; ``replace`` swaps the values of the nodes with these heads for other ones."""
+    """Evaluate a compact graph; ``replace`` swaps the values of the nodes with these heads for other ones.
+    Nodes that do not depend on a replaced one are looked up in ``ctx.values`` first."""
     st = _State(
         tuple(nodes), list(ctx.inputs), [-1] * ctx.n_inputs, [[] for _ in ctx.inputs], [0] * len(ctx.first), [], []
     )
+    if len(ctx.values) > _VALUES_KEPT:
+        ctx.values.clear()
+    tainted: set[int] = set()  # values that depend on a replaced node
     for k, (f, args) in enumerate(nodes):
         for a in args:
             if a < ctx.n_inputs:
@@ -399,13 +410,22 @@ def _build(
             if k not in st.users[a]:
                 st.users[a].append(k)
         vals = [st.values[a] for a in args]
-        applied = ctx.apply(f, tuple(v.sig for v in vals))
-        assert applied is not None, "a stored graph no longer type-checks"
-        outs = ctx.evaluate(f, vals, *applied)
         head = f"{ctx.forms[f].name}({','.join(v.concrete for v in vals)})"
+        pure = tainted.isdisjoint(args)
+        if not pure or head not in ctx.values:
+            applied = ctx.apply(f, tuple(v.sig for v in vals))
+            assert applied is not None, "a stored graph no longer type-checks"
+            outs = ctx.evaluate(f, vals, *applied)
+            if pure:
+                ctx.values[head] = outs
+        else:
+            outs = ctx.values[head]
         if replace and head in replace and len(outs) == 1:
             runs = replace[head]
             outs = [_Value(outs[0].sig, runs, value_digest(outs[0].sig[0], runs), "?", "?")]
+            pure = False
+        if not pure:
+            tainted.update(range(len(st.values), len(st.values) + len(outs)))
         st.heads.append(head)
         st.outputs.append(list(range(len(st.values), len(st.values) + len(outs))))
         for v in outs:
