@@ -161,10 +161,49 @@ def _key(m: Match) -> tuple:
     return (id(m.rule), tuple(id(m.nodes[i]) for i in sorted(m.nodes)), tuple(sorted(m.values.items())))
 
 
-def all_matches(g: Graph, rules: Sequence[Rule]) -> list[Match]:
+Covered = tuple[tuple[tuple[str, int], ...], ...]
+"""Source op counts (sorted (op, count) pairs) of the rule groups a graph could match: `RuleIndex.covered`."""
+
+
+class RuleIndex:
+    """Rules prepared once for matching many graphs. A match needs a distinct model node for every source node,
+    so a graph with fewer nodes of some op than a rule's source cannot match it: rules are grouped by their
+    source's op counts (a store of ~10,000 rule variants has ~150 distinct ones), and a graph tries only the
+    groups its census covers, without scanning the rest one by one. Order is kept: rules are tried as given."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = list(rules)
+        self.groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        """Source op counts -> positions in ``rules`` of the rules whose source has exactly those counts."""
+        for i, rule in enumerate(self.rules):
+            self.groups.setdefault(tuple(sorted(_op_counts(rule.src).items())), []).append(i)
+        self.anchors = pattern_index(self.rules)
+        self._usable: dict[Covered, list[Rule]] = {}
+        self._anchored: dict[tuple[str, Covered], list[tuple[Rule, int]]] = {}
+
+    def covered(self, census: dict[str, list[Node]]) -> Covered:
+        """The op-count groups a graph with these nodes by op (`nodes_by_op`) has enough nodes for."""
+        return tuple(need for need in self.groups if need and all(len(census.get(op, ())) >= k for op, k in need))
+
+    def usable(self, covered: Covered) -> list[Rule]:
+        """The rules of the ``covered`` groups, in order."""
+        if covered not in self._usable:
+            self._usable[covered] = [self.rules[i] for i in sorted(i for need in covered for i in self.groups[need])]
+        return self._usable[covered]
+
+    def anchored(self, op: str, covered: Covered) -> list[tuple[Rule, int]]:
+        """`pattern_index` entries for ``op``, only of the rules of the ``covered`` groups."""
+        if (op, covered) not in self._anchored:
+            usable = {id(r) for r in self.usable(covered)}
+            self._anchored[op, covered] = [(r, p) for r, p in self.anchors.get(op, ()) if id(r) in usable]
+        return self._anchored[op, covered]
+
+
+def all_matches(g: Graph, rules: Sequence[Rule] | RuleIndex) -> list[Match]:
     """Every match of every rule in ``g``, rules in order."""
     index = nodes_by_op(g)
-    return [m for rule in rules for m in find_matches(g, rule, index)]
+    usable = rules.usable(rules.covered(index)) if isinstance(rules, RuleIndex) else rules
+    return [m for rule in usable for m in find_matches(g, rule, index)]
 
 
 def pattern_index(rules: Sequence[Rule]) -> dict[str, list[tuple[Rule, int]]]:
@@ -176,22 +215,21 @@ def pattern_index(rules: Sequence[Rule]) -> dict[str, list[tuple[Rule, int]]]:
     return index
 
 
-def matches_after(
-    g: Graph, patterns: dict[str, list[tuple[Rule, int]]], parent: Graph, parent_matches: list[Match]
-) -> list[Match]:
+def matches_after(g: Graph, rules: RuleIndex, parent: Graph, parent_matches: list[Match]) -> list[Match]:
     """Every match in ``g``, a rewrite of ``parent``, without rescanning what did not change.
 
     Nodes are immutable and shared, so a parent match whose nodes all survive is still a match (the types and
     kinds of the values it binds are unchanged); every other match contains a node the rewrite made, and is
-    found by anchoring each pattern (``patterns``, from `pattern_index`) at those nodes."""
+    found by anchoring each pattern (`RuleIndex.anchored`) at those nodes."""
     alive = {id(n) for n in g.nodes}
     before = {id(p) for p in parent.nodes}
     born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
     kept = [m for m in parent_matches if all(id(n) in alive for n in m.nodes.values())]
     seen = {_key(m) for m in kept}
+    covered = rules.covered(nodes_by_op(g))
     fresh: list[Match] = []
     for node in born:
-        for rule, position in patterns.get(node.op, ()):
+        for rule, position in rules.anchored(node.op, covered):
             for nodes, values in _extend(g, rule.src, _plan(rule.src, position), 0, {position: node}, {}):
                 m = Match(rule, nodes, values)
                 if _key(m) not in seen:

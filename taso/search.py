@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, extract, fresh_names, lint, topological_order
-from taso.match import all_matches, matches_after, pattern_index
+from taso.match import RuleIndex, all_matches, matches_after
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
 
@@ -58,13 +58,14 @@ class SearchResult:
 
 def search(
     g: Graph,
-    rules: Sequence[Rule],
+    rules: Sequence[Rule] | RuleIndex,
     cost: Cost,
     alpha: float = 1.05,
     budget: int = 100,
     time_limit: float = 10.0,
 ) -> SearchResult:
-    """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities)."""
+    """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
+    `RuleIndex` of them when searching many graphs with one rule set)."""
     t0 = time.perf_counter()
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
@@ -72,16 +73,16 @@ def search(
     queue: list = [(start_cost, next(tick), g, (), None)]
     seen = {g.structure}
     matches: dict[int, list] = {}  # id(graph) -> its matches, kept for the graphs rewritten from it
-    patterns = pattern_index(rules)
+    index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
     while queue and result.expanded < budget and time.perf_counter() - t0 < time_limit:
         _, _, current, history, parent = heapq.heappop(queue)
         result.expanded += 1
         if parent is None:
-            found = all_matches(current, rules)
+            found = all_matches(current, index)
         else:
-            found = matches_after(current, patterns, parent, matches[id(parent)])
+            found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
         for m in found:
             try:
@@ -213,6 +214,7 @@ def optimize_graph(
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`) and splice the
     results; the time limit is shared by all regions."""
     t0 = time.perf_counter()
+    index = RuleIndex(rules)  # once for all regions
     rule_ops = {n.op for r in rules for n in r.src.nodes}
     parts = _disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
     total = SearchResult(g, 0.0, 0.0, regions=len(parts))
@@ -220,7 +222,7 @@ def optimize_graph(
     for nodes in parts:
         left = time_limit - (time.perf_counter() - t0)
         region = extract(current, nodes)
-        r = search(region, rules, cost, alpha, budget, max(left, 0.0))
+        r = search(region, index, cost, alpha, budget, max(left, 0.0))
         total.cost_before += r.cost_before
         total.cost_after += r.cost_after
         total.expanded += r.expanded
