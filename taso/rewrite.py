@@ -195,8 +195,16 @@ def _checked(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_
     return _CHECKED[key]
 
 
-def fold_constants(g: Graph, candidates: set[str]) -> Graph:
-    """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights."""
+Folds = dict[tuple, tuple[WeightData, ...]]
+"""Constant folds done so far: (op, attributes, output dtypes, input data) -> output data. A search folds the
+same weights in many graphs (every graph that keeps a match applies it again); reusing the result also reuses
+its digest, so the search's repeat check does not hash it again."""
+
+
+def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -> Graph:
+    """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights;
+    ``folds`` remembers results across calls."""
+    folds = {} if folds is None else folds
     data, types = dict(g.data), dict(g.types)
     weights, nodes = list(g.weights), []
     for n in g.nodes:
@@ -207,9 +215,14 @@ def fold_constants(g: Graph, candidates: set[str]) -> Graph:
             and all(v in data for v in n.inputs)
             and all(v for v in n.inputs)
         ):
-            outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
-            for o, arr in zip(n.outputs, outs):
-                data[o] = WeightData(np.ascontiguousarray(arr).astype(types[o].dtype))
+            key = (n.op, n.attrs, tuple(types[o].dtype for o in n.outputs), tuple(data[v] for v in n.inputs))
+            if key not in folds:
+                outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
+                folds[key] = tuple(
+                    WeightData(np.ascontiguousarray(arr).astype(types[o].dtype)) for o, arr in zip(n.outputs, outs)
+                )
+            for o, folded in zip(n.outputs, folds[key]):
+                data[o] = folded
                 weights.append(o)
             continue
         nodes.append(n)
@@ -218,8 +231,9 @@ def fold_constants(g: Graph, candidates: set[str]) -> Graph:
     return replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)
 
 
-def apply(g: Graph, match: Match) -> Graph:
-    """``g`` with the match replaced by the rule's target; raises `Declined`."""
+def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
+    """``g`` with the match replaced by the rule's target (new weight-only values folded, reusing ``folds``);
+    raises `Declined`."""
     new_nodes, new_data, new_types = instantiate(g, match)
     replaced = {match.values[o] for o in match.rule.src.outputs}
     old = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
@@ -266,7 +280,7 @@ def apply(g: Graph, match: Match) -> Graph:
         data={**g.data, **new_data},
         types={**g.types, **new_types},
     )
-    out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT})
+    out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT}, folds)
     try:
         return lint(eliminate_dead(out))
     except IRError as e:

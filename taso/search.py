@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, extract, fresh_names, lint, topological_order
 from taso.match import RuleIndex, all_matches, matches_after
-from taso.rewrite import Declined, apply
+from taso.rewrite import Declined, Folds, apply
 from taso.rules import Rule, lifted
 
 Cost = Callable[[Graph], float]
@@ -74,6 +74,7 @@ def search(
     seen = {g.structure}
     matches: dict[int, list] = {}  # id(graph) -> its matches, kept for the graphs rewritten from it
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
+    folds: Folds = {}  # the same weights are folded again in every graph that keeps a match
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
     while queue and result.expanded < budget and time.perf_counter() - t0 < time_limit:
@@ -86,7 +87,7 @@ def search(
         matches[id(current)] = found
         for m in found:
             try:
-                new = apply(current, m)
+                new = apply(current, m, folds)
             except Declined as e:
                 result.declined[str(e).split(":")[0]] += 1
                 continue
