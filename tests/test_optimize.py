@@ -18,7 +18,7 @@ from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
-from taso.search import both_directions, optimize_graph
+from taso.search import both_directions, optimize_graph, windows
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -66,6 +66,24 @@ CONCAT_OF_SPLIT = Rule(
     ),
     parse_graph("graph(%x: float32[2,8]):\n  return %x"),
     name="concat-of-split",
+    status="proved",
+)
+
+MATMUL_DISTRIBUTES = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+          %a = MatMul(%x, %w1) : float32[2,4]
+          %b = MatMul(%x, %w2) : float32[2,4]
+          %y = Add(%a, %b) : float32[2,4]
+          return %y"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+          %w = Add(%w1, %w2) : float32[4,4]
+          %y = MatMul(%x, %w) : float32[2,4]
+          return %y"""
+    ),
+    name="matmul-distributes",
     status="proved",
 )
 
@@ -249,3 +267,47 @@ def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, b
     assert found.regions > 2 and found.applied["merge-matmuls"] == 4  # two merges per layer
     out = onnx_io.save_model(found.graph, tmp_path / "merged.onnx")
     assert compare(bert_path, out, g).ok
+
+
+def _chain(tmp: Path, blocks: int) -> Path:
+    """``blocks`` blocks in a row, each two sibling MatMuls of its input added together: one value crosses
+    between blocks, two inside one."""
+    rng = np.random.default_rng(2)
+    nodes, inits, x = [], [], "x"
+    for b in range(blocks):
+        for s in "ab":
+            inits.append(numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32) / 4, f"w{b}{s}"))
+            nodes.append(helper.make_node("MatMul", [x, f"w{b}{s}"], [f"m{b}{s}"], name=f"mm{b}{s}"))
+        x = f"y{b}"
+        nodes.append(helper.make_node("Add", [f"m{b}a", f"m{b}b"], [x], name=f"add{b}"))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, 16])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "chain.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_path: Path) -> None:
+    src = _chain(tmp_path, 8)
+    g = onnx_io.load_model(src)
+    cut = windows(g, list(g.nodes), 7)
+    assert [n for w in cut for n in w] == list(g.nodes) and all(len(w) <= 7 for w in cut)
+    assert all(w[-1].op == "Add" for w in cut)  # cut where one value crosses: between blocks, never inside one
+
+    def matmuls(h) -> float:
+        return float(sum(n.op == "MatMul" for n in h.nodes))
+
+    rules = both_directions([MATMUL_DISTRIBUTES])
+    whole = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=len(g.nodes))
+    windowed = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=7)
+    assert whole.regions == 1 and windowed.regions == len(cut) > 1
+    assert windowed.applied == whole.applied == {"matmul-distributes": 8}  # no block lost to a cut
+    out = onnx_io.save_model(windowed.graph, tmp_path / "merged.onnx")
+    assert compare(src, out, g).ok
