@@ -167,13 +167,19 @@ def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: d
                 if not t.is_static or np.dtype(t.dtype).kind != "f":
                     return None
                 feeds[v] = rng.standard_normal(t.shape)  # type: ignore[arg-type]
-    outputs = [match.values[o] for o in match.rule.src.outputs]
+    src, dst = match.rule.src, match.rule.dst
+    # each source output against its target output, which is one of the target's inputs in rules like
+    # Concat(Split(x)) => x (`apply` then hands consumers that input)
+    pairs = [
+        (match.values[s], match.values[d] if d in (*dst.inputs, *dst.weights) else match.values[s])
+        for s, d in zip(src.outputs, dst.outputs)
+    ]
     try:
         before = _evaluate(old_nodes, dict(feeds))
         after = _evaluate(new_nodes, dict(feeds))
+        return all(np.allclose(before[a], after[b], rtol=1e-7, atol=1e-9) for a, b in pairs)
     except (ops.OpError, ValueError, KeyError):
         return None
-    return all(np.allclose(before[o], after[o], rtol=1e-7, atol=1e-9) for o in outputs)
 
 
 _CHECKED: dict[tuple, bool | None] = {}

@@ -311,3 +311,26 @@ def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_
     assert windowed.applied == whole.applied == {"matmul-distributes": 8}  # no block lost to a cut
     out = onnx_io.save_model(windowed.graph, tmp_path / "merged.onnx")
     assert compare(src, out, g).ok
+
+
+def test_the_float64_check_compares_a_source_output_with_the_input_that_replaces_it() -> None:
+    """Concat(Split(x)) => x at static shapes: the check must compare y with x (the target's output is its
+    input), so a false rule of that form is declined and a true one applies."""
+    g = parse_graph(
+        """graph(%x: float32[2,8], %s: int64[2] = [4, 4]):
+          %a, %b = Split(%x, %s) {axis=1} : float32[2,4], float32[2,4]
+          %y = Concat(%a, %b) {axis=1} : float32[2,8]
+          %r = Relu(%y) : float32[2,8]
+          return %r"""
+    )
+    new = apply(g, next(find_matches(g, CONCAT_OF_SPLIT)))
+    assert [(n.op, n.inputs) for n in new.nodes] == [("Relu", ("x",))]
+    swapped = Rule(
+        parse_graph(str(CONCAT_OF_SPLIT.src).replace("Concat(%a, %b)", "Concat(%b, %a)")),
+        CONCAT_OF_SPLIT.dst,
+        name="concat-of-split-swapped",
+        status="proved",
+    )
+    g = parse_graph(str(g).replace("Concat(%a, %b)", "Concat(%b, %a)"))
+    with pytest.raises(Declined, match="float64 check"):
+        apply(g, next(find_matches(g, swapped)))
