@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,9 @@ import pytest
 from conftest import subst
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import onnx_io, store
+from taso import cost, onnx_io, profiler, store
 from taso.check import compare
-from taso.ir import parse_graph
+from taso.ir import WeightData, parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.rewrite import Declined, apply
@@ -334,3 +335,30 @@ def test_the_float64_check_compares_a_source_output_with_the_input_that_replaces
     g = parse_graph(str(g).replace("Concat(%a, %b)", "Concat(%b, %a)"))
     with pytest.raises(Declined, match="float64 check"):
         apply(g, next(find_matches(g, swapped)))
+
+
+def test_unit_keys_remembered_across_graphs_are_each_graphs_own() -> None:
+    """A search costs thousands of graphs with one cost model, which remembers each unit's key by the unit's
+    footprint: graphs with equal nodes at other shapes, split sizes or target shapes get their own keys."""
+    text = """graph(%x: float32[2,8], %w: float32[8,8] weight, %s: int64[2] = [4, 4], %t: int64[2] = [2, 8]):
+      %m = MatMul(%x, %w) : float32[2,8]
+      %r = Relu(%m) : float32[2,8]
+      %a, %b = Split(%r, %s) {axis=1} : float32[2,4], float32[2,4]
+      %c = Concat(%b, %a) {axis=1} : float32[2,8]
+      %y = Reshape(%c, %t) : float32[2,8]
+      return %y"""
+    variants = [
+        text,
+        text.replace("[2,", "[16,").replace("[2, 8]", "[16, 8]"),
+        text.replace("[4, 4]", "[2, 6]").replace("float32[2,4], float32[2,4]", "float32[2,2], float32[2,6]"),
+        text.replace("[2, 8]", "[2, -1]"),  # the same types, another constant
+    ]
+    model = cost.CostModel(profiler.pick_device("cpu"), measure=False, calibration=cost.DEFAULT_CALIBRATION)
+    seen: list[set[str]] = []
+    for v in variants:
+        g = parse_graph(v)
+        g = replace(g, data={**g.data, "w": WeightData(np.ones(g.types["w"].shape, np.float32))})
+        fresh = [cost.unit_key(cost.unit_graph(g, u)) for u in cost.units(g)]
+        assert [u.key for u in model.graph_cost(g).units] == list(dict.fromkeys(fresh))
+        seen.append(set(fresh))
+    assert all(seen[0] != other for other in seen[1:])
