@@ -109,6 +109,35 @@ def replicate(ug: Graph, copies: int) -> Graph | None:
     return Graph(tuple(nodes), tuple(inputs), tuple(outputs), types, ug.weights, dict(ug.data), ug.meta)
 
 
+def _footprint(g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple:
+    """Everything the `unit_key` of the unit's graph depends on, read from ``g`` in a few lookups (extracting
+    the unit scans all of ``g``): the unit's nodes and the weight-only nodes feeding them, in graph order; the
+    type of every value they read or write; which values read from outside are weights, and the values of
+    those the key spells out. Equal footprints give equal keys."""
+    kinds, producers = g.kinds, g.producers
+    part = {id(n): n for n in unit.nodes}
+    pending = [v for n in unit.nodes for v in n.reads]
+    while pending:  # the feeders `taso.ir.extract` adds
+        p = producers.get(pending.pop())
+        if p is not None and id(p) not in part and kinds.get(p.outputs[0]) is Kind.CONSTANT:
+            part[id(p)] = p
+            pending.extend(p.reads)
+    nodes = sorted(part.values(), key=lambda n: position[id(n)])
+    produced = {o for n in nodes for o in n.outputs}
+    outside = tuple(
+        (v, kinds.get(v) is Kind.WEIGHT, _spelled(g.data[v].array) if v in g.data else None)
+        for n in nodes
+        for v in n.reads
+        if v not in produced
+    )
+    return tuple(nodes), tuple(g.types.get(v) for n in nodes for v in (*n.reads, *n.outputs)), outside
+
+
+def _spelled(arr: np.ndarray) -> str | None:
+    """A weight's values where `unit_key` includes them: small integer tensors (shapes, axes, split sizes)."""
+    return str(arr.tolist()) if arr.size <= 16 and arr.dtype.kind in "iu" else None
+
+
 def unit_key(ug: Graph) -> str:
     """Identity of a unit for the cache: ops, attributes, concrete types and small constant inputs, with
     value names canonicalised so equal units in different places (or graphs) share one measurement."""
@@ -117,9 +146,8 @@ def unit_key(ug: Graph) -> str:
         names[v] = f"i{i}"
     parts = [",".join(f"{names[v]}:{ug.types.get(v)}" for v in (*ug.inputs, *ug.weights))]
     for w in ug.weights:
-        arr = ug.data[w].array
-        if arr.size <= 16 and arr.dtype.kind in "iu":
-            parts.append(f"{names[w]}={arr.tolist()}")
+        if (values := _spelled(ug.data[w].array)) is not None:
+            parts.append(f"{names[w]}={values}")
     for k, n in enumerate(ug.nodes):
         for j, o in enumerate(n.outputs):
             names[o] = f"n{k}.{j}"
@@ -235,6 +263,8 @@ class CostModel:
         """Sizes for symbolic dims: a dynamic model is costed at one concrete size."""
         self.memo: dict[str, tuple[float, bool]] = {key: (ms, False) for key, ms in (table or {}).items()}
         """Unit costs known so far (seeded from a reference table, see `reference_model`)."""
+        self.keys: dict[tuple, str] = {}
+        """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
         self.measured = self.cached = 0
         if db is not None:
             _create_tables(db)
@@ -253,13 +283,18 @@ class CostModel:
             self.db["devices"].upsert({"device": self.device.key, **cal.__dict__, "measured_at": _now()}, pk="device")
         return cal
 
-    def unit_cost(self, g: Graph, unit: Unit) -> UnitCost:
-        ug = unit_graph(g, unit)
-        if self.dims:
-            ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
-        key = unit_key(ug)
-        if key not in self.memo:
-            self.memo[key] = self._lookup(ug, key, unit.label)
+    def unit_cost(self, g: Graph, unit: Unit, position: Mapping[int, int] | None = None) -> UnitCost:
+        """The unit's cost; ``position`` (id of each node of ``g`` -> its index) spares recomputing it when
+        costing every unit of one graph."""
+        footprint = _footprint(g, unit, position or {id(n): i for i, n in enumerate(g.nodes)})
+        key = self.keys.get(footprint)
+        if key is None:
+            ug = unit_graph(g, unit)
+            if self.dims:
+                ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
+            key = self.keys[footprint] = unit_key(ug)
+            if key not in self.memo:
+                self.memo[key] = self._lookup(ug, key, unit.label)
         ms, estimated = self.memo[key]
         return UnitCost(unit.label, key, ms, estimated)
 
@@ -286,8 +321,9 @@ class CostModel:
     def graph_cost(self, g: Graph, progress: Callable[[int], None] | None = None) -> GraphCost:
         """Predicted latency of one run of ``g`` (concrete shapes needed for measurements)."""
         by_key: dict[str, UnitCost] = {}
+        position = {id(n): i for i, n in enumerate(g.nodes)}
         for unit in units(g):
-            cost = self.unit_cost(g, unit)
+            cost = self.unit_cost(g, unit, position)
             if cost.key in by_key:
                 by_key[cost.key].count += 1
             else:

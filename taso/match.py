@@ -161,38 +161,83 @@ def _key(m: Match) -> tuple:
     return (id(m.rule), tuple(id(m.nodes[i]) for i in sorted(m.nodes)), tuple(sorted(m.values.items())))
 
 
-def all_matches(g: Graph, rules: Sequence[Rule]) -> list[Match]:
+def _signature(g: Graph, n: Node) -> tuple:
+    """What `_extend` requires of a model node standing for pattern node ``n`` before it looks at neighbours:
+    the same op and attributes, and inputs of the same element types and ranks (in any order where the op
+    commutes). Model nodes and pattern nodes with different signatures never match."""
+    types = [g.types.get(v) for v in n.inputs]
+    inputs = [None if t is None else (t.dtype, t.rank) for t in types]
+    if len(_input_orders(n)) > 1:
+        inputs.sort(key=str)
+    return n.op, n.attrs, tuple(inputs)
+
+
+Covered = tuple[tuple[tuple[str, int], ...], ...]
+"""Source op counts (sorted (op, count) pairs) of the rule groups a graph could match: `RuleIndex.covered`."""
+
+
+class RuleIndex:
+    """Rules prepared once for matching many graphs. A match needs a distinct model node for every source node,
+    so a graph with fewer nodes of some op than a rule's source cannot match it: rules are grouped by their
+    source's op counts (a store of ~10,000 rule variants has ~150 distinct ones), and a graph tries only the
+    groups its census covers, without scanning the rest one by one. Source nodes are also indexed by
+    `_signature`, so a new node is tried only where it could stand. Order is kept: rules are tried as given."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = list(rules)
+        self.groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        """Source op counts -> positions in ``rules`` of the rules whose source has exactly those counts."""
+        self.anchors: dict[tuple, list[tuple[Rule, int, list[int]]]] = {}
+        """Signature -> every (rule, position of a source node with it, the matching order from there)."""
+        for i, rule in enumerate(self.rules):
+            self.groups.setdefault(tuple(sorted(_op_counts(rule.src).items())), []).append(i)
+            for position, pattern in enumerate(rule.src.nodes):
+                anchor = (rule, position, _plan(rule.src, position))
+                self.anchors.setdefault(_signature(rule.src, pattern), []).append(anchor)
+        self._usable: dict[Covered, list[Rule]] = {}
+        self._anchored: dict[tuple[tuple, Covered], list[tuple[Rule, int, list[int]]]] = {}
+
+    def covered(self, census: dict[str, list[Node]]) -> Covered:
+        """The op-count groups a graph with these nodes by op (`nodes_by_op`) has enough nodes for."""
+        return tuple(need for need in self.groups if need and all(len(census.get(op, ())) >= k for op, k in need))
+
+    def usable(self, covered: Covered) -> list[Rule]:
+        """The rules of the ``covered`` groups, in order."""
+        if covered not in self._usable:
+            self._usable[covered] = [self.rules[i] for i in sorted(i for need in covered for i in self.groups[need])]
+        return self._usable[covered]
+
+    def anchored(self, signature: tuple, covered: Covered) -> list[tuple[Rule, int, list[int]]]:
+        """The ``anchors`` for ``signature``, only of the rules of the ``covered`` groups."""
+        if (signature, covered) not in self._anchored:
+            usable = {id(r) for r in self.usable(covered)}
+            self._anchored[signature, covered] = [a for a in self.anchors.get(signature, ()) if id(a[0]) in usable]
+        return self._anchored[signature, covered]
+
+
+def all_matches(g: Graph, rules: Sequence[Rule] | RuleIndex) -> list[Match]:
     """Every match of every rule in ``g``, rules in order."""
     index = nodes_by_op(g)
-    return [m for rule in rules for m in find_matches(g, rule, index)]
+    usable = rules.usable(rules.covered(index)) if isinstance(rules, RuleIndex) else rules
+    return [m for rule in usable for m in find_matches(g, rule, index)]
 
 
-def pattern_index(rules: Sequence[Rule]) -> dict[str, list[tuple[Rule, int]]]:
-    """Op -> every (rule, position of a source node with that op): where a new node could sit in a match."""
-    index: dict[str, list[tuple[Rule, int]]] = {}
-    for rule in rules:
-        for position, pattern in enumerate(rule.src.nodes):
-            index.setdefault(pattern.op, []).append((rule, position))
-    return index
-
-
-def matches_after(
-    g: Graph, patterns: dict[str, list[tuple[Rule, int]]], parent: Graph, parent_matches: list[Match]
-) -> list[Match]:
+def matches_after(g: Graph, rules: RuleIndex, parent: Graph, parent_matches: list[Match]) -> list[Match]:
     """Every match in ``g``, a rewrite of ``parent``, without rescanning what did not change.
 
     Nodes are immutable and shared, so a parent match whose nodes all survive is still a match (the types and
     kinds of the values it binds are unchanged); every other match contains a node the rewrite made, and is
-    found by anchoring each pattern (``patterns``, from `pattern_index`) at those nodes."""
+    found by anchoring each pattern (`RuleIndex.anchored`) at those nodes."""
     alive = {id(n) for n in g.nodes}
     before = {id(p) for p in parent.nodes}
     born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
     kept = [m for m in parent_matches if all(id(n) in alive for n in m.nodes.values())]
-    seen = {_key(m) for m in kept}
+    covered = rules.covered(nodes_by_op(g))
+    seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
     fresh: list[Match] = []
     for node in born:
-        for rule, position in patterns.get(node.op, ()):
-            for nodes, values in _extend(g, rule.src, _plan(rule.src, position), 0, {position: node}, {}):
+        for rule, position, plan in rules.anchored(_signature(g, node), covered):
+            for nodes, values in _extend(g, rule.src, plan, 0, {position: node}, {}):
                 m = Match(rule, nodes, values)
                 if _key(m) not in seen:
                     seen.add(_key(m))

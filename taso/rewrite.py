@@ -167,17 +167,19 @@ def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: d
                 if not t.is_static or np.dtype(t.dtype).kind != "f":
                     return None
                 feeds[v] = rng.standard_normal(t.shape)  # type: ignore[arg-type]
-    dst = match.rule.dst
-    pairs = [  # a target output that is one of its inputs is that input's value, not a new one of the old name
-        (match.values[s], match.values[d] if d in dst.inputs or d in dst.weights else match.values[s])
-        for s, d in zip(match.rule.src.outputs, dst.outputs)
+    src, dst = match.rule.src, match.rule.dst
+    # each source output against its target output, which is one of the target's inputs in rules like
+    # Concat(Split(x)) => x (`apply` then hands consumers that input)
+    pairs = [
+        (match.values[s], match.values[d] if d in (*dst.inputs, *dst.weights) else match.values[s])
+        for s, d in zip(src.outputs, dst.outputs)
     ]
     try:
         before = _evaluate(old_nodes, dict(feeds))
         after = _evaluate(new_nodes, dict(feeds))
+        return all(np.allclose(before[a], after[b], rtol=1e-7, atol=1e-9) for a, b in pairs)
     except (ops.OpError, ValueError, KeyError):
         return None
-    return all(np.allclose(before[b], after[a], rtol=1e-7, atol=1e-9) for b, a in pairs)
 
 
 _CHECKED: dict[tuple, bool | None] = {}
@@ -199,8 +201,16 @@ def _checked(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_
     return _CHECKED[key]
 
 
-def fold_constants(g: Graph, candidates: set[str]) -> Graph:
-    """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights."""
+Folds = dict[tuple, tuple[WeightData, ...]]
+"""Constant folds done so far: (op, attributes, output dtypes, input data) -> output data. A search folds the
+same weights in many graphs (every graph that keeps a match applies it again); reusing the result also reuses
+its digest, so the search's repeat check does not hash it again."""
+
+
+def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -> Graph:
+    """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights;
+    ``folds`` remembers results across calls."""
+    folds = {} if folds is None else folds
     data, types = dict(g.data), dict(g.types)
     weights, nodes = list(g.weights), []
     for n in g.nodes:
@@ -211,9 +221,14 @@ def fold_constants(g: Graph, candidates: set[str]) -> Graph:
             and all(v in data for v in n.inputs)
             and all(v for v in n.inputs)
         ):
-            outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
-            for o, arr in zip(n.outputs, outs):
-                data[o] = WeightData(np.ascontiguousarray(arr).astype(types[o].dtype))
+            key = (n.op, n.attrs, tuple(types[o].dtype for o in n.outputs), tuple(data[v] for v in n.inputs))
+            if key not in folds:
+                outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
+                folds[key] = tuple(
+                    WeightData(np.ascontiguousarray(arr).astype(types[o].dtype)) for o, arr in zip(n.outputs, outs)
+                )
+            for o, folded in zip(n.outputs, folds[key]):
+                data[o] = folded
                 weights.append(o)
             continue
         nodes.append(n)
@@ -222,8 +237,9 @@ def fold_constants(g: Graph, candidates: set[str]) -> Graph:
     return replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)
 
 
-def apply(g: Graph, match: Match) -> Graph:
-    """``g`` with the match replaced by the rule's target; raises `Declined`."""
+def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
+    """``g`` with the match replaced by the rule's target (new weight-only values folded, reusing ``folds``);
+    raises `Declined`."""
     new_nodes, new_data, new_types = instantiate(g, match)
     replaced = {match.values[o] for o in match.rule.src.outputs}
     old = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
@@ -270,7 +286,7 @@ def apply(g: Graph, match: Match) -> Graph:
         data={**g.data, **new_data},
         types={**g.types, **new_types},
     )
-    out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT})
+    out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT}, folds)
     try:
         return lint(eliminate_dead(out))
     except IRError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +12,14 @@ import pytest
 from conftest import subst
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import onnx_io, store
+from taso import cost, onnx_io, profiler, store
 from taso.check import compare
-from taso.ir import parse_graph
+from taso.ir import WeightData, parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
-from taso.search import both_directions, optimize_graph
+from taso.search import both_directions, optimize_graph, windows
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -66,6 +67,24 @@ CONCAT_OF_SPLIT = Rule(
     ),
     parse_graph("graph(%x: float32[2,8]):\n  return %x"),
     name="concat-of-split",
+    status="proved",
+)
+
+MATMUL_DISTRIBUTES = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+          %a = MatMul(%x, %w1) : float32[2,4]
+          %b = MatMul(%x, %w2) : float32[2,4]
+          %y = Add(%a, %b) : float32[2,4]
+          return %y"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+          %w = Add(%w1, %w2) : float32[4,4]
+          %y = MatMul(%x, %w) : float32[2,4]
+          return %y"""
+    ),
+    name="matmul-distributes",
     status="proved",
 )
 
@@ -251,16 +270,95 @@ def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, b
     assert compare(bert_path, out, g).ok
 
 
-def test_float64_check_of_a_target_that_is_its_own_input() -> None:
-    """A rule whose target output is one of its inputs (Concat of a Split is the input itself), at static shapes
-    where the float64 cross-check runs: the check compares against that input, and the rewrite goes through."""
-    g = parse_graph(
-        """graph(%x: float32[3,8], %s: int64[2] = [4, 4]):
-          %a, %b = Split(%x, %s) {axis=1} : float32[3,4], float32[3,4]
-          %y = Concat(%a, %b) {axis=1} : float32[3,8]
-          %z = Relu(%y) : float32[3,8]
-          return %z"""
+def _chain(tmp: Path, blocks: int) -> Path:
+    """``blocks`` blocks in a row, each two sibling MatMuls of its input added together: one value crosses
+    between blocks, two inside one."""
+    rng = np.random.default_rng(2)
+    nodes, inits, x = [], [], "x"
+    for b in range(blocks):
+        for s in "ab":
+            inits.append(numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32) / 4, f"w{b}{s}"))
+            nodes.append(helper.make_node("MatMul", [x, f"w{b}{s}"], [f"m{b}{s}"], name=f"mm{b}{s}"))
+        x = f"y{b}"
+        nodes.append(helper.make_node("Add", [f"m{b}a", f"m{b}b"], [x], name=f"add{b}"))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, 16])],
+        initializer=inits,
     )
-    (m,) = find_matches(g, CONCAT_OF_SPLIT)
-    out = apply(g, m)
-    assert [n.op for n in out.nodes] == ["Relu"] and out.nodes[0].inputs == ("x",)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "chain.onnx"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_path: Path) -> None:
+    src = _chain(tmp_path, 8)
+    g = onnx_io.load_model(src)
+    cut = windows(g, list(g.nodes), 7)
+    assert [n for w in cut for n in w] == list(g.nodes) and all(len(w) <= 7 for w in cut)
+    assert all(w[-1].op == "Add" for w in cut)  # cut where one value crosses: between blocks, never inside one
+
+    def matmuls(h) -> float:
+        return float(sum(n.op == "MatMul" for n in h.nodes))
+
+    rules = both_directions([MATMUL_DISTRIBUTES])
+    whole = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=len(g.nodes))
+    windowed = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=7)
+    assert whole.regions == 1 and windowed.regions == len(cut) > 1
+    assert windowed.applied == whole.applied == {"matmul-distributes": 8}  # no block lost to a cut
+    out = onnx_io.save_model(windowed.graph, tmp_path / "merged.onnx")
+    assert compare(src, out, g).ok
+
+
+def test_the_float64_check_compares_a_source_output_with_the_input_that_replaces_it() -> None:
+    """Concat(Split(x)) => x at static shapes: the check must compare y with x (the target's output is its
+    input), so a false rule of that form is declined and a true one applies."""
+    g = parse_graph(
+        """graph(%x: float32[2,8], %s: int64[2] = [4, 4]):
+          %a, %b = Split(%x, %s) {axis=1} : float32[2,4], float32[2,4]
+          %y = Concat(%a, %b) {axis=1} : float32[2,8]
+          %r = Relu(%y) : float32[2,8]
+          return %r"""
+    )
+    new = apply(g, next(find_matches(g, CONCAT_OF_SPLIT)))
+    assert [(n.op, n.inputs) for n in new.nodes] == [("Relu", ("x",))]
+    swapped = Rule(
+        parse_graph(str(CONCAT_OF_SPLIT.src).replace("Concat(%a, %b)", "Concat(%b, %a)")),
+        CONCAT_OF_SPLIT.dst,
+        name="concat-of-split-swapped",
+        status="proved",
+    )
+    g = parse_graph(str(g).replace("Concat(%a, %b)", "Concat(%b, %a)"))
+    with pytest.raises(Declined, match="float64 check"):
+        apply(g, next(find_matches(g, swapped)))
+
+
+def test_unit_keys_remembered_across_graphs_are_each_graphs_own() -> None:
+    """A search costs thousands of graphs with one cost model, which remembers each unit's key by the unit's
+    footprint: graphs with equal nodes at other shapes, split sizes or target shapes get their own keys."""
+    text = """graph(%x: float32[2,8], %w: float32[8,8] weight, %s: int64[2] = [4, 4], %t: int64[2] = [2, 8]):
+      %m = MatMul(%x, %w) : float32[2,8]
+      %r = Relu(%m) : float32[2,8]
+      %a, %b = Split(%r, %s) {axis=1} : float32[2,4], float32[2,4]
+      %c = Concat(%b, %a) {axis=1} : float32[2,8]
+      %y = Reshape(%c, %t) : float32[2,8]
+      return %y"""
+    variants = [
+        text,
+        text.replace("[2,", "[16,").replace("[2, 8]", "[16, 8]"),
+        text.replace("[4, 4]", "[2, 6]").replace("float32[2,4], float32[2,4]", "float32[2,2], float32[2,6]"),
+        text.replace("[2, 8]", "[2, -1]"),  # the same types, another constant
+    ]
+    model = cost.CostModel(profiler.pick_device("cpu"), measure=False, calibration=cost.DEFAULT_CALIBRATION)
+    seen: list[set[str]] = []
+    for v in variants:
+        g = parse_graph(v)
+        g = replace(g, data={**g.data, "w": WeightData(np.ones(g.types["w"].shape, np.float32))})
+        fresh = [cost.unit_key(cost.unit_graph(g, u)) for u in cost.units(g)]
+        assert [u.key for u in model.graph_cost(g).units] == list(dict.fromkeys(fresh))
+        seen.append(set(fresh))
+    assert all(seen[0] != other for other in seen[1:])
