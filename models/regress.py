@@ -109,7 +109,9 @@ def run(names: list[str], store_path: Path = store.DEFAULT_PATH) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--update", action="store_true", help="rewrite models/baseline.json with this run")
+    ap.add_argument(
+        "--update", action="store_true", help="write this run into models/baseline.json (with --only: those entries)"
+    )
     ap.add_argument("--only", default="", help="comma-separated zoo entries (default: all)")
     ap.add_argument("--baseline", type=Path, default=BASELINE, help="baseline file (default: models/baseline.json)")
     args = ap.parse_args()
@@ -120,11 +122,13 @@ def main() -> int:
         return 2
     result = run(names)
     print(table(result))
+    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}
     if args.update:
+        if result["store"] == baseline.get("store"):  # the other entries still hold: keep them
+            result["models"] = {**baseline["models"], **result["models"]}
         args.baseline.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(f"wrote {args.baseline}")
         return 0
-    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}
     found = regressions(result, baseline)
     for line in found:
         print(f"REGRESSION {line}", file=sys.stderr)
