@@ -50,10 +50,6 @@ def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
     return path, g
 
 
-def interleaved(paths: list[Path], graphs: list, device: profiler.Device, rounds: int) -> list[float]:
-    return cost.interleaved_latency([str(p) for p in paths], graphs, device, rounds)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="auto")
@@ -75,7 +71,7 @@ def main() -> int:
             path, g = load(name, tmp)
             pred = model.graph_cost(g)
             profile_s = time.perf_counter() - t0
-            (measured,) = interleaved([path], [g], device, args.rounds)
+            (measured,) = cost.interleaved_latency([path], [g], device, args.rounds)
             rows.append(
                 {
                     "model": name,
@@ -94,7 +90,7 @@ def main() -> int:
                 mpath = onnx_io.save_model(merged, tmp / f"{name}.merged.onnx")
                 ok = check.compare(path, mpath, g, rtol=1e-3, atol=1e-4).ok
                 mpred = model.graph_cost(merged)
-                base_ms, merged_ms = interleaved([path, mpath], [g, merged], device, args.rounds)
+                base_ms, merged_ms = cost.interleaved_latency([path, mpath], [g, merged], device, args.rounds)
                 merges.append(
                     {
                         "model": name,

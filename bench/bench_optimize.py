@@ -6,8 +6,9 @@
 For each zoo model (static shapes; `models/build.py`): optimize with the shipped store's proved rules (costs
 measured on --device, cached in a copy of the store under --out), then time original, optimized, onnxsim and
 onnxslim outputs in rounds, each round visiting every variant once in an order that changes from round to round
-(`alternating`), and report each variant's median over rounds and its speed-up. Prints a table; writes bench_optimize.json and, from every unit measured on the way,
-reference_costs.json (the table CI costs with) under --out.
+(`taso.cost.visiting_order`), and report each variant's median over rounds and its speed-up. Prints a table;
+writes bench_optimize.json and, from every unit measured on the way, reference_costs.json (the table CI costs
+with) under --out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import argparse
 import json
 import math
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -30,23 +30,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 from build import ZOO  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
-
-
-def visiting_order(variants: int, round_: int) -> list[int]:
-    """Round ``round_``'s order: forward and backward in turn, so that over each pair of rounds a drift hits
-    every variant alike (the ABBA design), and rotated every pair, so that no variant always goes first. With
-    one fixed order, unchanged models measured up to 5 % (GPT-2: 20 %) off their originals on the H200."""
-    order = [(i + round_ // 2) % variants for i in range(variants)]
-    return order[::-1] if round_ % 2 else order
-
-
-def alternating(paths: list[Path], graphs: list, device: profiler.Device, rounds: int) -> list[float]:
-    """Each variant's median latency over ``rounds``, every round timing every variant once."""
-    per: list[list[float]] = [[] for _ in paths]
-    for r in range(rounds):
-        for i in visiting_order(len(paths), r):
-            per[i].append(cost.model_latency(str(paths[i]), graphs[i], device, samples=40))
-    return [statistics.median(v) for v in per]
 
 
 def _peers(src: Path, tmp: Path, name: str) -> dict[str, Path]:
@@ -104,7 +87,7 @@ def main() -> int:
             seconds = time.perf_counter() - t0
             variants = {"original": path, "subst": out, **_peers(path, tmp, name)}
             graphs = [onnx_io.load_model(p) for p in variants.values()]
-            times = dict(zip(variants, alternating(list(variants.values()), graphs, device, args.rounds)))
+            times = dict(zip(variants, cost.interleaved_latency(list(variants.values()), graphs, device, args.rounds)))
             row = {
                 "model": name,
                 "rules": report.rules_applied,

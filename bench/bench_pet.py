@@ -7,8 +7,7 @@ Layers: for each conv shape of --layers (taken from ResNet-50, Inception-v3 and 
 each corrected mutant `taso.pet` builds for it, timed interleaved: does any mutant ever beat the conv?
 Models: each zoo builder at each batch of --batches (static shapes), optimized without and with PET (costs
 measured on --device, cached in a copy of the store under --out, so the second run profiles only the
-mutants), then original, plain and PET outputs timed interleaved, the visiting order reversed every other
-round. Prints both tables; writes bench_pet.json under --out after every model.
+mutants), then original, plain and PET outputs timed interleaved (`taso.cost.visiting_order`). Prints both tables; writes bench_pet.json under --out after every model.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -64,24 +62,13 @@ def conv_graph(x: tuple[int, ...], m: int, kernel: tuple[int, int], pads: tuple[
     return Graph((Node("Conv", ("x", "w"), ("y",), make_attrs(attrs)),), ("x",), ("y",), types, ("w",), data)
 
 
-def interleaved(paths: list[Path], graphs: list[Graph], device: profiler.Device, rounds: int) -> list[float]:
-    """Median latency of each model over ``rounds``, visiting them forwards then backwards in turn, so drift
-    and warm-up order hit every variant alike."""
-    per: list[list[float]] = [[] for _ in paths]
-    for r in range(rounds):
-        order = list(range(len(paths)))[:: 1 if r % 2 == 0 else -1]
-        for i in order:
-            per[i].append(cost.model_latency(str(paths[i]), graphs[i], device, samples=40))
-    return [statistics.median(v) for v in per]
-
-
 def bench_layers(names: list[str], device: profiler.Device, rounds: int, tmp: Path) -> list[dict]:
     rows = []
     for name in names:
         g = conv_graph(*LAYERS[name])
         variants = {"conv": g, **{label.split(" ")[1]: h for label, h in pet.mutations(g)}}
         paths = [onnx_io.save_model(h, tmp / f"layer{i}.onnx") for i, h in enumerate(variants.values())]
-        times = dict(zip(variants, interleaved(paths, list(variants.values()), device, rounds)))
+        times = dict(zip(variants, cost.interleaved_latency(paths, list(variants.values()), device, rounds)))
         row = {"layer": name, "ms": times, "speedup": {k: times["conv"] / v for k, v in times.items()}}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -112,7 +99,7 @@ def bench_model(name: str, batch: int, args: argparse.Namespace, db: Path, tmp: 
         }
     paths = [src, outs["plain"], outs["pet"]]
     graphs = [onnx_io.load_model(p) for p in paths]
-    times = interleaved(paths, graphs, device, args.rounds)
+    times = cost.interleaved_latency(paths, graphs, device, args.rounds)
     row["ms"] = dict(zip(("original", "plain", "pet"), times))
     print(json.dumps(row, default=str), flush=True)
     return row

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import subst
+from hypothesis import given
+from hypothesis import strategies as st
 
 from taso import cost, onnx_io, profiler, store
 from taso.check import Runner, random_inputs
@@ -175,3 +177,14 @@ def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu,
     again = reference.graph_cost(g)
     assert reference.measured == 0 and again.estimated == 0
     assert again.total_ms == pytest.approx(measured.total_ms) and reference.device == cpu
+
+
+@given(st.integers(1, 6), st.integers(0, 20))
+def test_visiting_order_balances_every_pair_of_rounds(variants: int, pair: int) -> None:
+    """Over rounds 2k and 2k+1 every variant's positions add up alike (a linear drift hits all alike), and over
+    ``variants`` pairs each variant goes first once."""
+    first, second = cost.visiting_order(variants, 2 * pair), cost.visiting_order(variants, 2 * pair + 1)
+    assert sorted(first) == sorted(second) == list(range(variants))
+    assert {first.index(i) + second.index(i) for i in range(variants)} == {variants - 1}
+    leaders = [cost.visiting_order(variants, 2 * (pair + k))[0] for k in range(variants)]
+    assert sorted(leaders) == list(range(variants))
