@@ -124,14 +124,16 @@ def time_model(
     warmup: int = 10,
     samples: int = 30,
     min_sample_s: float = 0.002,
+    conv_algo_search: str = "EXHAUSTIVE",
 ) -> Timing:
     """Median latency of one run of ``model`` on ``device``; each sample averages enough runs to last
-    ``min_sample_s``, so timer resolution does not matter for microsecond kernels."""
+    ``min_sample_s``, so timer resolution does not matter for microsecond kernels. ``conv_algo_search`` is
+    cuDNN's (onnxruntime's default, EXHAUSTIVE, times candidate algorithms when the session starts)."""
     import onnxruntime as ort
 
     providers: list = [CPU]
     if device.is_cuda:
-        providers = [(CUDA, {"device_id": 0, "cudnn_conv_algo_search": "EXHAUSTIVE"}), CPU]
+        providers = [(CUDA, {"device_id": 0, "cudnn_conv_algo_search": conv_algo_search}), CPU]
     sess = ort.InferenceSession(model, _options(), providers=providers)
     if device.is_cuda:
         binding = sess.io_binding()
