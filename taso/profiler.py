@@ -100,10 +100,12 @@ def pick_device(choice: str = "auto") -> Device:
     return Device(CPU, _cpu_name(), platform.system(), ort.__version__)
 
 
-def _options():  # noqa: ANN202 (onnxruntime type)
+def _options(threads: int = 0):  # noqa: ANN202 (onnxruntime type)
+    """Session options; ``threads`` intra-op threads (0: onnxruntime's default, one per core)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return opts
@@ -125,6 +127,7 @@ def time_model(
     samples: int = 30,
     min_sample_s: float = 0.002,
     conv_algo_search: str = "EXHAUSTIVE",
+    threads: int = 0,
 ) -> Timing:
     """Median latency of one run of ``model`` on ``device``; each sample averages enough runs to last
     ``min_sample_s``, so timer resolution does not matter for microsecond kernels. ``conv_algo_search`` is
@@ -134,7 +137,7 @@ def time_model(
     providers: list = [CPU]
     if device.is_cuda:
         providers = [(CUDA, {"device_id": 0, "cudnn_conv_algo_search": conv_algo_search}), CPU]
-    sess = ort.InferenceSession(model, _options(), providers=providers)
+    sess = ort.InferenceSession(model, _options(threads), providers=providers)
     if device.is_cuda:
         binding = sess.io_binding()
         for name, value in feeds.items():
