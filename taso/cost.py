@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -411,18 +412,31 @@ def visiting_order(variants: int, round_: int) -> list[int]:
     return order[::-1] if round_ % 2 else order
 
 
-def interleaved_latency(
+def interleaved_rounds(
     paths: Sequence[str | os.PathLike], graphs: Sequence[Graph], device: Device, rounds: int = 3
-) -> list[float]:
-    """Each model's median latency over ``rounds``, every round timing every model once in `visiting_order`,
-    so that drift on a shared machine hits them alike."""
-    import statistics
-
+) -> list[list[float]]:
+    """Each model's latency in every one of ``rounds`` rounds, each round timing every model once in
+    `visiting_order`, so that drift on a shared machine hits them alike and round k of two models is a pair."""
     per: list[list[float]] = [[] for _ in paths]
     for r in range(rounds):
         for i in visiting_order(len(paths), r):
             per[i].append(model_latency(str(paths[i]), graphs[i], device, samples=40))
-    return [statistics.median(v) for v in per]
+    return per
+
+
+def interleaved_latency(
+    paths: Sequence[str | os.PathLike], graphs: Sequence[Graph], device: Device, rounds: int = 3
+) -> list[float]:
+    """Each model's median latency over `interleaved_rounds`."""
+    return [statistics.median(v) for v in interleaved_rounds(paths, graphs, device, rounds)]
+
+
+def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:
+    """Whether ``after`` beats ``before`` beyond the noise between rounds: faster in median and in all but at
+    most one of the paired rounds. Sessions of one unchanged model measured up to 2x apart on a shared H100
+    (bench_noise.py), so a median of a few rounds alone keeps a slower rewrite about every other time."""
+    wins = sum(a < b for b, a in zip(before, after))
+    return statistics.median(after) < statistics.median(before) and wins >= len(before) - 1
 
 
 def cost_table(costs: Iterable[UnitCost], top: int | None = None) -> Sequence[UnitCost]:

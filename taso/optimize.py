@@ -6,6 +6,7 @@ and moved into place at the end, so a failure of any kind leaves nothing half-wr
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -76,7 +77,7 @@ class Report:
         m = self.cost.get("measured")
         if not m:
             return []
-        verdict = "kept the original: the rewrite was not faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
+        verdict = "kept the original: the rewrite was not clearly faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
         return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end; {verdict}"]  # type: ignore[index]
 
     def lines(self) -> list[str]:
@@ -95,18 +96,22 @@ class Report:
         ]
 
 
+GUARD_ROUNDS = 5
+"""Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
+
+
 def _confirm_speedup(
     graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path
 ) -> tuple[Graph, dict[str, int], dict[str, float]]:
     """Time original and result end to end on the device, interleaved; keep the original unless the result is
-    faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
+    clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
     with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
         paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
         dims = model.dims or {}
         graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
-        before, after = cost.interleaved_latency(paths, graphs, model.device, rounds=3)
-    measured = {"before_ms": before, "after_ms": after}
-    if after < before:
+        before, after = cost.interleaved_rounds(paths, graphs, model.device, rounds=GUARD_ROUNDS)
+    measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
+    if cost.clearly_faster(before, after):
         return result, applied, measured
     return graph, {}, {**measured, "kept_original": True}
 

@@ -188,3 +188,22 @@ def test_visiting_order_balances_every_pair_of_rounds(variants: int, pair: int) 
     assert {first.index(i) + second.index(i) for i in range(variants)} == {variants - 1}
     leaders = [cost.visiting_order(variants, 2 * (pair + k))[0] for k in range(variants)]
     assert sorted(leaders) == list(range(variants))
+
+
+rounds = st.lists(st.floats(0.1, 10.0), min_size=3, max_size=7)
+
+
+@given(rounds, st.data())
+def test_clearly_faster_is_one_sided_monotone_and_wants_nearly_every_round(
+    before: list[float], data: st.DataObject
+) -> None:
+    after = data.draw(st.lists(st.floats(0.1, 10.0), min_size=len(before), max_size=len(before)))
+    verdict = cost.clearly_faster(before, after)
+    assert not (verdict and cost.clearly_faster(after, before))  # never both ways
+    if sum(a >= b for b, a in zip(before, after)) >= 2:
+        assert not verdict  # two rounds lost: noise, not a gain
+    if verdict:  # a result faster still, in any round, stays clearly faster
+        k = data.draw(st.integers(0, len(after) - 1))
+        assert cost.clearly_faster(before, [a * 0.5 if i == k else a for i, a in enumerate(after)])
+    assert cost.clearly_faster(before, [b * 0.9 for b in before])  # faster in every round
+    assert not cost.clearly_faster(before, list(before))  # the same times are not a gain
