@@ -28,16 +28,18 @@ from taso.profiler import Device, time_model
 ELEMENTWISE = frozenset(
     {"Add", "Sub", "Mul", "Div", "Erf", "Relu", "Sigmoid", "Tanh", "Sqrt", "Pow", "BatchNormalization", "Clip"}
 )
+PRODUCT_EPILOGUES = ELEMENTWISE | {"Softmax", "LayerNormalization"}
 EPILOGUES: dict[str, frozenset[str]] = {
     "Conv": ELEMENTWISE,
-    "MatMul": ELEMENTWISE,
-    "Gemm": ELEMENTWISE,
+    "MatMul": PRODUCT_EPILOGUES,
+    "Gemm": PRODUCT_EPILOGUES,
     "Add": frozenset({"LayerNormalization"}),
 }
 """Head op -> ops that join its unit when they consume it (onnxruntime folds BatchNorm/Mul/Add into Conv
-weights, fuses bias, activations, GELU chains and Add+LayerNormalization). A unit is timed as one model, so
-joining ops ORT happens not to fuse costs no accuracy, while splitting ops it does fuse would charge
-kernels that never run."""
+weights, fuses bias, activations, GELU chains and Add+LayerNormalization; on the CUDA EP it runs attention
+scores MatMul+Mul+Add+Softmax as FusedMatMul + BiasSoftmax and a projection with its residual and LayerNorm
+as Gemm + SkipLayerNormalization). A unit is timed as one model, so joining ops ORT happens not to fuse costs
+no accuracy, while splitting ops it does fuse would charge kernels that never run."""
 
 
 @dataclass(frozen=True)
