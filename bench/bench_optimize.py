@@ -5,7 +5,8 @@
 
 For each zoo model (static shapes; `models/build.py`): optimize with the shipped store's proved rules (costs
 measured on --device, cached in a copy of the store under --out), then time original, optimized, onnxsim and
-onnxslim outputs in rounds, each round visiting every variant once in an order that changes from round to round
+onnxslim outputs in rounds (and the original once more as variant "again": its ratio is the run's noise on an
+unchanged model), each round visiting every variant once in an order that changes from round to round
 (`taso.cost.visiting_order`), and report each variant's median over rounds and its speed-up. Prints a table;
 writes bench_optimize.json and, from every unit measured on the way, reference_costs.json (the table CI costs
 with) under --out.
@@ -85,7 +86,9 @@ def main() -> int:
                 settings=Settings(alpha=args.alpha, time_limit=args.time_limit, device=args.device),
             )
             seconds = time.perf_counter() - t0
-            variants = {"original": path, "subst": out, **_peers(path, tmp, name)}
+            # the original timed a second time, as a variant of its own: how far an unchanged model moves in
+            # this run, the noise band every other ratio is read against
+            variants = {"original": path, "again": path, "subst": out, **_peers(path, tmp, name)}
             graphs = [onnx_io.load_model(p) for p in variants.values()]
             times = dict(zip(variants, cost.interleaved_latency(list(variants.values()), graphs, device, args.rounds)))
             row = {
@@ -105,7 +108,7 @@ def main() -> int:
             reference = cost.CostModel(device, store.open_store(db_path))
             units = cost.export_reference(reference, str(args.out / "reference_costs.json"))
             print(f"reference table: {units} measured units", flush=True)
-    peers = ["subst", "onnxsim", "onnxslim"]
+    peers = ["again", "subst", "onnxsim", "onnxslim"]
     print(f"\ndevice {device.key}")
     print(
         f"{'model':<14}{'orig ms':>9}" + "".join(f"{p + ' x':>12}" for p in peers) + f"{'pred x':>8}{'opt s':>7}  rules"
