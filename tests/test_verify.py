@@ -370,6 +370,23 @@ def test_cli_gives_every_candidate_a_stored_verdict_and_skips_them_next_time(sma
     assert (forced["proved"], forced["refuted"], forced["unknown"]) == (1, 1, 1)
 
 
+def test_verdicts_depend_on_the_rules_alone_not_on_the_workers(tmp_path: Path) -> None:
+    """Enough rules for the fixed shards (`taso.verify.SHARDS`): one worker and two give the same verdicts."""
+    from taso.verify import SMALL
+
+    verdicts = []
+    for workers in ("1", "2"):
+        path = tmp_path / f"w{workers}.db"
+        shutil.copy(store.DEFAULT_PATH, path)
+        db = store.open_store(path)
+        db.execute("DELETE FROM rules WHERE id > ?", [SMALL + 40])
+        db.conn.commit()
+        r = subst("verify", "--store", path, "--force", "--workers", workers, "--json")
+        assert r.returncode == 0, r.stderr
+        verdicts.append({row["id"]: row["status"] for row in store.open_store(path)["rules"].rows})
+    assert len(verdicts[0]) > SMALL and verdicts[0] == verdicts[1]
+
+
 def test_cli_check_specs_passes_on_the_shipped_specs_and_fails_on_a_planted_axiom(tmp_path: Path) -> None:
     ok = subst("verify", "--check-specs", "--instances", "20")
     assert ok.returncode == 0, ok.stdout + ok.stderr
