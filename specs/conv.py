@@ -1,9 +1,15 @@
-"""Conv: 2-D convolution ``conv(x, w, strides, pads, group)`` over NCHW, no bias, no dilation.
+"""Conv: 2-D convolution ``conv(x, w, strides, pads, group)`` over NCHW, no dilation; a bias is an add of
+``bias(b, y)``, the per-channel values ``b`` spread over the shape of the conv's output ``y``.
 
 Linear in the input and in the kernel; concatenating kernels is concatenating outputs only for group 1.
 """
 
-from taso.spec import Axiom, D, Symbol, ints, nchw, tensors, window
+from dataclasses import replace
+
+import numpy as np
+
+from taso.lowering import lower_plain
+from taso.spec import Axiom, D, R, Symbol, ints, nchw, tensors, window
 
 
 def _dims(i, a, x, w):
@@ -22,8 +28,23 @@ SYMBOLS = [
         op="Conv",
         fixed={"dilations": (1, 1)},
         derived={"kernel_shape": lambda xs: tuple(xs[1].shape[2:])},
-    )
+    ),
+    Symbol("bias", 2, dims=lambda i, a, b, y: D(y, i), rank=lambda a, b, y: R(y), compute=lambda a, xs: _bias(*xs)),
 ]
+
+
+def _bias(b, y):
+    if b.ndim != 1 or y.ndim < 2 or b.shape[0] != y.shape[1]:
+        raise ValueError("bias needs one value per channel of the tensor it spreads over")
+    return np.broadcast_to(b.reshape(1, -1, *(1,) * (y.ndim - 2)), y.shape).copy()
+
+
+def _lower(node, args, types, f):
+    y = lower_plain(f.conv, replace(node, inputs=node.inputs[:2]), args[:2])
+    return [y if len(args) == 2 else f.add(y, f.bias(args[2], y))]
+
+
+LOWER = {"Conv": _lower}
 
 
 def axioms(f):
@@ -144,6 +165,61 @@ def axioms(f):
         ),
         # grouped convs side by side are one grouped conv over both inputs, when the groups have one size (for
         # two plain convs it holds too, but would let every pair of convs spawn a grouped one)
+        # a bias follows its conv's output through concat, split and striding, channel by channel
+        Axiom(
+            "bias-cat-channels",
+            f.cat(f.bias(s, x), f.bias(v, y), axis=1),
+            f.bias(f.cat(s, v, axis=0), f.cat(x, y, axis=1)),
+            {"s": (c,), "x": img, "v": (e,), "y": (b, e, h, k)},
+            domains=dom,
+        ),
+        Axiom(
+            "bias-cat-batch",
+            f.cat(f.bias(s, x), f.bias(s, y), axis=0),
+            f.bias(s, f.cat(x, y, axis=0)),
+            {"s": (c,), "x": img, "y": (e, c, h, k)},
+            domains=dom,
+        ),
+        Axiom(
+            "bias-slice-channels",
+            f.slice(f.bias(s, x), axis=1, start=e, size=n),
+            f.bias(f.slice(s, axis=0, start=e, size=n), f.slice(x, axis=1, start=e, size=n)),
+            {"s": (c,), "x": img},
+            when=(e + n <= c,),
+            domains={**dom, "e": (0, 1), "n": (1, 2)},
+            oriented=True,
+        ),
+        Axiom(
+            "bias-slice-batch",
+            f.slice(f.bias(s, x), axis=0, start=e, size=n),
+            f.bias(s, f.slice(x, axis=0, start=e, size=n)),
+            {"s": (c,), "x": img},
+            when=(e + n <= b,),
+            domains={**dom, "e": (0, 1), "n": (1,)},
+            oriented=True,
+        ),
+        # biases spread over tensors of one shape add and scale as the values they spread
+        Axiom(
+            "bias-add",
+            f.add(f.bias(s, x), f.bias(v, y)),
+            f.bias(f.add(s, v), x),
+            {"s": (c,), "v": (c,), "x": img, "y": img},
+            domains=dom,
+        ),
+        Axiom(
+            "bias-smul",
+            f.smul(f.bias(s, x), w),
+            f.bias(f.smul(s, w), x),
+            {"s": (c,), "x": img, "w": ()},
+            domains=dom,
+        ),
+        Axiom(
+            "bias-subsample",
+            f.subsample(f.bias(s, x), strides=(sh, sw)),
+            f.bias(s, f.subsample(x, strides=(sh, sw))),
+            {"s": (c,), "x": img},
+            domains=dom,
+        ),
         Axiom(
             "conv-cat-groups",
             f.cat(f.conv(x, w, **cv), f.conv(y, v, strides=(sh, sw), pads=(pt, pl, pb, pr), group=e), axis=1),

@@ -15,7 +15,7 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
   applied twice to the same arguments is never built, nor two forms that give the same node.
 - *Last level.* Graphs of the largest size are never extended, so only those whose fingerprint is seen twice,
   or was seen at a smaller size, are looked at again. Workers send back 8 bytes (the fingerprint) and a
-  16-byte row (parent, form, arguments) per graph; rows wait in a scratch file, and the structure hash and
+  20-byte row (parent, form, up to three arguments) per graph; rows wait in a scratch file, and the structure hash and
   cost that rank a class's members are worked out only for the graphs kept.
 - *Pairs.* Each non-representative member gives a candidate (member, representative). A pair is dropped when
   both sides end in the same op on equal arguments (implied by the smaller pair, by congruence); when both
@@ -66,6 +66,9 @@ NodeSpec = tuple[int, tuple[int, ...]]
 """A node of a compact graph: (form index, argument value ids); pool inputs are ids 0..n-1, outputs follow."""
 
 ACTIVATION, WEIGHT = "a", "w"
+MAX_ARITY = 3
+"""Most arguments of a form (a Conv with a bias); a spooled row is (parent, form, arguments padded with -1)."""
+ROW = 2 + MAX_ARITY
 MIN_IMAGE = 2
 """Convs and pools must leave images at least this wide: on a single pixel every stride and padding reads the
 same taps, and the coincidences that follow (stride 1 = stride 2) hold for no real model."""
@@ -102,9 +105,11 @@ def _rank(s: Sig) -> int:
     return len(s[0])
 
 
-def _conv(stride: int, same: bool) -> Callable[[Sequence[Sig]], dict | None]:
+def _conv(stride: int, same: bool, bias: bool = False) -> Callable[[Sequence[Sig]], dict | None]:
     def attrs(sigs: Sequence[Sig]) -> dict | None:
-        (xs, xk, _), (ws, wk, _) = sigs
+        (xs, xk, _), (ws, wk, _) = sigs[:2]
+        if bias and (sigs[2][1] != WEIGHT or sigs[2][0] != ws[:1]):  # one bias per output channel
+            return None
         if len(xs) != 4 or len(ws) != 4 or xk != ACTIVATION or wk != WEIGHT or xs[1] % ws[1]:
             return None
         group, (kh, kw) = xs[1] // ws[1], ws[2:]
@@ -165,6 +170,10 @@ FORMS: dict[str, Form] = {
         Form("conv_s1_valid", "Conv", 2, _conv(1, False), doc="stride 1, no padding"),
         Form("conv_s2_same", "Conv", 2, _conv(2, True), doc="stride 2, SAME padding"),
         Form("conv_s2_valid", "Conv", 2, _conv(2, False), doc="stride 2, no padding"),
+        Form("conv_s1_same_bias", "Conv", 3, _conv(1, True, True), doc="stride 1, SAME padding, with a bias"),
+        Form("conv_s1_valid_bias", "Conv", 3, _conv(1, False, True), doc="stride 1, no padding, with a bias"),
+        Form("conv_s2_same_bias", "Conv", 3, _conv(2, True, True), doc="stride 2, SAME padding, with a bias"),
+        Form("conv_s2_valid_bias", "Conv", 3, _conv(2, False, True), doc="stride 2, no padding, with a bias"),
         Form("avgpool3", "AveragePool", 1, _pool({"count_include_pad": 1}), doc="3x3, stride 1, SAME"),
         Form("maxpool3", "MaxPool", 1, _pool({}), doc="3x3, stride 1, SAME"),
         Form("enlarge3", "Enlarge", 1, _enlarge, doc="zero-pad a weight kernel to 3x3"),
@@ -180,8 +189,11 @@ FORMS: dict[str, Form] = {
     ]
 }
 
-TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh"))
+TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh") and not f.endswith("_bias"))
 """The forms TASO's generator uses (its fused conv+relu is conv followed by relu here)."""
+DEFAULT_FORMS = TASO_FORMS + tuple(f for f in FORMS if f.endswith("_bias"))
+"""TASO's forms and convs with a bias: exporters write a bias into nearly every Conv (a BatchNorm folds into it),
+and a rule over bias-less convs matches none of those."""
 
 TASO_POOL = (
     InputClass("x", (2, 4), "activation", 3),
@@ -195,6 +207,8 @@ TASO_POOL = (
     InputClass("s", (), "weight", 1),
 )
 """TASO's kinds of input tensors, at TASO's shapes (2-D 2x4 activations and 4x4 weights, 2x4x5x5 images)."""
+DEFAULT_POOL = (*TASO_POOL, InputClass("b", (4,), "weight", 2))
+"""TASO's pool and two conv biases (two, so that sibling convs with their own biases can merge)."""
 
 
 @dataclass(frozen=True)
@@ -202,8 +216,8 @@ class Settings:
     """Everything that decides the rule set: same settings, same rules."""
 
     max_ops: int = 3
-    forms: tuple[str, ...] = TASO_FORMS
-    pool: tuple[InputClass, ...] = TASO_POOL
+    forms: tuple[str, ...] = DEFAULT_FORMS
+    pool: tuple[InputClass, ...] = DEFAULT_POOL
     seed: int = 0
     constants: tuple[tuple[str, Shape], ...] = ()
     """Shape overrides of the constant forms (ones, eye, conv_identity, pool_kernel)."""
@@ -366,7 +380,7 @@ def _splits_after(form: Form, attrs: dict, sigs: Sequence[Sig]) -> Splits | list
         return tuple(sorted((1 - ax, v) for ax, v in s[0].items()))
     if op == "Conv":
         out = {0: s[0][0]} if 0 in s[0] else {}
-        if attrs["group"] == 1 and 0 in s[1]:
+        if attrs["group"] == 1 and 0 in s[1] and all(bias.get(0) == s[1][0] for bias in s[2:]):
             out[1] = s[1][0]
         return tuple(sorted(out.items()))
     if op in ("Relu", "Sigmoid", "Tanh", "AveragePool", "MaxPool", "Enlarge") or form.name == "smul":
@@ -557,11 +571,12 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
     """`field_apply` over a batch of ``b``: every argument and output carries a leading batch axis. The batch
     is folded into an axis the op treats independently, so each row is exactly what `field_apply` gives alone
     (tests/test_generate.py checks every form)."""
-    if op == "Conv":  # the batch becomes groups: row i's channels meet only row i's kernel
-        x, w = xs
+    if op == "Conv":  # the batch becomes groups: row i's channels meet only row i's kernel (and bias)
+        x, w, *bias = xs
         n, c = x.shape[1], x.shape[2]
         x2 = x.swapaxes(0, 1).reshape(n, b * c, *x.shape[3:])
-        (y,) = field_apply(op, [x2, w.reshape(-1, *w.shape[2:])], {**attrs, "group": b * attrs["group"]}, 1, key)
+        args = [x2, w.reshape(-1, *w.shape[2:]), *(v.reshape(-1) for v in bias)]
+        (y,) = field_apply(op, args, {**attrs, "group": b * attrs["group"]}, 1, key)
         return (y.reshape(n, b, -1, *y.shape[2:]).swapaxes(0, 1),)
     if op in ("AveragePool", "MaxPool", "Enlarge"):  # maps of each (image, channel): the batch joins the images
         (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key)
@@ -673,8 +688,8 @@ def _work(job: tuple[int, list[tuple[NodeSpec, ...]]]) -> tuple[int, np.ndarray,
     counts: Counter = Counter()
     states = [_build(ctx, nodes) for nodes in reps]
     children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
-    rows = [(start + i, f, *args, *(-1,) * (2 - len(args))) for i, f, args, _ in children]
-    return len(reps), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, 4), counts
+    rows = [(start + i, f, *args, *(-1,) * (MAX_ARITY - len(args))) for i, f, args, _ in children]
+    return len(reps), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, ROW), counts
 
 
 def _chunks(items: list, workers: int, most: int) -> list[tuple[int, list]]:
@@ -708,11 +723,11 @@ def _extend_level(
         fps = np.fromfile(fp_file, dtype=np.uint64)
         picked = _colliding(fps, classes) if last else np.arange(len(fps))
         rows = (
-            np.memmap(row_file, dtype=np.int32, mode="r").reshape(-1, 4)[picked]
+            np.memmap(row_file, dtype=np.int32, mode="r").reshape(-1, ROW)[picked]
             if len(fps)
-            else np.zeros((0, 4), np.int32)
+            else np.zeros((0, ROW), np.int32)
         )
-    nodes = [(*frontier[p], (f, tuple(a for a in (a0, a1) if a >= 0))) for p, f, a0, a1 in rows.tolist()]
+    nodes = [(*frontier[p], (f, tuple(a for a in args if a >= 0))) for p, f, *args in rows.tolist()]
     described = np.concatenate([np.zeros((0, 2), np.uint64), *imap(_describe, _chunks(nodes, workers, 4096))])
     return len(fps), np.stack([fps[picked], described[:, 0]], axis=1), described[:, 1], nodes
 
@@ -1035,7 +1050,7 @@ def _rule(ctx: _Context, m: _State, m_outs: tuple | None, r: _State, r_outs: tup
 # ---- settings from flags and config files -------------------------------------------------------------------
 
 
-def parse_ops(spec: str, base: Sequence[str] = TASO_FORMS) -> tuple[str, ...]:
+def parse_ops(spec: str, base: Sequence[str] = DEFAULT_FORMS) -> tuple[str, ...]:
     """Forms named by ``spec``: comma-separated form names (``conv_s1_same``), op names (``Conv``: all its forms)
     or ``taso`` (TASO's set); a leading ``+`` or ``-`` adds to or removes from ``base``."""
     chosen: list[str] = []
@@ -1094,13 +1109,13 @@ def settings_from(
 
 
 def _settings_from(config: dict, ops: str | None, max_ops: int | None, seed: int | None) -> Settings:
-    forms = TASO_FORMS
+    forms = DEFAULT_FORMS
     if "ops" in config:
         cfg_ops = config["ops"]
         forms = parse_ops(",".join(cfg_ops) if isinstance(cfg_ops, list) else str(cfg_ops))
     if ops:
         forms = parse_ops(ops, forms)
-    pool = TASO_POOL
+    pool = DEFAULT_POOL
     if "inputs" in config:
         pool = tuple(_input_class(i, c) for i, c in enumerate(config["inputs"]))
         prefixes = [c.prefix for c in pool]

@@ -54,7 +54,7 @@ def lower_graph(
         if n.op in specs.lowerings:
             terms = specs.lowerings[n.op](n, args, g.types, f)
         elif n.op in specs.by_op:
-            terms = [_lower_plain(specs.by_op[n.op], n, args)]
+            terms = [lower_plain(specs.by_op[n.op], n, args)]
             used.add(specs.by_op[n.op].name)
         else:
             raise Unsupported(f"no spec for {n.op}")
@@ -64,7 +64,7 @@ def lower_graph(
     return [values[o] for o in g.outputs]
 
 
-def _lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
+def lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
     """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
     attrs = n.attr
     for k, v in attrs.items():

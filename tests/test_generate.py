@@ -20,8 +20,8 @@ from taso import ops, store
 from taso.fingerprint import field_apply, fingerprint
 from taso.fold import Rewriter, fold, size, terms
 from taso.generate import (
+    DEFAULT_POOL,
     FORMS,
-    TASO_POOL,
     InputClass,
     Settings,
     _build,
@@ -158,6 +158,12 @@ def test_shipped_store_has_the_rules_that_matter() -> None:
     assert lookup(rules, {"MatMul": 1, "Transpose": 1}, {"Transpose": 2, "MatMul": 1})
     assert lookup(rules, {"MatMul": 2, "Add": 1}, {"Add": 1, "MatMul": 1})
     assert lookup(rules, {"Conv": 2, "Add": 1}, {"Add": 1, "Conv": 1})
+    # the same for convs with a bias, as exporters write them: enlarged, and siblings merged (biases concatenated)
+    biased = [r for r in rules if any(n.op == "Conv" and len(n.inputs) == 3 for n in r.src.nodes)]
+    assert lookup(biased, {"Enlarge": 1, "Conv": 1}, {"Conv": 1})
+    merged = lookup(biased, {"Conv": 2, "Concat": 1}, {"Concat": 2, "Conv": 1})
+    assert any(len({n.inputs[1] for n in r.src.nodes if n.op == "Conv"}) == 2 for r in merged)  # two kernels
+    assert all(r.status == "proved" for r in merged)
 
 
 # ---- soundness of the candidates ------------------------------------------------------------------------------
@@ -186,7 +192,7 @@ def test_relu_is_not_distributed_over_add() -> None:
 def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     """Enumeration evaluates a form over many children at once: every row must be exactly what `field_apply`
     gives on its own, for every form and every argument signature of the pool and of one-op graphs."""
-    ctx = _Context(Settings(2, tuple(FORMS), TASO_POOL), 1)
+    ctx = _Context(Settings(2, tuple(FORMS), DEFAULT_POOL), 1)
     values = list(ctx.inputs)
     for f, sc, _ in ctx.applicable(tuple(sorted({v.sig for v in values}))):
         args = [next(a for a, v in enumerate(ctx.inputs) if v.sig == s) for s in sc]
@@ -381,7 +387,9 @@ def test_same_settings_same_rules_whatever_the_workers() -> None:
 
 
 def test_parse_ops() -> None:
-    assert parse_ops("Conv") == ("conv_s1_same", "conv_s1_valid", "conv_s2_same", "conv_s2_valid")
+    plain = ("conv_s1_same", "conv_s1_valid", "conv_s2_same", "conv_s2_valid")
+    assert parse_ops("Conv") == (*plain, *(f"{f}_bias" for f in plain))
+    assert set(plain) <= set(parse_ops("taso")) and not any(f.endswith("_bias") for f in parse_ops("taso"))
     assert "maxpool3" not in parse_ops("-maxpool3") and "sigmoid" in parse_ops("+sigmoid")
     with pytest.raises(Exception, match="unknown form or op 'Foo'"):
         parse_ops("matmul,Foo")
