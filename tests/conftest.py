@@ -43,6 +43,14 @@ def save(tmp_path: Path):
     return _save
 
 
+def write_graph(graph: onnx.GraphProto, path: Path, opset: int = 17) -> Path:
+    """``graph`` as an opset-``opset`` model (IR 8) at ``path``: the one way tests write the graphs they build."""
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save_model(model, str(path))
+    return path
+
+
 def subst(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the installed CLI in a fresh process: real exit codes, real stderr."""
     return subprocess.run(

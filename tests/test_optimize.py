@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import subst
+from conftest import subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler, store
@@ -104,11 +104,7 @@ def _two_branches(tmp: Path) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 80])],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp / "branches.onnx"
-    onnx.save_model(model, str(path))
-    return path
+    return write_graph(graph, tmp / "branches.onnx")
 
 
 def _mlp(tmp: Path, hidden: tuple[int, int] = (48, 80)) -> Path:
@@ -132,11 +128,7 @@ def _mlp(tmp: Path, hidden: tuple[int, int] = (48, 80)) -> Path:
         ],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp / "mlp.onnx"
-    onnx.save_model(model, str(path))
-    return path
+    return write_graph(graph, tmp / "mlp.onnx")
 
 
 def _store(tmp: Path, *rules: Rule) -> Path:
@@ -288,11 +280,7 @@ def _chain(tmp: Path, blocks: int) -> Path:
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, 16])],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp / "chain.onnx"
-    onnx.save_model(model, str(path))
-    return path
+    return write_graph(graph, tmp / "chain.onnx")
 
 
 def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_path: Path) -> None:

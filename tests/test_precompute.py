@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
+from conftest import write_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler
@@ -38,11 +38,7 @@ def _bn_style(tmp: Path) -> Path:
             numpy_helper.from_array(np.array(2.0, np.float32), "two"),
         ],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp / "bn.onnx"
-    onnx.save_model(model, str(path))
-    return path
+    return write_graph(graph, tmp / "bn.onnx")
 
 
 def test_weight_only_chain_becomes_one_initializer(tmp_path: Path) -> None:
@@ -84,8 +80,4 @@ def _relu_chain(tmp: Path, n: int) -> Path:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 256])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 256])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp / f"chain{n}.onnx"
-    onnx.save_model(model, str(path))
-    return path
+    return write_graph(graph, tmp / f"chain{n}.onnx")
