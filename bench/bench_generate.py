@@ -95,16 +95,12 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-ops", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument(
-        "--config",
-        default=str(ROOT / "bench" / "taso.json"),
-        help="generate --config file (default: bench/taso.json, TASO's op set and input pool; '' for the CLI's)",
-    )
+    ap.add_argument("--config", help="generate --config file (default: TASO's op set and input pool)")
     ap.add_argument("--workers", type=int, help="generate --workers (default: all cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     args = ap.parse_args()
-    rows = [run(n, args.config or None, args.workers, args.seed) for n in args.max_ops]
+    rows = [run(n, args.config, args.workers, args.seed) for n in args.max_ops]
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}"

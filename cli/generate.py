@@ -24,8 +24,8 @@ def _form_table() -> str:
 
 @click.command(
     "generate",
-    epilog="\b\nOp forms (default: all but sigmoid and tanh: TASO's set, which --ops taso names, and its convs with a "
-    "bias):\n" + _form_table(),
+    epilog="\b\nOp forms (default: all but sigmoid, tanh and the biased convs: TASO's set, which --ops taso names; "
+    "--ops +bias adds the convs with a bias and two bias tensors to the pool):\n" + _form_table(),
 )
 @click.option("--max-ops", type=click.IntRange(0, 6), default=None, help="Largest graph, in ops.  [default: 3]")
 @click.option(
@@ -56,15 +56,15 @@ def generate(
     """Enumerate every graph of up to --max-ops ops, pair those that compute the same thing, store the pairs.
 
     Graphs are built from a fixed pool of small input tensors (2-D activations and weights, 4-D images, conv
-    kernels and biases, a scalar) and fingerprinted by exact evaluation over a prime field; relu and max pooling become
+    kernels, a scalar; conv biases with --ops +bias) and fingerprinted by exact evaluation over a prime field; relu and max pooling become
     random functions, so only identities that hold for every such function pair up. Only the cheapest graph
     of each fingerprint is grown further, and pairs implied by smaller ones are dropped. Every pair is stored
     with status `candidate`: run `subst verify` to prove them. Same flags and seed, same rules.
 
     \b
     Examples:
-      subst generate                          # TASO's op set and biased convs, 3 ops, into substitutions.db
-      subst generate --config bench/taso.json # TASO's op set and input pool exactly
+      subst generate                          # TASO's op set, 3 ops, into substitutions.db
+      subst generate --ops +bias              # and convs with a bias: the shipped store
       subst generate --max-ops 4 --store big.db
       subst generate --ops matmul,add,concat1,split1 --max-ops 3 --store mm.db
       subst generate --ops=-maxpool3,+sigmoid --json

@@ -191,9 +191,9 @@ FORMS: dict[str, Form] = {
 
 TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh") and not f.endswith("_bias"))
 """The forms TASO's generator uses (its fused conv+relu is conv followed by relu here)."""
-DEFAULT_FORMS = TASO_FORMS + tuple(f for f in FORMS if f.endswith("_bias"))
-"""TASO's forms and convs with a bias: exporters write a bias into nearly every Conv (a BatchNorm folds into it),
-and a rule over bias-less convs matches none of those."""
+BIAS_FORMS = tuple(f for f in FORMS if f.endswith("_bias"))
+"""Convs with a bias (``--ops +bias``): exporters write a bias into nearly every Conv (a BatchNorm folds into it),
+and a rule over TASO's bias-less convs matches none of those. The shipped store is TASO's set plus these."""
 
 TASO_POOL = (
     InputClass("x", (2, 4), "activation", 3),
@@ -207,8 +207,9 @@ TASO_POOL = (
     InputClass("s", (), "weight", 1),
 )
 """TASO's kinds of input tensors, at TASO's shapes (2-D 2x4 activations and 4x4 weights, 2x4x5x5 images)."""
-DEFAULT_POOL = (*TASO_POOL, InputClass("b", (4,), "weight", 2))
-"""TASO's pool and two conv biases (two, so that sibling convs with their own biases can merge)."""
+BIASES = InputClass("b", (4,), "weight", 2)
+"""Added to the default pool when a biased conv form is chosen: two, so that sibling convs with their own biases
+can merge."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +217,8 @@ class Settings:
     """Everything that decides the rule set: same settings, same rules."""
 
     max_ops: int = 3
-    forms: tuple[str, ...] = DEFAULT_FORMS
-    pool: tuple[InputClass, ...] = DEFAULT_POOL
+    forms: tuple[str, ...] = TASO_FORMS
+    pool: tuple[InputClass, ...] = TASO_POOL
     seed: int = 0
     constants: tuple[tuple[str, Shape], ...] = ()
     """Shape overrides of the constant forms (ones, eye, conv_identity, pool_kernel)."""
@@ -1050,9 +1051,10 @@ def _rule(ctx: _Context, m: _State, m_outs: tuple | None, r: _State, r_outs: tup
 # ---- settings from flags and config files -------------------------------------------------------------------
 
 
-def parse_ops(spec: str, base: Sequence[str] = DEFAULT_FORMS) -> tuple[str, ...]:
-    """Forms named by ``spec``: comma-separated form names (``conv_s1_same``), op names (``Conv``: all its forms)
-    or ``taso`` (TASO's set); a leading ``+`` or ``-`` adds to or removes from ``base``."""
+def parse_ops(spec: str, base: Sequence[str] = TASO_FORMS) -> tuple[str, ...]:
+    """Forms named by ``spec``: comma-separated form names (``conv_s1_same``), op names (``Conv``: all its forms),
+    ``taso`` (TASO's set) or ``bias`` (the biased convs); a leading ``+`` or ``-`` adds to or removes from
+    ``base``."""
     chosen: list[str] = []
     items = [s.strip() for s in spec.split(",") if s.strip()]
     if not items:
@@ -1063,6 +1065,8 @@ def parse_ops(spec: str, base: Sequence[str] = DEFAULT_FORMS) -> tuple[str, ...]
         sign, name = (item[0], item[1:]) if item[0] in "+-" else ("+", item)
         if name == "taso":
             names = list(TASO_FORMS)
+        elif name == "bias":
+            names = list(BIAS_FORMS)
         elif name in FORMS:
             names = [name]
         else:
@@ -1109,13 +1113,13 @@ def settings_from(
 
 
 def _settings_from(config: dict, ops: str | None, max_ops: int | None, seed: int | None) -> Settings:
-    forms = DEFAULT_FORMS
+    forms = TASO_FORMS
     if "ops" in config:
         cfg_ops = config["ops"]
         forms = parse_ops(",".join(cfg_ops) if isinstance(cfg_ops, list) else str(cfg_ops))
     if ops:
         forms = parse_ops(ops, forms)
-    pool = DEFAULT_POOL
+    pool = (*TASO_POOL, BIASES) if set(forms) & set(BIAS_FORMS) else TASO_POOL
     if "inputs" in config:
         pool = tuple(_input_class(i, c) for i, c in enumerate(config["inputs"]))
         prefixes = [c.prefix for c in pool]

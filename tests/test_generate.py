@@ -20,8 +20,9 @@ from taso import ops, store
 from taso.fingerprint import field_apply, fingerprint
 from taso.fold import Rewriter, fold, size, terms
 from taso.generate import (
-    DEFAULT_POOL,
+    BIASES,
     FORMS,
+    TASO_POOL,
     InputClass,
     Settings,
     _build,
@@ -192,7 +193,7 @@ def test_relu_is_not_distributed_over_add() -> None:
 def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     """Enumeration evaluates a form over many children at once: every row must be exactly what `field_apply`
     gives on its own, for every form and every argument signature of the pool and of one-op graphs."""
-    ctx = _Context(Settings(2, tuple(FORMS), DEFAULT_POOL), 1)
+    ctx = _Context(Settings(2, tuple(FORMS), (*TASO_POOL, BIASES)), 1)
     values = list(ctx.inputs)
     for f, sc, _ in ctx.applicable(tuple(sorted({v.sig for v in values}))):
         args = [next(a for a, v in enumerate(ctx.inputs) if v.sig == s) for s in sc]
@@ -390,6 +391,8 @@ def test_parse_ops() -> None:
     plain = ("conv_s1_same", "conv_s1_valid", "conv_s2_same", "conv_s2_valid")
     assert parse_ops("Conv") == (*plain, *(f"{f}_bias" for f in plain))
     assert set(plain) <= set(parse_ops("taso")) and not any(f.endswith("_bias") for f in parse_ops("taso"))
+    assert parse_ops("+bias") == (*parse_ops("taso"), *(f"{f}_bias" for f in plain))
+    assert settings_from(ops="+bias").pool[-1].prefix == "b" and "b" not in {c.prefix for c in Settings().pool}
     assert "maxpool3" not in parse_ops("-maxpool3") and "sigmoid" in parse_ops("+sigmoid")
     with pytest.raises(Exception, match="unknown form or op 'Foo'"):
         parse_ops("matmul,Foo")
