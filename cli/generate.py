@@ -31,8 +31,8 @@ def _form_table() -> str:
 @click.option(
     "--ops",
     metavar="FORMS",
-    help="Comma-separated op forms or op names (Conv = every conv form); start with + or - to add to or take from "
-    "the default set, e.g. '-maxpool3,+sigmoid'.",
+    help="Comma-separated op forms, op names (Conv = every conv form), 'taso' (TASO's set, the default) or 'bias' "
+    "(convs with a bias); start with + or - to add to or take from the default set, e.g. '-maxpool3,+sigmoid'.",
 )
 @click.option(
     "--config",
