@@ -163,8 +163,6 @@ def axioms(f):
             domains={**dom, "kw": (3,), "k": (1, 2), "sw": (2, 3)},
             generic=True,
         ),
-        # grouped convs side by side are one grouped conv over both inputs, when the groups have one size (for
-        # two plain convs it holds too, but would let every pair of convs spawn a grouped one)
         # a bias follows its conv's output through concat, split and striding, channel by channel
         Axiom(
             "bias-cat-channels",
@@ -220,6 +218,8 @@ def axioms(f):
             {"s": (c,), "x": img},
             domains=dom,
         ),
+        # grouped convs side by side are one grouped conv over both inputs, when the groups have one size (for
+        # two plain convs it holds too, but would let every pair of convs spawn a grouped one)
         Axiom(
             "conv-cat-groups",
             f.cat(f.conv(x, w, **cv), f.conv(y, v, strides=(sh, sw), pads=(pt, pl, pb, pr), group=e), axis=1),

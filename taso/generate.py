@@ -15,8 +15,8 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
   applied twice to the same arguments is never built, nor two forms that give the same node.
 - *Last level.* Graphs of the largest size are never extended, so only those whose fingerprint is seen twice,
   or was seen at a smaller size, are looked at again. Workers send back 8 bytes (the fingerprint) and a
-  20-byte row (parent, form, up to three arguments) per graph; rows wait in a scratch file, and the structure hash and
-  cost that rank a class's members are worked out only for the graphs kept.
+  20-byte row (parent, form, up to three arguments) per graph; rows wait in a scratch file, and the structure
+  hash and cost that rank a class's members are worked out only for the graphs kept.
 - *Pairs.* Each non-representative member gives a candidate (member, representative). A pair is dropped when
   both sides end in the same op on equal arguments (implied by the smaller pair, by congruence); when both
   share a common subgraph that a fresh input can stand for and the pair still holds (implied by the smaller
