@@ -85,7 +85,7 @@ def verify(
     \b
     Examples:
       subst verify                               decide the candidates in the shipped store
-      subst verify --store my.db --timeout 5     a longer time limit per rule
+      subst verify --store my.db --timeout 30    a longer time limit per rule
       subst verify --force --workers 2 --json    decide every rule again, print a JSON summary
       subst verify --check-specs                 validate specs/ against the concrete semantics
     """
