@@ -44,6 +44,24 @@ def concat_split(sizes: tuple[int, int], cut: tuple[int, int]) -> Rule:
     )
 
 
+def biased_merge(first: str, second: str) -> Rule:
+    """Two biased 3x3 convs of one input, concatenated = one conv over the concatenated kernels and the biases
+    ``first`` then ``second`` (true for b1, b2; false swapped)."""
+    inputs = "%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,3,3] weight, %b1: float32[4] weight, %b2: float32[4] weight"
+    return rule(
+        f"""graph({inputs}):
+  %a = Conv(%x, %w1, %b1) {{{CONV3}}} : float32[2,4,5,5]
+  %b = Conv(%x, %w2, %b2) {{{CONV3}}} : float32[2,4,5,5]
+  %c = Concat(%a, %b) {{axis=1}} : float32[2,8,5,5]
+  return %c""",
+        f"""graph({inputs}):
+  %k = Concat(%w1, %w2) {{axis=0}} : float32[8,4,3,3]
+  %d = Concat(%{first}, %{second}) {{axis=0}} : float32[8]
+  %c = Conv(%x, %k, %d) {{{CONV3}}} : float32[2,8,5,5]
+  return %c""",
+    )
+
+
 FALSE_RULES = {
     "relu distributed over add": rule(
         """graph(%x: float32[2,4], %y: float32[2,4]):
@@ -66,18 +84,7 @@ FALSE_RULES = {
   %a = Conv(%x, %k) {{{DEPTHWISE}}} : float32[2,4,5,5]
   return %a""",
     ),
-    "sibling biased convs merged with their biases swapped": rule(
-        f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,3,3] weight, %b1: float32[4] weight, %b2: float32[4] weight):
-  %a = Conv(%x, %w1, %b1) {{{CONV3}}} : float32[2,4,5,5]
-  %b = Conv(%x, %w2, %b2) {{{CONV3}}} : float32[2,4,5,5]
-  %c = Concat(%a, %b) {{axis=1}} : float32[2,8,5,5]
-  return %c""",
-        f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,3,3] weight, %b1: float32[4] weight, %b2: float32[4] weight):
-  %k = Concat(%w1, %w2) {{axis=0}} : float32[8,4,3,3]
-  %d = Concat(%b2, %b1) {{axis=0}} : float32[8]
-  %c = Conv(%x, %k, %d) {{{CONV3}}} : float32[2,8,5,5]
-  return %c""",
-    ),
+    "sibling biased convs merged with their biases swapped": biased_merge("b2", "b1"),
     "matmul commuted": rule(
         """graph(%x: float32[4,4], %y: float32[4,4]):
   %a = MatMul(%x, %y) : float32[4,4]
@@ -131,21 +138,7 @@ TRUE_RULES = {
         ),
         "conv-cat-kernels",
     ),
-    "sibling biased convs merged, kernels and biases concatenated": (
-        rule(
-            f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,3,3] weight, %b1: float32[4] weight, %b2: float32[4] weight):
-  %a = Conv(%x, %w1, %b1) {{{CONV3}}} : float32[2,4,5,5]
-  %b = Conv(%x, %w2, %b2) {{{CONV3}}} : float32[2,4,5,5]
-  %c = Concat(%a, %b) {{axis=1}} : float32[2,8,5,5]
-  return %c""",
-            f"""graph(%x: float32[2,4,5,5], %w1: float32[4,4,3,3] weight, %w2: float32[4,4,3,3] weight, %b1: float32[4] weight, %b2: float32[4] weight):
-  %k = Concat(%w1, %w2) {{axis=0}} : float32[8,4,3,3]
-  %d = Concat(%b1, %b2) {{axis=0}} : float32[8]
-  %c = Conv(%x, %k, %d) {{{CONV3}}} : float32[2,8,5,5]
-  return %c""",
-        ),
-        "bias-cat-channels",
-    ),
+    "sibling biased convs merged, kernels and biases concatenated": (biased_merge("b1", "b2"), "bias-cat-channels"),
     "concat then split at the seam": (concat_split((5, 3), (5, 3)), "slice-cat-second"),
     "two matmuls sharing an input, merged and split": (
         rule(
