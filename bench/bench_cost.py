@@ -6,12 +6,16 @@ and whether the predicted effect of merging sibling convs agrees with the measur
 
 Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) under --out.
 Original and merged variants are timed interleaved, several rounds, so drift hits both alike.
+``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
+alone and the device's alone; the json keeps each model's units in graph order with their cost in every mode,
+so a model of how host and device time combine can be fitted to one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -22,10 +26,12 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
+from bench_noise import MODES  # noqa: E402
 from variants import merge_sibling_convs  # noqa: E402
 
 import build as zoo  # noqa: E402
 from taso import check, cost, onnx_io, profiler, store  # noqa: E402
+from taso.precompute import fold_static_shapes  # noqa: E402
 
 LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
 MERGE = ["squeezenet", "inception_v1", "inception_v2", "resnet50"]
@@ -50,20 +56,54 @@ def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
     return path, g
 
 
+def per_mode(
+    name: str,
+    g: onnx_io.Graph,
+    path: Path,
+    by_mode: dict[str, cost.CostModel],
+    device: profiler.Device,
+    rounds: int,
+    first: list[float],
+) -> dict:
+    """``g``'s units in graph order with their cost in each mode, and the whole model measured in each mode
+    (``first``: the sessions already measured in the first mode)."""
+    g = fold_static_shapes(g)
+    position = {id(n): i for i, n in enumerate(g.nodes)}
+    out: dict = {"model": name, "sequence": [], "costs": {}, "measured": {}}
+    for mode, model in by_mode.items():
+        keys = []
+        for unit in cost.units(g):
+            c = model.unit_cost(g, unit, position)
+            keys.append(c.key)
+            out["costs"].setdefault(c.key, {"label": c.label})[mode] = c.ms
+        out["sequence"] = keys
+        if not out["measured"]:
+            out["measured"][mode] = first
+            continue
+        try:
+            out["measured"][mode] = cost.interleaved_rounds([path], [g], device, rounds, model.mode)[0]
+        except Exception as e:  # a CUDA graph cannot capture a model with a node on the CPU
+            out["measured"][mode] = str(e).splitlines()[0][:160]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="auto")
     ap.add_argument("--models", default=",".join(["bert_tiny", "bert_base4", *LIGHT, *BUILT]))
     ap.add_argument("--merge", default=",".join(MERGE))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default="default", help="timing modes, bench_noise.py's names; the first is the table's")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
     db = store.create(args.out / "costs.db")
-    model = cost.CostModel(device, db)
+    modes = [m for m in args.modes.split(",") if m]
+    by_mode = {m: cost.CostModel(device, db, mode=MODES[m]) for m in modes}
+    model = by_mode[modes[0]]
     print(f"device {device.key}\ncalibration {model.calibration}", flush=True)
-    rows, merges = [], []
+    rows, merges, detail = [], [], []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         for name in [m for m in args.models.split(",") if m]:
@@ -71,7 +111,8 @@ def main() -> int:
             path, g = load(name, tmp)
             pred = model.graph_cost(g)
             profile_s = time.perf_counter() - t0
-            (measured,) = cost.interleaved_latency([path], [g], device, args.rounds)
+            sessions = cost.interleaved_rounds([path], [g], device, args.rounds, model.mode)[0]
+            measured = statistics.median(sessions)
             rows.append(
                 {
                     "model": name,
@@ -85,6 +126,7 @@ def main() -> int:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+            detail.append(per_mode(name, g, path, by_mode, device, args.rounds, sessions))
             if name in args.merge.split(","):
                 merged, groups = merge_sibling_convs(g)
                 mpath = onnx_io.save_model(merged, tmp / f"{name}.merged.onnx")
@@ -103,9 +145,9 @@ def main() -> int:
                     }
                 )
                 print(json.dumps(merges[-1]), flush=True)
-    (args.out / "bench_cost.json").write_text(
-        json.dumps({"device": device.key, "rows": rows, "merges": merges}, indent=2)
-    )
+            (args.out / "bench_cost.json").write_text(  # after every model: a run cut short keeps its results
+                json.dumps({"device": device.key, "rows": rows, "merges": merges, "modes": detail}, indent=1)
+            )
     print(
         f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}{'profile s':>10}"
     )

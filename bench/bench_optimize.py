@@ -7,7 +7,7 @@ For each zoo model (static shapes; `models/build.py`): optimize with the shipped
 measured on --device, cached in a copy of the store under --out), then time original, optimized, onnxsim and
 onnxslim outputs in rounds (and the original once more as variant "again": its ratio is the run's noise on an
 unchanged model), each round visiting every variant once in an order that changes from round to round
-(`taso.cost.visiting_order`), and report each variant's median over rounds and its speed-up. Prints a table;
+(`taso.profiler.visiting_order`), and report each variant's median over rounds and its speed-up. Prints a table;
 writes bench_optimize.json and, from every unit measured on the way, reference_costs.json (the table CI costs
 with) under --out.
 """

@@ -7,7 +7,7 @@ Layers: for each conv shape of --layers (taken from ResNet-50, Inception-v3 and 
 each corrected mutant `taso.pet` builds for it, timed interleaved: does any mutant ever beat the conv?
 Models: each zoo builder at each batch of --batches (static shapes), optimized without and with PET (costs
 measured on --device, cached in a copy of the store under --out, so the second run profiles only the
-mutants), then original, plain and PET outputs timed interleaved (`taso.cost.visiting_order`). Prints both tables; writes bench_pet.json under --out after every model.
+mutants), then original, plain and PET outputs timed interleaved (`taso.profiler.visiting_order`). Prints both tables; writes bench_pet.json under --out after every model.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import click
 
 from cli.options import dim_option, parse_dims, store_option
 from taso import cost, onnx_io, profiler, store
+from taso.precompute import fold_static_shapes
 
 
 @click.command()
@@ -59,7 +60,7 @@ def profile(
     graph = onnx_io.concretize(onnx_io.load_model(model), parse_dims(dims))
     db = store.open_store(store_path, create_missing=True)
     model_cost = cost.CostModel(dev, db, refresh=refresh)
-    n_units = len(cost.units(graph))
+    n_units = len(cost.units(fold_static_shapes(graph)))
     with click.progressbar(length=n_units, label="profiling units", file=click.get_text_stream("stderr")) as bar:
         predicted = model_cost.graph_cost(graph, progress=bar.update)
     measured = None

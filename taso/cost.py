@@ -23,7 +23,8 @@ import sqlite_utils
 
 from taso import check, onnx_io
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
-from taso.profiler import Device, time_model
+from taso.precompute import fold_static_shapes
+from taso.profiler import DEFAULT_MODE, Device, Mode, time_model, time_models
 
 ELEMENTWISE = frozenset(
     {"Add", "Sub", "Mul", "Div", "Erf", "Relu", "Sigmoid", "Tanh", "Sqrt", "Pow", "BatchNormalization", "Clip"}
@@ -51,8 +52,15 @@ class Unit:
         return "+".join(n.op for n in self.nodes)
 
 
+VIEWS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"})
+"""Ops that onnxruntime runs as a view of their input (no copy, no kernel) when the input is an intermediate
+value: they join the unit that produced it. Timed alone their output is a graph output and must be copied, a
+kernel the model never runs (BERT: 8 Reshapes of 6.5 us each, 8 % of its prediction on the H100)."""
+
+
 def units(g: Graph) -> list[Unit]:
-    """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it."""
+    """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it.
+    Pass a graph through `fold_static_shapes` first: shape arithmetic onnxruntime folds at load costs nothing."""
     kinds = g.kinds
     unit_of: dict[str, int] = {}  # value -> index of the unit that produced it
     groups: list[list[Node]] = []
@@ -71,9 +79,12 @@ def units(g: Graph) -> list[Unit]:
 
 
 def _epilogue_of(g: Graph, n: Node, unit_of: dict[str, int], groups: list[list[Node]]) -> int | None:
-    """The unit ``n`` joins as an epilogue: the latest unit feeding it whose head accepts ``n``'s op."""
+    """The unit ``n`` joins: its data input's unit for a view op, else as an epilogue the latest unit feeding
+    it whose head accepts ``n``'s op."""
     if n.implicit or n.domain:
         return None
+    if n.op in VIEWS and n.inputs and n.inputs[0] in unit_of:
+        return unit_of[n.inputs[0]]
     feeding = sorted({unit_of[v] for v in n.reads if v in unit_of}, reverse=True)
     for k in feeding:
         head = groups[k][0]
@@ -261,8 +272,11 @@ class CostModel:
         calibration: Calibration | None = None,
         dims: Mapping[str, int] | None = None,
         table: Mapping[str, float] | None = None,
+        mode: Mode = DEFAULT_MODE,
     ) -> None:
-        self.device, self.db, self.measure, self.refresh = device, db, measure, refresh
+        self.device, self.db, self.measure, self.refresh, self.mode = device, db, measure, refresh, mode
+        self.key = f"{device.key}|{mode.tag}" if mode.tag else device.key
+        """What the store files this model's measurements under: the device, and how it was timed."""
         self.dims = dict(dims or {})
         """Sizes for symbolic dims: a dynamic model is costed at one concrete size."""
         self.memo: dict[str, tuple[float, bool]] = {key: (ms, False) for key, ms in (table or {}).items()}
@@ -277,14 +291,14 @@ class CostModel:
     def _calibration(self) -> Calibration:
         row = None
         if self.db is not None and not self.refresh:
-            row = next(self.db["devices"].rows_where("device = ?", [self.device.key]), None)
+            row = next(self.db["devices"].rows_where("device = ?", [self.key]), None)
         if row is not None:
             return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"])
         if not self.measure:
             return DEFAULT_CALIBRATION
         cal = calibrate(self.device)
         if self.db is not None:
-            self.db["devices"].upsert({"device": self.device.key, **cal.__dict__, "measured_at": _now()}, pk="device")
+            self.db["devices"].upsert({"device": self.key, **cal.__dict__, "measured_at": _now()}, pk="device")
         return cal
 
     def unit_cost(self, g: Graph, unit: Unit, position: Mapping[int, int] | None = None) -> UnitCost:
@@ -304,7 +318,7 @@ class CostModel:
 
     def _lookup(self, ug: Graph, key: str, label: str) -> tuple[float, bool]:
         if self.db is not None and not self.refresh:
-            row = next(self.db["costs"].rows_where("device = ? AND unit = ?", [self.device.key, key]), None)
+            row = next(self.db["costs"].rows_where("device = ? AND unit = ?", [self.key, key]), None)
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
@@ -312,18 +326,19 @@ class CostModel:
             return self.calibration.estimate(ug), True
         note = ""
         try:
-            ms = marginal_latency(ug, self.device, self.calibration.run_ms)
+            ms = marginal_latency(ug, self.device, self.calibration.run_ms, self.mode)
             estimated = False
             self.measured += 1
         except Exception as e:  # an op that cannot run alone (data-dependent inputs): estimate instead
             ms, estimated, note = self.calibration.estimate(ug), True, str(e).splitlines()[0][:200] if str(e) else ""
         if self.db is not None:
-            row = {"device": self.device.key, "unit": key, "label": label, "ms": ms, "estimated": int(estimated)}
+            row = {"device": self.key, "unit": key, "label": label, "ms": ms, "estimated": int(estimated)}
             self.db["costs"].upsert({**row, "note": note, "measured_at": _now()}, pk=("device", "unit"))
         return ms, estimated
 
     def graph_cost(self, g: Graph, progress: Callable[[int], None] | None = None) -> GraphCost:
         """Predicted latency of one run of ``g`` (concrete shapes needed for measurements)."""
+        g = fold_static_shapes(g)
         by_key: dict[str, UnitCost] = {}
         position = {id(n): i for i, n in enumerate(g.nodes)}
         for unit in units(g):
@@ -343,13 +358,17 @@ COPIES = 5
 where launches overlap with GPU work (timed alone, every small kernel would pay launch and sync in full)."""
 
 
-def marginal_latency(ug: Graph, device: Device, run_ms: float) -> float:
-    one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device).median_ms
+def marginal_latency(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> float:
+    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then
+    `COPIES` copies, timed side by side) of the difference per extra copy."""
     many = replicate(ug, COPIES)
     if many is None:
+        one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode).median_ms
         return max(one - run_ms, 0.0)
-    t = time_model(onnx_io.model_bytes(many), check.random_inputs(many, seed=0), device).median_ms
-    return max((t - one) / (COPIES - 1), 0.0)
+    one, t = time_models(
+        [(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in (ug, many)], device, mode=mode
+    )
+    return max(statistics.median((b - a) / (COPIES - 1) for a, b in zip(one.values, t.values)), 0.0)
 
 
 def _now() -> str:
@@ -401,36 +420,37 @@ def calibrate(device: Device) -> Calibration:
     return Calibration(run, kernel, gflops, gbps)
 
 
-def model_latency(path: str, g: Graph, device: Device, samples: int = 50) -> float:
+def model_latency(path: str, g: Graph, device: Device, samples: int = 50, mode: Mode = DEFAULT_MODE) -> float:
     """Measured end-to-end latency of a whole model file (median ms), for comparing with `graph_cost`."""
-    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples).median_ms
-
-
-def visiting_order(variants: int, round_: int) -> list[int]:
-    """Round ``round_``'s order: forward and backward in turn, so that over each pair of rounds a drift hits
-    every variant alike (the ABBA design), and rotated every pair, so that no variant always goes first. With
-    one fixed order, unchanged models measured up to 5 % (GPT-2: 20 %) off their originals on the H200."""
-    order = [(i + round_ // 2) % variants for i in range(variants)]
-    return order[::-1] if round_ % 2 else order
+    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples, mode=mode).median_ms
 
 
 def interleaved_rounds(
-    paths: Sequence[str | os.PathLike], graphs: Sequence[Graph], device: Device, rounds: int = 3
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
 ) -> list[list[float]]:
-    """Each model's latency in every one of ``rounds`` rounds, each round timing every model once in
-    `visiting_order`, so that drift on a shared machine hits them alike and round k of two models is a pair."""
+    """Each model's median latency in every one of ``rounds`` rounds: each round opens a fresh session of every
+    model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair."""
+    runs = [(str(p), check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[float]] = [[] for _ in paths]
-    for r in range(rounds):
-        for i in visiting_order(len(paths), r):
-            per[i].append(model_latency(str(paths[i]), graphs[i], device, samples=40))
+    for _ in range(rounds):
+        for i, t in enumerate(time_models(runs, device, warmup=20, samples=40, mode=mode)):
+            per[i].append(t.median_ms)
     return per
 
 
 def interleaved_latency(
-    paths: Sequence[str | os.PathLike], graphs: Sequence[Graph], device: Device, rounds: int = 3
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
 ) -> list[float]:
     """Each model's median latency over `interleaved_rounds`."""
-    return [statistics.median(v) for v in interleaved_rounds(paths, graphs, device, rounds)]
+    return [statistics.median(v) for v in interleaved_rounds(paths, graphs, device, rounds, mode)]
 
 
 def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:
@@ -454,7 +474,7 @@ def export_reference(model: CostModel, path: str) -> int:
     assert model.db is not None, "a reference table is exported from a store"
     costs = {
         r["unit"]: r["ms"]
-        for r in model.db["costs"].rows_where("device = ? AND estimated = 0", [model.device.key], order_by="unit")
+        for r in model.db["costs"].rows_where("device = ? AND estimated = 0", [model.key], order_by="unit")
     }
     ref = {"device": model.device.__dict__, "calibration": model.calibration.__dict__, "costs": costs}
     with open(path, "w") as f:

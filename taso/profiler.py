@@ -7,13 +7,14 @@ cuDNN's algorithm search out of the numbers; the median of many samples is kept.
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import statistics
 import subprocess
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
@@ -70,16 +71,22 @@ def _gpu_name() -> tuple[str, str]:
 
 
 @cache
+def _reference() -> tuple[bytes, dict[str, np.ndarray]]:
+    """One Relu over four floats: running it costs the host's overhead of a run and nothing else."""
+    t = TensorType("float32", (4,))
+    g = Graph((Node("Relu", ("x",), ("y",)),), ("x",), ("y",), {"x": t, "y": t})
+    return onnx_io.model_bytes(g), {"x": np.ones(4, np.float32)}
+
+
+@cache
 def cuda_works() -> bool:
     """True when onnxruntime's CUDA provider is installed and actually loads (a session runs on it)."""
     import onnxruntime as ort
 
     if CUDA not in ort.get_available_providers():
         return False
-    t = TensorType("float32", (4,))
-    probe = Graph((Node("Relu", ("x",), ("y",)),), ("x",), ("y",), {"x": t, "y": t})
     try:
-        sess = ort.InferenceSession(onnx_io.model_bytes(probe), _options(), providers=[CUDA])
+        sess = ort.InferenceSession(_reference()[0], _options(), providers=[CUDA])
         return CUDA in sess.get_providers()
     except Exception:  # a missing CUDA/cuDNN library shows up here
         return False
@@ -100,15 +107,49 @@ def pick_device(choice: str = "auto") -> Device:
     return Device(CPU, _cpu_name(), platform.system(), ort.__version__)
 
 
-def _options(threads: int = 0):  # noqa: ANN202 (onnxruntime type)
-    """Session options; ``threads`` intra-op threads (0: onnxruntime's default, one per core)."""
+def _options(mode: Mode | None = None):  # noqa: ANN202 (onnxruntime type)
+    """Session options for ``mode``: onnxruntime's defaults at ENABLE_ALL, as users run a model, except that
+    idle intra-op threads sleep (see `time_models`)."""
     import onnxruntime as ort
 
+    mode = mode or Mode()
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
+    opts.intra_op_num_threads = mode.threads
     opts.log_severity_level = 3
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see `time_models`
     return opts
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How a session is set up and what its timing sees. The default times a run as a user's `run` with
+    io_binding sees it; the others take it apart, to find where time and noise come from (bench_noise.py)."""
+
+    conv_algo_search: str = "EXHAUSTIVE"
+    """cuDNN's algorithm choice (onnxruntime's default EXHAUSTIVE times candidates when the session starts)."""
+    threads: int = 0
+    """Intra-op threads; 0: onnxruntime's default, one per core."""
+    preallocate: bool = False
+    """Bind outputs to device buffers allocated once, instead of allocating them in every run."""
+    cuda_graph: bool = False
+    """Capture the run as a CUDA graph and replay it: device time without host launches (CUDA only)."""
+    host_only: bool = False
+    """Return from each run without waiting for the device: the host's share (CUDA only)."""
+    warmup_s: float = 0.0
+    """Keep warming up at least this long, so the GPU's clocks have ramped up before the first sample."""
+
+    @property
+    def tag(self) -> str:
+        """The fields that differ from the default, e.g. ``host_only=True`` ("" for the default)."""
+        return ",".join(
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(DEFAULT_MODE, f.name)
+        )
+
+
+DEFAULT_MODE = Mode()
 
 
 @dataclass(frozen=True)
@@ -117,6 +158,12 @@ class Timing:
     samples: int
     spread_ms: float
     """Interquartile range of the samples: a difference below it is noise."""
+    values: tuple[float, ...] = ()
+    """Each sample (ms per run), in the order taken; sample k of models timed together is a pair."""
+    reference_ms: float | None = None
+    """The reference run's median latency (`_reference`) in the same measurement: how quick the host was."""
+    attempts: int = 1
+    """Measurements taken: more than one when the first landed in a slow spell of the host."""
 
 
 def time_model(
@@ -126,46 +173,139 @@ def time_model(
     warmup: int = 10,
     samples: int = 30,
     min_sample_s: float = 0.002,
-    conv_algo_search: str = "EXHAUSTIVE",
-    threads: int = 0,
+    mode: Mode = DEFAULT_MODE,
 ) -> Timing:
     """Median latency of one run of ``model`` on ``device``; each sample averages enough runs to last
-    ``min_sample_s``, so timer resolution does not matter for microsecond kernels. ``conv_algo_search`` is
-    cuDNN's (onnxruntime's default, EXHAUSTIVE, times candidate algorithms when the session starts)."""
-    import onnxruntime as ort
+    ``min_sample_s``, so timer resolution does not matter for microsecond kernels."""
+    return time_models([(model, feeds)], device, warmup, samples, min_sample_s, mode)[0]
 
-    providers: list = [CPU]
-    if device.is_cuda:
-        providers = [(CUDA, {"device_id": 0, "cudnn_conv_algo_search": conv_algo_search}), CPU]
-    sess = ort.InferenceSession(model, _options(threads), providers=providers)
-    if device.is_cuda:
-        binding = sess.io_binding()
-        for name, value in feeds.items():
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
-        for out in sess.get_outputs():
-            binding.bind_output(out.name, "cuda")
 
-        def once() -> None:
-            sess.run_with_iobinding(binding)
+SLOW_SPELL = 1.15
+"""A measurement whose reference run was this much slower than the quickest seen was taken in a slow spell."""
+ATTEMPTS = 3
+"""Measurements taken at most, when each lands in a slow spell (the one with the quickest reference is kept)."""
+_quickest: dict[str, float] = {}
+"""Per device: the quickest reference run this process has measured."""
 
-    else:
-        names = [o.name for o in sess.get_outputs()]
-        feed = dict(feeds)
 
-        def once() -> None:
-            sess.run(names, feed)
+def time_models(
+    models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]],
+    device: Device,
+    warmup: int = 10,
+    samples: int = 30,
+    min_sample_s: float = 0.002,
+    mode: Mode = DEFAULT_MODE,
+) -> list[Timing]:
+    """Several models timed side by side: every session is made and warmed up first, then sample k of every
+    model is taken in turn (`visiting_order`), milliseconds apart, so drift hits each alike.
 
-    for _ in range(warmup):
+    At batch 1 a GPU run is bound by the host thread that launches its kernels, and the host's speed is not
+    steady on a shared machine: on the GPU host of bench/RESULTS.md the cores ran one loop up to 1.8x apart,
+    switching between quick and slow within seconds, and whole measurements landed in slow spells. So a tiny
+    reference model (`_reference`) is timed in turn with the others; when it ran more than `SLOW_SPELL` slower
+    than the quickest reference this process has seen, the samples are taken again (up to `ATTEMPTS` times,
+    after a pause) and the attempt with the quickest reference is kept. The sessions' idle threads sleep
+    instead of spinning (`_options`): spinning, one session's threads took the cores from the next (on 2 cores
+    a model timed at half its latency beside itself), and a model must time the same alone as beside others."""
+    runners = [*(_runner(model, feeds, device, mode) for model, feeds in models), _reference_runner(device, mode)]
+    per_sample = [
+        _warm_up(once, finish, warmup, min_sample_s / (4 if i == len(models) else 1), mode.warmup_s)
+        for i, (once, finish) in enumerate(runners)
+    ]  # the reference's samples are short: they only tell how quick the host was
+    best: list[list[float]] | None = None
+    for attempts in range(1, ATTEMPTS + 1):
+        if attempts > 1:
+            time.sleep(0.05 * attempts)
+        values = _side_by_side(runners, per_sample, samples)
+        if best is None or statistics.median(values[-1]) < statistics.median(best[-1]):
+            best = values
+        reference = statistics.median(best[-1])
+        quickest = _quickest[device.key] = min(_quickest.get(device.key, reference), reference)
+        if reference <= SLOW_SPELL * quickest:
+            break
+    assert best is not None
+    return [
+        replace(_timing(v, samples * n), reference_ms=reference, attempts=attempts)
+        for v, n in zip(best[:-1], per_sample)
+    ]
+
+
+@cache
+def _reference_runner(device: Device, mode: Mode) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One session of `_reference` per device and mode, kept: it is timed beside every measurement."""
+    return _runner(*_reference(), device, mode)
+
+
+def _side_by_side(
+    runners: Sequence[tuple[Callable[[], None], Callable[[], None]]], per_sample: Sequence[int], samples: int
+) -> list[list[float]]:
+    values: list[list[float]] = [[] for _ in runners]
+    for k in range(samples):
+        for i in visiting_order(len(runners), k):
+            once, finish = runners[i]
+            t0 = time.perf_counter()
+            for _ in range(per_sample[i]):
+                once()
+            values[i].append((time.perf_counter() - t0) * 1000 / per_sample[i])
+            finish()  # outside the timed span: a host-only sample leaves the device's queue drained
+    return values
+
+
+def _warm_up(
+    once: Callable[[], None], finish: Callable[[], None], warmup: int, min_sample_s: float, warmup_s: float
+) -> int:
+    """Run ``warmup`` times (and at least ``warmup_s``); return how many runs make one sample last
+    ``min_sample_s``."""
+    t0 = time.perf_counter()
+    for i in itertools.count():
         once()
+        if i + 1 >= warmup and time.perf_counter() - t0 >= warmup_s:
+            break
+    finish()
     t0 = time.perf_counter()
     once()
+    finish()
     single = max(time.perf_counter() - t0, 1e-7)
-    per_sample = max(1, min(1000, int(min_sample_s / single)))
-    values = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        for _ in range(per_sample):
-            once()
-        values.append((time.perf_counter() - t0) * 1000 / per_sample)
+    return max(1, min(1000, int(min_sample_s / single)))
+
+
+def _timing(values: list[float], runs: int) -> Timing:
     q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return Timing(statistics.median(values), samples * per_sample, q[2] - q[0])
+    return Timing(statistics.median(values), runs, q[2] - q[0], tuple(values))
+
+
+def visiting_order(variants: int, round_: int) -> list[int]:
+    """Round ``round_``'s order: forward and backward in turn, so that over each pair of rounds a drift hits
+    every variant alike (the ABBA design), and rotated every pair, so that no variant always goes first. With
+    one fixed order, unchanged models measured up to 5 % (GPT-2: 20 %) off their originals on the H200."""
+    order = [(i + round_ // 2) % variants for i in range(variants)]
+    return order[::-1] if round_ % 2 else order
+
+
+def _runner(
+    model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, mode: Mode
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One run of ``model`` set up as ``mode`` says, and what waits for the device to finish."""
+    import onnxruntime as ort
+
+    if not device.is_cuda:
+        sess = ort.InferenceSession(model, _options(mode), providers=[CPU])
+        names, feed = [o.name for o in sess.get_outputs()], dict(feeds)
+        return lambda: sess.run(names, feed), lambda: None
+    cuda = {"device_id": 0, "cudnn_conv_algo_search": mode.conv_algo_search}
+    if mode.cuda_graph:
+        cuda["enable_cuda_graph"] = "1"
+    sess = ort.InferenceSession(model, _options(mode), providers=[(CUDA, cuda), CPU])
+    binding = sess.io_binding()
+    for name, value in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
+    for out in sess.get_outputs():
+        binding.bind_output(out.name, "cuda")
+    options = ort.RunOptions()
+    if mode.preallocate or mode.cuda_graph:  # a captured graph writes to the addresses it was captured with
+        sess.run_with_iobinding(binding)
+        for out, value in zip(sess.get_outputs(), binding.get_outputs()):
+            binding.bind_ortvalue_output(out.name, value)
+    if mode.host_only:
+        options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    return lambda: sess.run_with_iobinding(binding, options), binding.synchronize_outputs

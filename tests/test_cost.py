@@ -12,10 +12,10 @@ from conftest import subst
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taso import cost, onnx_io, profiler, store
+from taso import cost, onnx_io, precompute, profiler, store
 from taso.check import Runner, random_inputs
 from taso.errors import BadInput
-from taso.ir import WeightData, parse_graph
+from taso.ir import TensorType, WeightData, parse_graph
 
 CONV_CHAIN = """graph(%x: float32[1,4,8,8], %w: float32[8,4,3,3] weight, %s: float32[8] weight, %b: float32[8] weight,
       %m: float32[8] weight, %v: float32[8] weight, %w2: float32[8,8,1,1] weight):
@@ -186,10 +186,10 @@ def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu,
 def test_visiting_order_balances_every_pair_of_rounds(variants: int, pair: int) -> None:
     """Over rounds 2k and 2k+1 every variant's positions add up alike (a linear drift hits all alike), and over
     ``variants`` pairs each variant goes first once."""
-    first, second = cost.visiting_order(variants, 2 * pair), cost.visiting_order(variants, 2 * pair + 1)
+    first, second = profiler.visiting_order(variants, 2 * pair), profiler.visiting_order(variants, 2 * pair + 1)
     assert sorted(first) == sorted(second) == list(range(variants))
     assert {first.index(i) + second.index(i) for i in range(variants)} == {variants - 1}
-    leaders = [cost.visiting_order(variants, 2 * (pair + k))[0] for k in range(variants)]
+    leaders = [profiler.visiting_order(variants, 2 * (pair + k))[0] for k in range(variants)]
     assert sorted(leaders) == list(range(variants))
 
 
@@ -210,3 +210,50 @@ def test_clearly_faster_is_one_sided_monotone_and_wants_nearly_every_round(
         assert cost.clearly_faster(before, [a * 0.5 if i == k else a for i, a in enumerate(after)])
     assert cost.clearly_faster(before, [b * 0.9 for b in before])  # faster in every round
     assert not cost.clearly_faster(before, list(before))  # the same times are not a gain
+
+
+@given(dims=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
+def test_static_shapes_fold_and_what_is_computed_from_them_costs_nothing(dims: list[int], data: st.DataObject) -> None:
+    start = data.draw(st.integers(-len(dims), len(dims) - 1))
+    shape = ",".join(map(str, dims))
+    g = _with_weights(
+        f"""graph(%x: float32[{shape}], %one: int64[1] weight):
+          %s = Shape(%x) {{start={start}}} : int64[{len(dims[start:])}]
+          %t = Add(%s, %one) : int64[{len(dims[start:])}]
+          %r = Relu(%x) : float32[{shape}]
+          return %r, %t"""
+    )
+    folded = precompute.fold_static_shapes(g)
+    assert "Shape" not in [n.op for n in folded.nodes]
+    np.testing.assert_array_equal(folded.data["s"].array, dims[start:])
+    assert [u.label for u in cost.units(folded)] == ["Relu"]  # the Add on shapes is a constant now
+    dynamic = replace(g, types={**g.types, "x": TensorType("float32", ("n", *dims[1:]))})
+    assert precompute.fold_static_shapes(dynamic) is dynamic
+
+
+def test_view_ops_join_the_unit_of_what_they_view() -> None:
+    g = _with_weights(
+        """graph(%x: float32[2,8], %w: float32[8,8] weight, %shape: int64[3] weight):
+          %v = Reshape(%x, %shape) : float32[2,2,4]
+          %m = MatMul(%x, %w) : float32[2,8]
+          %r = Reshape(%m, %shape) : float32[2,2,4]
+          %t = Transpose(%r) {perm=[0,2,1]} : float32[2,4,2]
+          %f = Flatten(%t) {axis=1} : float32[2,8]
+          return %v, %f"""
+    )
+    g = replace(g, data={**g.data, "shape": WeightData(np.array([2, 2, 4], np.int64))})
+    # a view of a graph input has no unit to join; the views of the MatMul's and the Transpose's outputs
+    # run as no kernel of their own
+    assert [u.label for u in cost.units(g)] == ["Reshape", "MatMul+Reshape", "Transpose+Flatten"]
+
+
+def test_a_measurement_in_a_slow_spell_is_taken_again(cpu: profiler.Device) -> None:
+    model, feeds = profiler._reference()
+    quick = profiler.time_models([(model, feeds)], cpu, warmup=2, samples=5)[0]
+    assert quick.reference_ms is not None and quick.reference_ms > 0 and len(quick.values) == 5
+    profiler._quickest[cpu.key] = quick.reference_ms / 100  # as if the host had once been 100x quicker
+    try:
+        slow = profiler.time_models([(model, feeds)], cpu, warmup=2, samples=5)[0]
+    finally:
+        profiler._quickest.pop(cpu.key)
+    assert slow.attempts == profiler.ATTEMPTS
