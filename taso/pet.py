@@ -7,8 +7,8 @@ guessed:
 
 1. The ops and their mutant are evaluated over Z_p (`taso.fingerprint.field_eval`) on random inputs, twice,
    at the model's sizes, except along the axes each op declares reducible (`COMPUTE`): a conv's channels and
-   groups. Those are summed (or run side by side) the same way on both sides, so they do not change *where*
-   the two differ, and the test stays cheap at any size.
+   groups, a matmul's inner dimension. Those are summed (or run side by side) the same way on both sides, so
+   they do not change *where* the two differ, and the test stays cheap at any size.
 2. The compute ops are multi-linear, so the positions where the two differ form boxes. Each mutant names its
    per-axis split points (the seams); a few test positions per box of that grid (corners and centre) decide it.
 3. Each output's mismatched boxes are covered by slabs along one output axis (the axis that recomputes least),
@@ -150,8 +150,30 @@ def _conv_slab(b: Builder, conv: Node, axis: int, start: int, stop: int) -> str:
     return b.one("Conv", [b.take(x, axis, lo, hi), *params], **{**conv.attr, "pads": tuple(pads)})
 
 
+def _matmul_reduce(mm: Node, types: Mapping[str, TensorType]) -> tuple[Node, dict[str, TensorType]]:
+    """An inner dimension of at most two."""
+    a, c = (types[v].shape for v in mm.inputs)
+    k = min(a[-1], 2)  # type: ignore[index, type-var]
+    left = TensorType("int64", (*a[:-1], k))  # type: ignore[index]
+    right = TensorType("int64", (*c[:-2], k, c[-1]))  # type: ignore[index]
+    return mm, {mm.inputs[0]: left, mm.inputs[1]: right}
+
+
+def _matmul_slab(b: Builder, mm: Node, axis: int, start: int, stop: int) -> str:
+    """Rows of the left operand, columns of the right one, or a batch range of whichever operand has it."""
+    rank = max(len(b.shape(v)) for v in mm.inputs)
+    operands = list(mm.inputs)
+    for i, v in enumerate(operands):
+        own = axis - (rank - len(b.shape(v)))  # the output axis in this operand's (right-aligned) axes
+        inner = len(b.shape(v)) - 1 - i  # the axis this operand sums over
+        if own >= 0 and own != inner and b.shape(v)[own] > 1:
+            operands[i] = b.take(v, own, start, stop)
+    return b.one("MatMul", operands)
+
+
 COMPUTE: dict[str, Compute] = {
     "Conv": Compute(_conv_reduce, lambda rank: (0, 2, 3), _conv_slab),
+    "MatMul": Compute(_matmul_reduce, lambda rank: tuple(range(rank)), _matmul_slab),
 }
 
 
@@ -301,6 +323,34 @@ def _merge_convs(b: Builder, convs: tuple[Node, ...]) -> Mutant | None:
         _, _, h, w = b.shape(c.outputs[0])
         outs.append(b.take(b.take(part, 2, oh, oh + h), 3, ow, ow + w))
     return Mutant(tuple(outs), tuple({} for _ in convs))
+
+
+@mutator("batch-to-rows", "MatMul")
+def _batch_to_rows(b: Builder, nodes: tuple[Node, ...]) -> Mutant | None:
+    """A batched left operand times one matrix ([..., M, K] @ [K, N], BERT's projections) as one matrix
+    product over all the batch's rows ([B*M, K] @ [K, N]), reshaped back. Exact everywhere: a matmul has no
+    window, so a layout change that keeps each row with its own weights is right everywhere or nowhere."""
+    (mm,) = nodes
+    a, c = mm.inputs
+    sa, sc = b.shape(a), b.shape(c)
+    if len(sa) < 3 or len(sc) > len(sa) or any(d != 1 for d in sc[:-2]):
+        return None
+    if len(sc) > 2:
+        c = b.one("Reshape", [c, b.const(sc[-2:])])
+    y = b.one("MatMul", [b.one("Reshape", [a, b.const((math.prod(sa[:-1]), sa[-1]))]), c])
+    return single(b.one("Reshape", [y, b.const((*sa[:-1], sc[-1]))]))
+
+
+@mutator("merge-matmuls", "MatMul", merges=())
+def _merge_matmuls(b: Builder, mms: tuple[Node, ...]) -> Mutant | None:
+    """Sibling MatMuls of one left operand by matrices ([..., K] @ [K, N_i]: Q, K and V projections) as one
+    product by the matrices side by side, split back. Exact everywhere; TASO's rules reach the same merge two
+    siblings at a time, this takes any number in one step."""
+    if any(len(b.shape(m.inputs[1])) != 2 for m in mms):
+        return None
+    y = b.one("MatMul", [mms[0].inputs[0], b.one("Concat", [m.inputs[1] for m in mms], axis=1)])
+    cuts = list(itertools.accumulate(b.shape(m.inputs[1])[1] for m in mms))
+    return Mutant(tuple(b.split(y, len(b.shape(y)) - 1, cuts[:-1])), tuple({} for _ in mms))
 
 
 # ---- where a mutant differs, and its correction ---------------------------------------------------------------

@@ -23,7 +23,7 @@ CONV = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1
 
 def graph(x: tuple[int, ...], layers: list[tuple[str, dict[str, tuple[int, ...]], dict]], seed: int = 0) -> Graph:
     """Sibling ops all reading input ``x``, each ``(op, weight shapes by role, attrs)`` with random float weights
-    (as data): the smallest models the mutants apply to. Roles: ``w`` and ``b`` for Conv."""
+    (as data): the smallest models the mutants apply to. Roles: ``w`` and ``b`` for Conv, ``w`` for MatMul."""
     rng = np.random.default_rng(seed)
     types = {"x": TensorType("float32", x)}
     nodes, data = [], {}
@@ -224,6 +224,42 @@ def test_merged_sibling_convs_equal_the_siblings(
         assert_equal_on_random_inputs(g, h, seed=size[0])
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    batch=st.lists(st.integers(1, 3), min_size=1, max_size=2),
+    m=st.integers(1, 5),
+    k=st.integers(1, 4),
+    n=st.integers(1, 5),
+    ones=st.integers(0, 2),
+)
+def test_batch_to_rows_equals_the_batched_matmul(batch: list[int], m: int, k: int, n: int, ones: int) -> None:
+    """[..., M, K] @ [(1, ...) K, N] as one [B*M, K] @ [K, N] product: exact everywhere."""
+    ones = min(ones, len(batch))
+    g = graph((*batch, m, k), [("MatMul", {"w": (*[1] * ones, k, n)}, {})])
+    got = mutated(g, "batch-to-rows")
+    assert got is not None
+    h, fix = got
+    assert fix.fraction == 0
+    assert [len(h.types[node.inputs[0]].shape) for node in h.nodes if node.op == "MatMul"] == [2]
+    assert_equal_on_random_inputs(g, h, seed=m * n)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    lead=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    k=st.integers(1, 4),
+    widths=st.lists(st.integers(1, 4), min_size=2, max_size=4),
+)
+def test_merged_sibling_matmuls_equal_the_siblings(lead: list[int], k: int, widths: list[int]) -> None:
+    """Q/K/V-like siblings [..., K] @ [K, N_i] as one product by the matrices side by side, split back."""
+    g = graph((*lead, k), [("MatMul", {"w": (k, width)}, {}) for width in widths])
+    got = mutated(g, "merge-matmuls")
+    assert got is not None
+    h, fix = got
+    assert fix.fraction == 0 and sum(node.op == "MatMul" for node in h.nodes) == 1
+    assert_equal_on_random_inputs(g, h, seed=k)
+
+
 SAMPLES = {
     "batch-to-height": conv_graph((3, 4, 8, 10), (5, 4, 3, 3), True, pads=(1, 1, 1, 1)),
     "batch-to-width": conv_graph((3, 4, 8, 10), (5, 4, 3, 3), True),  # 'valid': through pad-conv-slice
@@ -236,6 +272,8 @@ SAMPLES = {
             ("Conv", {"w": (2, 4, 1, 1)}, {}),
         ],
     ),
+    "batch-to-rows": graph((2, 6, 8), [("MatMul", {"w": (8, 5)}, {})]),
+    "merge-matmuls": graph((2, 6, 8), [("MatMul", {"w": (8, 5)}, {}), ("MatMul", {"w": (8, 3)}, {})]),
 }
 
 
@@ -280,6 +318,38 @@ def test_a_mismatch_the_boxes_miss_is_rejected(monkeypatch: pytest.MonkeyPatch) 
     assert_equal_on_random_inputs(g, h, seed=5)
 
 
+def _copied_line(axis: int, at: int, splits: tuple[int, ...]) -> pet.Mutator:
+    """A bad merge of sibling MatMuls: right for the first sibling, but the second one's line ``at - 1`` along
+    ``axis`` (a batch, a row or a column) is copied over line ``at``; it claims the boxes split at ``splits``."""
+
+    def build(b: pet.Builder, mms: tuple[Node, ...]) -> pet.Mutant:
+        merged = pet.MUTATORS["merge-matmuls"].build(b, mms)
+        assert merged is not None
+        first, second = merged.outputs
+        before, line, _, after = b.split(second, axis, (at - 1, at, at + 1))
+        copied = b.one("Concat", [before, line, line, after], axis=axis)
+        return pet.Mutant((first, copied), ({}, {axis: splits}))
+
+    return build
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2], ids=["batch", "rows", "columns"])
+def test_a_merge_whose_mismatch_the_boxes_miss_is_rejected(axis: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The multi-output machinery and every way a MatMul slab is recomputed: a planted line that no probe
+    reaches is rejected, and the same mutant naming the line's boxes is corrected there, and then exact."""
+    g = graph((12, 12, 6), [("MatMul", {"w": (6, 12)}, {}), ("MatMul", {"w": (6, 12)}, {})])
+    lying, truthful = f"lying-{axis}", f"truthful-{axis}"  # plans are cached by kind name: one name per mutator
+    monkeypatch.setitem(pet.MUTATORS, lying, pet.MutantKind("MatMul", _copied_line(axis, 3, (1, 11)), merges=()))
+    assert pet.plan(lying, g.nodes, g.types) is None
+    assert not [name for name, _ in pet.mutations(g) if lying in name]
+    monkeypatch.setitem(pet.MUTATORS, truthful, pet.MutantKind("MatMul", _copied_line(axis, 3, (3, 4)), merges=()))
+    fix = pet.plan(truthful, g.nodes, g.types)
+    assert fix is not None and fix.fixes[0].intervals == () and fix.fixes[1] == pet.Fix(axis, ((3, 4),))
+    h = pet.mutate(g, g.nodes, truthful, fix)
+    assert h is not None
+    assert_equal_on_random_inputs(g, h, seed=axis)
+
+
 def test_merges_take_only_siblings_that_agree() -> None:
     """Convs reading one input but with different strides are not one site; those that agree still are."""
     layers = [
@@ -300,21 +370,24 @@ def test_search_takes_mutants_as_candidates_and_keeps_the_cheapest() -> None:
     assert_equal_on_random_inputs(g, result.graph, seed=1)
 
 
-def test_search_merges_siblings_when_fewer_kernels_cost_less() -> None:
+@pytest.mark.parametrize("op", ["Conv", "MatMul"])
+def test_search_merges_siblings_when_fewer_kernels_cost_less(op: str) -> None:
     """With a cost of one per compute kernel, the search's pick among the mutants is the merge."""
-    g = SAMPLES["merge-convs"]
-    result = search(g, [], lambda h: float(sum(n.op == "Conv" for n in h.nodes)), budget=5, mutate=pet.mutations)
+    g = SAMPLES["merge-convs" if op == "Conv" else "merge-matmuls"]
+    result = search(g, [], lambda h: float(sum(n.op == op for n in h.nodes)), budget=5, mutate=pet.mutations)
     assert [k for k in result.applied if k.startswith(f"{pet.PREFIX}merge-")]
     assert_equal_on_random_inputs(g, result.graph, seed=2)
 
 
 def _pet_model(path: Path) -> Path:
-    """A batch-16 model with a conv and Inception's 1x3 and 3x1 siblings."""
+    """A batch-16 model with a conv, Inception's 1x3 and 3x1 siblings, and a BERT-like projection."""
     rng = np.random.default_rng(0)
     weights = {
         "w": (8, 8, 3, 3),
         "wa": (8, 8, 1, 3),
         "wb": (8, 8, 3, 1),
+        "wq": (14, 14),
+        "wk": (14, 14),
     }
     inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.3, n) for n, s in weights.items()]
     nodes = [
@@ -322,11 +395,16 @@ def _pet_model(path: Path) -> Path:
         helper.make_node("Relu", ["c"], ["r"]),
         helper.make_node("Conv", ["r", "wa"], ["a"], pads=[0, 1, 0, 1]),
         helper.make_node("Conv", ["r", "wb"], ["b"], pads=[1, 0, 1, 0]),
-        helper.make_node("Add", ["a", "b"], ["y"]),
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("Reshape", ["s", "shape"], ["t"]),
+        helper.make_node("MatMul", ["t", "wq"], ["q"]),
+        helper.make_node("MatMul", ["t", "wk"], ["k"]),
+        helper.make_node("Add", ["q", "k"], ["y"]),
     ]
+    shape = numpy_helper.from_array(np.array([16, 8 * 14, 14], np.int64), "shape")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 8, 14, 14])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 8, 14, 14])
-    return write_graph(helper.make_graph(nodes, "g", [x], [y], inits), path)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 8 * 14, 14])
+    return write_graph(helper.make_graph(nodes, "g", [x], [y], [*inits, shape]), path)
 
 
 def test_optimize_pet_flag_adds_candidates_and_keeps_the_model_exact(tmp_path: Path) -> None:
