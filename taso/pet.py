@@ -80,6 +80,13 @@ class Builder:
         self.nodes.append(Node(op, tuple(inputs), tuple(names), make_attrs(full)))
         return names
 
+    def zeros(self, shape: tuple[int, ...], dtype: str) -> str:
+        """A weight of zeros (what a Pad of a weight would add: the catalogue has no Pad)."""
+        name = next(self._fresh)
+        self.data[name] = WeightData(np.zeros(shape, dtype))
+        self.types[name] = TensorType(dtype, shape)
+        return name
+
     def one(self, op: str, inputs: Sequence[str], **attrs: AttrValue) -> str:
         return self.add(op, inputs, **attrs)[0]
 
@@ -280,6 +287,43 @@ def _dilation_to_batch(b: Builder, nodes: tuple[Node, ...]) -> Mutant | None:
     y = b.one("Reshape", [y, b.const((n, d, d, m, oh, ow))])
     y = b.one("Transpose", [y], perm=(0, 3, 4, 1, 5, 2))
     return single(b.one("Reshape", [y, b.const((n, m, oh * d, ow * d))]))
+
+
+@mutator("stride-to-channels", "Conv")
+def _stride_to_channels(b: Builder, nodes: tuple[Node, ...]) -> Mutant | None:
+    """A strided Conv as a stride-1 one over the s x s phases of the image moved into the channels
+    (space-to-depth): the kernel is zero-padded in front so its start lands on a phase boundary, cut into s x s
+    phases the same way, and the output sliced to the conv's size. Exact everywhere. Why: a stem with few input
+    channels (ResNet's 7x7/2 over RGB) becomes a 4x4/1 conv over 12 channels, a shape GPUs run far better. Not
+    for 1x1 convs, whose phases but one would be all zeros."""
+    (conv,) = nodes
+    a = conv.attr
+    x, w = conv.inputs[:2]
+    n, c, h, wd = b.shape(x)
+    m, cg, kh, kw = b.shape(w)
+    s = a["strides"][0]  # type: ignore[index]
+    if s < 2 or a["strides"] != (s, s) or a["dilations"] != (1, 1) or a["group"] != 1 or h % s or wd % s:
+        return None
+    if (kh, kw) == (1, 1):
+        return None
+    front = [-p % s for p in a["pads"][:2]]  # type: ignore[index]
+    taps = [-(-(k + f) // s) for k, f in zip((kh, kw), front)]  # phase-kernel size along each axis
+    for axis, (k, f, q) in enumerate(zip((kh, kw), front, taps), start=2):
+        pieces = [b.zeros((*b.shape(w)[:axis], f, *b.shape(w)[axis + 1 :]), b.types[w].dtype)] if f else []
+        back = q * s - k - f
+        tail = [b.zeros((*b.shape(w)[:axis], back, *b.shape(w)[axis + 1 :]), b.types[w].dtype)] if back else []
+        if pieces or tail:
+            w = b.one("Concat", [*pieces, w, *tail], axis=axis)
+    w = b.one("Reshape", [w, b.const((m, cg, taps[0], s, taps[1], s))])
+    w = b.one("Reshape", [b.one("Transpose", [w], perm=(0, 1, 3, 5, 2, 4)), b.const((m, cg * s * s, *taps))])
+    x = b.one("Reshape", [x, b.const((n, c, h // s, s, wd // s, s))])
+    x = b.one("Reshape", [b.one("Transpose", [x], perm=(0, 1, 3, 5, 2, 4)), b.const((n, c * s * s, h // s, wd // s))])
+    out = b.shape(conv.outputs[0])[2:]
+    lo = [(p + f) // s for p, f in zip(a["pads"][:2], front)]  # type: ignore[index]
+    hi = [max(0, o - 1 + q - size // s - p) for o, q, size, p in zip(out, taps, (h, wd), lo)]
+    attrs = {**a, "kernel_shape": tuple(taps), "strides": (1, 1), "pads": (*lo, *hi)}
+    y = b.one("Conv", [x, w, *conv.inputs[2:]], **attrs)
+    return single(b.take(b.take(y, 2, 0, out[0]), 3, 0, out[1]))
 
 
 @mutator("merge-convs", "Conv", merges=("kernel_shape", "pads"))

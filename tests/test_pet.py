@@ -167,6 +167,41 @@ def test_dilation_to_batch_equals_the_dilated_conv(
     assert not any(n.op == "Conv" and n.attr["dilations"] != (1, 1) for n in h.nodes)
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    s=st.sampled_from([2, 3]),
+    n=st.integers(1, 2),
+    c=st.integers(1, 3),
+    m=st.integers(1, 3),
+    blocks=st.tuples(st.integers(2, 5), st.integers(2, 5)),
+    kernel=st.tuples(st.integers(1, 7), st.integers(1, 7)),
+    pads=st.tuples(*[st.integers(0, 3)] * 4),
+    bias=st.booleans(),
+)
+def test_stride_to_channels_equals_the_strided_conv(
+    s: int,
+    n: int,
+    c: int,
+    m: int,
+    blocks: tuple[int, int],
+    kernel: tuple[int, int],
+    pads: tuple[int, ...],
+    bias: bool,
+) -> None:
+    """A strided conv as a stride-1 conv over the image's s x s phases moved into the channels, for any kernel
+    and pads (the kernel is shifted onto a phase boundary): exact, no correction."""
+    assume(kernel != (1, 1))
+    x = (n, c, blocks[0] * s, blocks[1] * s)
+    assume(all(x[2 + i] + pads[i] + pads[i + 2] >= kernel[i] for i in (0, 1)))
+    g = conv_graph(x, (m, c, *kernel), bias, strides=(s, s), pads=pads)
+    got = mutated(g, "stride-to-channels")
+    assert got is not None
+    h, fix = got
+    assert fix.fraction == 0
+    assert [node.attr["strides"] for node in h.nodes if node.op == "Conv"] == [(1, 1)]
+    assert_equal_on_random_inputs(g, h, seed=s * n)
+
+
 @pytest.mark.parametrize(
     ("shape", "attrs"),
     [
@@ -264,6 +299,7 @@ SAMPLES = {
     "batch-to-height": conv_graph((3, 4, 8, 10), (5, 4, 3, 3), True, pads=(1, 1, 1, 1)),
     "batch-to-width": conv_graph((3, 4, 8, 10), (5, 4, 3, 3), True),  # 'valid': through pad-conv-slice
     "dilation-to-batch": conv_graph((3, 4, 8, 10), (5, 4, 3, 3), True, dilations=(2, 2), pads=(2, 2, 2, 2)),
+    "stride-to-channels": conv_graph((2, 3, 12, 12), (4, 3, 7, 7), True, strides=(2, 2), pads=(3, 3, 3, 3)),
     "merge-convs": graph(
         (2, 4, 8, 8),
         [
@@ -408,14 +444,14 @@ def _pet_model(path: Path) -> Path:
 
 
 def test_optimize_pet_flag_adds_candidates_and_keeps_the_model_exact(tmp_path: Path) -> None:
-    """`subst optimize --pet` on a batch-16 model where every kind but dilation-to-batch applies: more
+    """`subst optimize --pet` on a batch-16 model where every kind but the dilated and strided ones applies: more
     candidates than without (the new kinds among them), and the onnxruntime check passes."""
     rules = tmp_path / "rules.db"
     shutil.copy(ROOT / "substitutions.db", rules)  # a copy: the costs this run estimates are cached in it
     src = _pet_model(tmp_path / "pet.onnx")
     model = onnx_io.load_model(src)
     kinds = {name.split(" ")[1] for name, _ in pet.mutations(model)}
-    assert kinds == set(pet.MUTATORS) - {"dilation-to-batch"}
+    assert kinds == set(pet.MUTATORS) - {"dilation-to-batch", "stride-to-channels"}
     reports = {}
     for flag in ("--no-pet", "--pet"):
         out = tmp_path / f"out{flag}.onnx"
