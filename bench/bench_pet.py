@@ -96,6 +96,8 @@ def matmuls(x: tuple[int, ...], widths: list[int]) -> Callable[[], Graph]:
 SAME, VALID = (1, 1, 1, 1), (0, 0, 0, 0)
 INCEPTION_E = [(384, (1, 3), (0, 1, 0, 1)), (384, (3, 1), (1, 0, 1, 0))]
 LAYERS: dict[str, Callable[[], Graph]] = {
+    "resnet stem 7x7 s2 b1": conv((1, 3, 224, 224), 64, (7, 7), (3, 3, 3, 3), s=2),  # stride-to-channels
+    "resnet stem 7x7 s2 b16": conv((16, 3, 224, 224), 64, (7, 7), (3, 3, 3, 3), s=2),
     "resnet 3x3 56": conv((16, 64, 56, 56), 64, (3, 3), SAME),
     "resnet 3x3 28": conv((16, 128, 28, 28), 128, (3, 3), SAME),
     "resnet 3x3 14": conv((16, 256, 14, 14), 256, (3, 3), SAME),
