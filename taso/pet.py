@@ -201,6 +201,8 @@ Mutator = Callable[[Builder, tuple[Node, ...]], "Mutant | None"]
 
 @dataclass(frozen=True)
 class MutantKind:
+    """One entry of `MUTATORS`: the op it mutates, how it builds the mutant, and whether it merges siblings."""
+
     op: str
     build: Mutator
     merges: tuple[str, ...] | None = None
@@ -500,7 +502,8 @@ def plan(kind: str, nodes: Sequence[Node], types: Mapping[str, TensorType]) -> P
 
 @cache
 def _plan(kind: str, nodes: tuple[Node, ...], in_types: tuple[TensorType, ...]) -> Plan | None:
-    """`plan` on the nodes standing alone, reading inputs ``i0, i1, ...`` and writing ``o0, o1, ...``."""
+    """`plan` on the nodes standing alone, reading inputs ``i0, i1, ...`` and writing ``o0, o1, ...``; cached by
+    kind name, so a name must keep meaning one mutator."""
     names = tuple(f"i{i}" for i in range(len(in_types)))
     types = dict(zip(names, in_types))
     try:
