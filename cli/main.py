@@ -110,8 +110,8 @@ def cli() -> None:
     "--pet/--no-pet",
     default=False,
     show_default=True,
-    help="Also try PET mutants of convolutions (layout and dilation changes) with an exact correction of the "
-    "part of the output they get wrong; the cost model decides whether one pays.",
+    help="Also try PET mutants of convolutions and matmuls (layout and dilation changes, sibling merges) with an "
+    "exact correction of the part of the output they get wrong; the cost model decides whether one pays.",
 )
 @click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."

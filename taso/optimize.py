@@ -37,7 +37,7 @@ class Settings:
     costs: str | None = None
     """A reference cost table (`taso.cost.export_reference`): cost with it and measure nothing."""
     pet: bool = False
-    """Also try PET mutants of convolutions with exact corrections (`taso.pet`)."""
+    """Also try PET mutants of convolutions and matmuls with exact corrections (`taso.pet`)."""
 
 
 @dataclass
