@@ -180,7 +180,7 @@ def time_model(
     return time_models([(model, feeds)], device, warmup, samples, min_sample_s, mode)[0]
 
 
-SLOW_SPELL = 1.15
+SLOW_SPELL = 1.3
 """A measurement whose reference run was this much slower than the quickest seen was taken in a slow spell."""
 ATTEMPTS = 3
 """Measurements taken at most, when each lands in a slow spell (the one with the quickest reference is kept)."""
@@ -202,7 +202,7 @@ def time_models(
     At batch 1 a GPU run is bound by the host thread that launches its kernels, and the host's speed is not
     steady on a shared machine: on the GPU host of bench/RESULTS.md the cores ran one loop up to 1.8x apart,
     switching between quick and slow within seconds, and whole measurements landed in slow spells. So a tiny
-    reference model (`_reference`) is timed in turn with the others; when it ran more than `SLOW_SPELL` slower
+    reference model (`_reference`) is timed in turn with the others; when it ran more than `SLOW_SPELL` times slower
     than the quickest reference this process has seen, the samples are taken again (up to `ATTEMPTS` times,
     after a pause) and the attempt with the quickest reference is kept. The sessions' idle threads sleep
     instead of spinning (`_options`): spinning, one session's threads took the cores from the next (on 2 cores
