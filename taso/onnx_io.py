@@ -414,6 +414,14 @@ def _value_info(name: str, t: TensorType | None, doc: str = "") -> onnx.ValueInf
     return vi
 
 
+def opaque_ints(n: Node) -> dict[str, int]:
+    """The integer attributes of an opaque node (Shape's ``start`` and ``end``, say): what a stage that
+    reasons about an op outside the catalogue may read without knowing protobuf."""
+    proto = onnx.NodeProto()
+    proto.ParseFromString(n.opaque or b"")
+    return {a.name: a.i for a in proto.attribute if a.type == onnx.AttributeProto.INT}
+
+
 def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
     """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
     if n.is_opaque:

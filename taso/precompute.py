@@ -42,8 +42,8 @@ def fold_static_shapes(g: Graph) -> Graph:
     data, types = dict(g.data), dict(g.types)
     for n in shapes:
         dims = g.types[n.inputs[0]].shape
-        start, end = n.attr.get("start", 0), n.attr.get("end", len(dims))
-        value = np.array(dims[start:end], np.int64)  # type: ignore[misc]
+        attrs = onnx_io.opaque_ints(n) if n.is_opaque else n.attr
+        value = np.array(dims[attrs.get("start", 0) : attrs.get("end", len(dims))], np.int64)  # type: ignore[misc]
         data[n.outputs[0]] = WeightData(value)
         types[n.outputs[0]] = TensorType("int64", value.shape)
     drop = {id(n) for n in shapes}

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 from conftest import write_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler
@@ -81,3 +83,31 @@ def _relu_chain(tmp: Path, n: int) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 256])],
     )
     return write_graph(graph, tmp / f"chain{n}.onnx")
+
+
+@given(dims=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
+@settings(max_examples=15, deadline=None)
+def test_static_shapes_fold_to_what_onnxruntime_computes(tmp_path_factory, dims: list[int], data) -> None:
+    """Shape of a static tensor (with an exporter's ``start``/``end`` slice) becomes an initializer, and what
+    is computed from it folds too; the model still computes the same. Shape is outside the catalogue, so its
+    slice lives in the opaque node's attributes (BERT's `Shape(ids, start=1, end=2)` once folded to [1, 128])."""
+    start = data.draw(st.integers(-len(dims), len(dims) - 1))
+    end = data.draw(st.integers(start % len(dims) + 1, len(dims)))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], start=start, end=end),
+        helper.make_node("Cast", ["s"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["x"], ["r"], keepdims=0),
+        helper.make_node("Add", ["r", "f"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shapes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [end - start % len(dims)])],
+    )
+    tmp = tmp_path_factory.mktemp("shapes")
+    src = write_graph(graph, tmp / "shapes.onnx")
+    g = onnx_io.load_model(src)
+    folded, removed = precompute(g)
+    assert removed == 2 and [n.op for n in folded.nodes] == ["ReduceSum", "Add"]
+    assert compare(src, onnx_io.save_model(folded, tmp / "folded.onnx"), g).ok
