@@ -42,6 +42,8 @@ times slower than the 2-core reference one. A rule that reaches it is unknown wi
 verdict then depends on the machine."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
+Z3_VERSION_KEY = "z3_version"
+"""The store's meta key naming the z3 of the last verify run."""
 FLUSH_SECONDS = 1.0
 """Verdicts are written at least this often, so an interrupted run keeps nearly all its work."""
 SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
@@ -250,6 +252,8 @@ def verify_rows(
 ) -> Summary:
     """Decide ``rows`` (from `pending`), storing verdicts as they come, so an interrupted run keeps its work."""
     t0 = time.perf_counter()
+    if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
+        store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
     batch: list[tuple[int, Verdict]] = []
     flushed = time.perf_counter()
