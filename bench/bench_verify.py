@@ -4,7 +4,7 @@ Works on a temporary copy of the store and decides every rule again (as --force 
 leaves the store's own verdicts alone. Prints a markdown table for bench/RESULTS.md.
 
     .venv/bin/python bench/bench_verify.py                          # the shipped substitutions.db
-    .venv/bin/python bench/bench_verify.py --store /tmp/g3.db --workers 2 --timeout 2
+    .venv/bin/python bench/bench_verify.py --store /tmp/g3.db --workers 2 --budget 3000000
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import z3
+
 from taso import store
 from taso.spec import load_specs
-from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
+from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
 
 TASO = {"rules": 619, "proved": 592, "refuted": 0, "unknown": 27, "seconds": 390.0, "timeout": 10.0}
 """TASO's verifier on its 3-op rules, same 2-core machine (shared/reference/baselines.md)."""
@@ -32,7 +34,8 @@ def main() -> None:
     ap.add_argument("--store", type=Path, default=store.DEFAULT_PATH)
     ap.add_argument("--specs", type=Path, default=SPECS_DIR)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="z3 resource units per rule")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="wall-clock safety net per rule")
     ap.add_argument("--label", default="", help="what the store holds, for the table (e.g. '3-op set')")
     args = ap.parse_args()
     cpu0 = _cpu()
@@ -41,7 +44,7 @@ def main() -> None:
         shutil.copyfile(args.store, copy)
         db = store.open_store(copy)
         rows = pending(db, force=True)
-        summary = verify_rows(db, rows, load_specs(args.specs), args.timeout, args.workers)
+        summary = verify_rows(db, rows, load_specs(args.specs), args.budget, args.timeout, args.workers)
         by_ops = Counter((r["src_ops"], r["status"]) for r in db["rules"].rows)
         slow = sorted(db["rules"].rows, key=lambda r: -json.loads(r["detail"]).get("seconds", 0))[:5]
         unknown = [r for r in db["rules"].rows_where("status = 'unknown'")]
@@ -49,8 +52,11 @@ def main() -> None:
     s = summary.as_dict()
     n = len(rows)
     print(f"store {args.store} ({args.label or 'rules'}): {n} rules; {os.cpu_count()} cores, {platform.machine()}")
-    print(f"workers {args.workers}, timeout {args.timeout:g} s per rule, load average {os.getloadavg()[0]:.1f}\n")
-    print("| verifier | rules | proved | refuted | unknown | unknown % | wall | CPU (all processes) | timeout |")
+    print(
+        f"workers {args.workers}, budget {args.budget:,} z3 units per rule (safety net {args.timeout:g} s), "
+        f"z3 {z3.get_full_version()}, load average {os.getloadavg()[0]:.1f}\n"
+    )
+    print("| verifier | rules | proved | refuted | unknown | unknown % | wall | CPU (all processes) | limit per rule |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
         f"| TASO (Python + z3, baselines.md) | {TASO['rules']} | {TASO['proved']} | {TASO['refuted']} | "
@@ -59,7 +65,7 @@ def main() -> None:
     )
     print(
         f"| subst verify ({args.workers} workers) | {n} | {s['proved']} | {s['refuted']} | {s['unknown']} | "
-        f"{100 * s['unknown'] / max(n, 1):.1f} % | {s['seconds']:.1f} s | {cpu:.1f} s | {args.timeout:g} s |"
+        f"{100 * s['unknown'] / max(n, 1):.1f} % | {s['seconds']:.1f} s | {cpu:.1f} s | {args.budget:,} units |"
     )
     print("\nby source size (ops): " + ", ".join(f"{k[0]} ops {k[1]}: {v}" for k, v in sorted(by_ops.items())))
     print("unknown reasons: " + (json.dumps(s["unknown_reasons"]) if unknown else "none"))

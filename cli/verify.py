@@ -14,7 +14,7 @@ from taso import store
 from taso.errors import CheckFailed
 from taso.spec import Specs, load_specs
 from taso.speccheck import DEFAULT_LIMIT, check_specs
-from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
+from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
 
 
 @click.command()
@@ -28,11 +28,20 @@ from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
 )
 @store_option("Rule store whose candidates get verdicts.")
 @click.option(
+    "--budget",
+    type=click.IntRange(min=1, max=2**32 - 1),
+    default=DEFAULT_BUDGET,
+    show_default=True,
+    help="z3 resource units per rule (its deterministic rlimit count, not seconds); a rule that spends them "
+    "is stored as unknown. About 1.5 M units a second on the 2-core reference machine.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
     show_default=True,
-    help="z3 time limit per rule, in seconds; a rule that runs out is stored as unknown.",
+    help="Wall-clock safety net per rule, in seconds; a rule that reaches it is unknown with a reason of its "
+    "own, since that verdict depends on the machine.",
 )
 @click.option(
     "--workers",
@@ -58,6 +67,7 @@ from taso.verify import DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
 def verify(
     specs_dir: Path,
     store_path: Path,
+    budget: int,
     timeout: float,
     workers: int,
     force: bool,
@@ -70,12 +80,18 @@ def verify(
     \b
     Each rule first runs on random inputs with the real semantics (relu as relu, pooling as pooling): if
     the two sides differ it is refuted, and the input is stored as the counterexample. Otherwise z3 tries
-    to prove each output pair equal from the axioms in the specs, within --timeout seconds per rule:
+    to prove each output pair equal from the axioms in the specs, within --budget resource units per rule:
       proved    the axioms imply it; the store lists the axioms the proof used (its unsat core)
       refuted   a counterexample shows the two sides differ
-      unknown   out of time, an op or attribute no spec models, or no proof from the axioms (the reason
+      unknown   budget spent, an op or attribute no spec models, or no proof from the axioms (the reason
                 is stored); unknown rules are never used, like refuted ones
     Only proved rules are ever used by `subst optimize`. Rules already decided are skipped unless --force.
+
+    \b
+    The budget counts z3's own steps, so the verdicts are the same on every machine and under any load
+    (for one z3 version: pyproject.toml pins it, and the store records it). --timeout is only a safety
+    net against a runaway check: a rule it stops is unknown with the reason "wall-clock safety net", and
+    the summary warns, because that verdict depends on the machine.
 
     \b
     --check-specs validates the specs themselves: every axiom is instantiated at every small shape and
@@ -84,10 +100,10 @@ def verify(
 
     \b
     Examples:
-      subst verify                               decide the candidates in the shipped store
-      subst verify --store my.db --timeout 30    a longer time limit per rule
-      subst verify --force --workers 2 --json    decide every rule again, print a JSON summary
-      subst verify --check-specs                 validate specs/ against the concrete semantics
+      subst verify                                    decide the candidates in the shipped store
+      subst verify --store my.db --budget 60000000    a bigger budget per rule (about 3x the time)
+      subst verify --force --workers 2 --json         decide every rule again, print a JSON summary
+      subst verify --check-specs                      validate specs/ against the concrete semantics
     """
     specs = load_specs(specs_dir)
     if check_specs:
@@ -96,7 +112,7 @@ def verify(
     db = store.open_store(store_path)
     rows = pending(db, force)
     with click.progressbar(length=len(rows), label="verifying", file=sys.stderr, show_pos=True) as bar:
-        summary = verify_rows(db, rows, specs, timeout, workers, bar.update)
+        summary = verify_rows(db, rows, specs, budget, timeout, workers, bar.update)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:

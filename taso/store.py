@@ -70,6 +70,17 @@ def open_store(path: str | Path, create_missing: bool = False) -> sqlite_utils.D
     return db
 
 
+def meta(db: sqlite_utils.Database, key: str) -> str | None:
+    """A value from the store's ``meta`` table (None when unset)."""
+    rows = list(db["meta"].rows_where("key = ?", [key]))
+    return rows[0]["value"] if rows else None
+
+
+def set_meta(db: sqlite_utils.Database, key: str, value: str) -> None:
+    with db.conn:
+        db["meta"].upsert({"key": key, "value": value}, pk="key")
+
+
 def proved_rule_count(db: sqlite_utils.Database) -> int:
     return db["rules"].count_where("status = ?", ["proved"])
 

@@ -2,9 +2,15 @@
 
 For each rule: a fast pre-check on random inputs with real semantics (`taso.precheck`) refutes false rules
 with a counterexample; then both sides are lowered to z3 terms (`taso.lowering`) and, output by output, z3
-looks for a contradiction between the specs' axioms and ``src != dst`` under a per-rule time limit. Unsat is a
-proof (the unsat core names the axioms used); a timeout or an exhausted search is ``unknown`` with the reason.
-The search first gets only the axioms whose symbols all occur in the rule, then, if time is left, all axioms.
+looks for a contradiction between the specs' axioms and ``src != dst`` within a per-rule budget. Unsat is a
+proof (the unsat core names the axioms used); a spent budget or an exhausted search is ``unknown`` with the
+reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, all
+axioms.
+
+The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
+decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit
+made verdicts depend on the machine's speed and load. A wall-clock limit remains only as a safety net, and its
+expiry is reported as a reason of its own.
 """
 
 from __future__ import annotations
@@ -25,9 +31,19 @@ from taso.precheck import refute
 from taso.rules import Rule
 from taso.spec import Axiom, Specs, Unsupported, load_specs
 
-DEFAULT_TIMEOUT = 10.0
-"""Seconds per rule. The shipped rules prove within 1.2 s and the slowest give up (no proof) within 6 s, so a
-machine several times slower still reaches the same verdicts."""
+DEFAULT_BUDGET = 20_000_000
+"""z3 resource units (its deterministic ``rlimit`` count) per rule, spread over the rule's checks. With z3 5.4.1
+the costliest shipped proof takes 1.0 M units and every shipped rule ends within 14.4 M (one that finds no
+proof), so no shipped verdict sits at the budget's edge; 20 M units take 10-15 s on the 2-core reference
+machine."""
+DEFAULT_TIMEOUT = 120.0
+"""Wall-clock seconds per rule, a safety net only: the budget ends every check first on any machine up to many
+times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
+verdict then depends on the machine."""
+SAFETY_NET = "wall-clock safety net"
+"""The reason kind of a rule stopped by --timeout rather than by its budget."""
+Z3_VERSION_KEY = "z3_version"
+"""The store's meta key naming the z3 of the last verify run."""
 FLUSH_SECONDS = 1.0
 """Verdicts are written at least this often, so an interrupted run keeps nearly all its work."""
 SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
@@ -47,8 +63,9 @@ class Prover:
     scope of their own, dropped afterwards. (A fresh solver per rule gives the same verdicts, 20 % slower.)
     """
 
-    def __init__(self, specs: Specs, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, specs: Specs, budget: int = DEFAULT_BUDGET, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.specs = specs
+        self.budget = budget
         self.timeout = timeout
         self.solver = z3.Solver()
         self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
@@ -77,31 +94,32 @@ class Prover:
                 "proved", {"axioms": [], "note": "both sides lower to the same terms", "seconds": _since(t0)}
             )
         relevant = [a for a in self.specs.axioms if a.symbols <= used]
-        deadline = t0 + self.timeout
+        left = _Allowance(self.budget, t0 + self.timeout)
         stages = [("relevant axioms", relevant)]
         if len(relevant) < len(self.specs.axioms):
             stages.append(("all axioms", list(self.specs.axioms)))
         for stage, axioms in stages:
-            outcome = self._prove(goals, axioms, facts, deadline)
+            outcome = self._prove(goals, axioms, facts, left)
             if outcome[0] == "proved":
-                return Verdict("proved", {"axioms": outcome[1], "stage": stage, "seconds": _since(t0)})
-            if outcome[0] == "timeout":
+                detail = {"axioms": outcome[1], "stage": stage}
+                return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
+            if outcome[0] != "open":
                 break
-        reason = (
-            f"timeout after {self.timeout:g} s"
-            if outcome[0] == "timeout"
-            else f"no proof from the axioms for output {outcome[1]} (a missing axiom?)"
-        )
-        return Verdict("unknown", {"reason": reason, "seconds": _since(t0)})
+        reasons = {
+            "budget": f"budget spent: {self.budget} z3 resource units (--budget) without a proof",
+            "timeout": f"{SAFETY_NET}: over {self.timeout:g} s (this verdict depends on the machine)",
+            "open": f"no proof from the axioms for output {outcome[1]} (a missing axiom?)",
+        }
+        return Verdict("unknown", {"reason": reasons[outcome[0]], "units": left.spent, "seconds": _since(t0)})
 
     def _prove(
         self,
         goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
         axioms: Sequence[Axiom],
         facts: list[z3.BoolRef],
-        deadline: float,
+        left: _Allowance,
     ) -> tuple[str, object]:
-        """("proved", axiom names) | ("timeout", None) | ("open", the output not proved)."""
+        """("proved", axiom names) | ("budget" | "timeout", None) | ("open", the output not proved)."""
         s = self.solver
         assumed = [self.literals[a.name] for a in axioms]
         core: set[str] = set()
@@ -109,23 +127,52 @@ class Prover:
         try:
             s.add(*facts)
             for i, a, b in goals:
-                left_ms = int((deadline - time.perf_counter()) * 1000)
-                if left_ms <= 0:
-                    return "timeout", None
-                s.set("timeout", left_ms)
                 s.push()
                 s.add(a != b)
-                result = s.check(*assumed)
+                result = left.check(s, assumed)
                 if result == z3.unsat:
                     core.update(c.decl().name().removeprefix("axiom ") for c in s.unsat_core())
                 s.pop()
-                if result == z3.unknown and s.reason_unknown() in ("timeout", "canceled"):
-                    return "timeout", None
+                if isinstance(result, str):
+                    return result, None
                 if result != z3.unsat:
                     return "open", i
             return "proved", sorted(core)
         finally:
             s.pop()
+
+
+@dataclass
+class _Allowance:
+    """One rule's limits, z3 resource units (the budget) and a wall-clock deadline (the safety net), and the units
+    its checks have spent so far."""
+
+    budget: int
+    deadline: float
+    spent: int = 0
+
+    def check(self, s: z3.Solver, assumed: list[z3.BoolRef]) -> z3.CheckSatResult | str:
+        """z3's answer, or "budget" / "timeout" when that limit ended the check (or left nothing to start it)."""
+        ms = int((self.deadline - time.perf_counter()) * 1000)
+        if self.budget <= self.spent:
+            return "budget"
+        if ms <= 0:
+            return "timeout"
+        s.set("rlimit", self.budget - self.spent)
+        s.set("timeout", ms)
+        before = _units(s)
+        result = s.check(*assumed)
+        self.spent += _units(s) - before
+        if result == z3.unknown and self.spent >= self.budget:
+            return "budget"
+        if result == z3.unknown and s.reason_unknown() in ("timeout", "canceled"):
+            return "timeout"
+        return result
+
+
+def _units(s: z3.Solver) -> int:
+    """z3's resource count so far in this process (it only grows; a check's cost is the difference)."""
+    return int(s.statistics().get_key_value("rlimit count"))
 
 
 def _since(t0: float) -> float:
@@ -138,9 +185,9 @@ _WORKER: Prover | None = None
 """The prover of this process (each worker builds its own: z3 state does not survive a fork safely)."""
 
 
-def _init_worker(specs_dir: str, timeout: float) -> None:
+def _init_worker(specs_dir: str, budget: int, timeout: float) -> None:
     global _WORKER
-    _WORKER = Prover(load_specs(specs_dir), timeout)
+    _WORKER = Prover(load_specs(specs_dir), budget, timeout)
 
 
 def _decide(row: dict) -> tuple[int, Verdict]:
@@ -182,6 +229,10 @@ class Summary:
             f"unknown   {unknown}" + (f" ({100 * unknown / n:.1f} %)" if n else ""),
         ]
         out += [f"          {c} x {r}" for r, c in self.reasons.most_common(5)]
+        if self.reasons[SAFETY_NET]:
+            out.append(
+                f"warning   {self.reasons[SAFETY_NET]} rule(s) hit --timeout: their verdicts depend on the machine"
+            )
         return out
 
 
@@ -194,17 +245,20 @@ def verify_rows(
     db: sqlite_utils.Database,
     rows: list[dict],
     specs: Specs,
+    budget: int = DEFAULT_BUDGET,
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> Summary:
     """Decide ``rows`` (from `pending`), storing verdicts as they come, so an interrupted run keeps its work."""
     t0 = time.perf_counter()
+    if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
+        store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
     batch: list[tuple[int, Verdict]] = []
     flushed = time.perf_counter()
     try:
-        for rule_id, v in _run(rows, specs, timeout, workers):
+        for rule_id, v in _run(rows, specs, budget, timeout, workers):
             batch.append((rule_id, v))
             summary.counts[v.status] += 1
             if v.status == "unknown":
@@ -231,21 +285,23 @@ def _store(db: sqlite_utils.Database, batch: list[tuple[int, Verdict]]) -> None:
 SHARDS = 8
 """Rules are proved in this many fixed shards, each in a fresh process in id order. z3's quantifier
 instantiation depends on every term built before in the process, so a proof near the edge of what the axioms
-reach can come and go with the rules proved before it; fixed shards make the verdicts a function of the rule
-set alone, whatever the number of workers or their timing."""
+reach can come and go with the rules proved before it (and with where an earlier check stopped). Fixed shards
+and a budget in resource units make the verdicts a function of the rules, the specs and the z3 version alone,
+whatever the number of workers, the machine or its load."""
 SMALL = 64
 """Fewer rules than this are proved in this process, in id order (tests and small stores)."""
 
 
-def _run(rows: list[dict], specs: Specs, timeout: float, workers: int) -> Iterator[tuple[int, Verdict]]:
+def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: int) -> Iterator[tuple[int, Verdict]]:
     global _WORKER
     if len(rows) < SMALL:
-        _WORKER = Prover(specs, timeout)
+        _WORKER = Prover(specs, budget, timeout)
         yield from map(_decide, rows)
         return
     shards = [rows[k::SHARDS] for k in range(SHARDS)]
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(min(workers, SHARDS), _init_worker, (str(specs.root), timeout), maxtasksperchild=1) as pool:
+    init = (str(specs.root), budget, timeout)
+    with ctx.Pool(min(workers, SHARDS), _init_worker, init, maxtasksperchild=1) as pool:
         for verdicts in pool.imap_unordered(_decide_shard, shards):
             yield from verdicts
 
@@ -255,5 +311,5 @@ def _decide_shard(rows: list[dict]) -> list[tuple[int, Verdict]]:
 
 
 def _reason_kind(reason: str) -> str:
-    """Group reasons for the summary: timeouts together, the rest by their text up to the first colon."""
-    return "timeout" if reason.startswith("timeout") else reason.split(":")[0].split(" for output")[0]
+    """Group reasons for the summary by their text up to the first colon (or the output they name)."""
+    return reason.split(":")[0].split(" for output")[0]
