@@ -4,7 +4,7 @@
     python models/regress.py --update    # rewrite the baseline deliberately           (make zoo-update)
     python models/regress.py --only squeezenet,bert_base
 
-Costs come from the committed reference table (models/reference_costs.json, measured on an H200), so the
+Costs come from the committed reference table (models/reference_costs.json, measured on an H100), so the
 run needs no GPU and gives the same decisions everywhere; the search is bounded by its budget, not by wall
 time, for the same reason. The table gives two times: the whole `optimize` (import, search, export, check)
 and the search alone. A regression is: a model whose predicted cost ratio got worse, a failed check, or a
