@@ -142,10 +142,12 @@ class WeightData:
 
     __slots__ = ("array", "__dict__")
 
-    def __init__(self, array: np.ndarray) -> None:
+    def __init__(self, array: np.ndarray, owned: bool = False) -> None:
+        """``owned``: the caller made ``array`` for this and keeps no other reference, so it is frozen in place
+        rather than copied (a search folds megabytes of weights per candidate)."""
         array = np.asarray(array)
         if array.flags.writeable:
-            array = array.copy()
+            array = array if owned else array.copy()
             array.flags.writeable = False
         self.array = array
 

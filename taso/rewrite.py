@@ -225,7 +225,8 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
             if key not in folds:
                 outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
                 folds[key] = tuple(
-                    WeightData(np.ascontiguousarray(arr).astype(types[o].dtype)) for o, arr in zip(n.outputs, outs)
+                    WeightData(np.array(arr, dtype=types[o].dtype, order="C"), owned=True)
+                    for o, arr in zip(n.outputs, outs)
                 )
             for o, folded in zip(n.outputs, folds[key]):
                 data[o] = folded
