@@ -2,7 +2,9 @@
 
 Latency is measured end to end around `run` (CUDA: inputs and outputs bound on the GPU with io_binding, so
 host copies stay out; ORT synchronises its stream at the end of each run), after warm-up runs that take
-cuDNN's algorithm search out of the numbers; the median of many samples is kept.
+cuDNN's algorithm search out of the numbers; the median of many samples is kept. Models compared with each
+other are timed side by side, sample by sample, beside a tiny reference run that tells when the host was slow
+(`time_models`).
 """
 
 from __future__ import annotations
@@ -107,20 +109,6 @@ def pick_device(choice: str = "auto") -> Device:
     return Device(CPU, _cpu_name(), platform.system(), ort.__version__)
 
 
-def _options(mode: Mode | None = None):  # noqa: ANN202 (onnxruntime type)
-    """Session options for ``mode``: onnxruntime's defaults at ENABLE_ALL, as users run a model, except that
-    idle intra-op threads sleep (see `time_models`)."""
-    import onnxruntime as ort
-
-    mode = mode or Mode()
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = mode.threads
-    opts.log_severity_level = 3
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see `time_models`
-    return opts
-
-
 @dataclass(frozen=True)
 class Mode:
     """How a session is set up and what its timing sees. The default times a run as a user's `run` with
@@ -150,6 +138,19 @@ class Mode:
 
 
 DEFAULT_MODE = Mode()
+
+
+def _options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
+    """Session options for ``mode``: onnxruntime's defaults at ENABLE_ALL, as users run a model, except that
+    idle intra-op threads sleep (see `time_models`)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = mode.threads
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see `time_models`
+    return opts
 
 
 @dataclass(frozen=True)
