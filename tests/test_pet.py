@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from taso import onnx_io, ops, pet
 from taso.check import compare
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
+from taso.optimize import Report
 from taso.search import search
 
 CONV = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1}
@@ -460,3 +461,18 @@ def test_optimize_pet_flag_adds_candidates_and_keeps_the_model_exact(tmp_path: P
         reports[flag] = json.loads(r.stdout)
         assert reports[flag]["check"]["ok"]
     assert reports["--pet"]["search"]["candidates"] > reports["--no-pet"]["search"]["candidates"]
+
+
+def test_the_report_names_each_mutated_node_and_its_correction() -> None:
+    """`subst optimize --pet` says which parts were mutated and how much of each output the correction
+    recomputes: the search's history names, as the report prints them."""
+    g = conv_graph((3, 4, 8, 8), (5, 4, 3, 3), True, pads=(1, 1, 1, 1))
+    fix = pet.plan("batch-to-height", g.nodes, g.types)
+    assert fix is not None and 0 < fix.fraction <= pet.MAX_FRACTION
+    (name,) = [n for n, _ in pet.mutations(g) if n.startswith(f"{pet.PREFIX}batch-to-height ")]
+    label = g.nodes[0].name
+    assert name == f"{pet.PREFIX}batch-to-height {label} (corrects {fix.fraction:.1%})"
+    report = Report("in.onnx", "out.onnx", 1, 9, 0, 0, {name: 1, "Relu,Relu,Concat => Concat,Relu": 2})
+    (line,) = [s for s in report.lines() if s.startswith("pet")]
+    assert line.endswith(f"1 mutated: batch-to-height {label} (corrects {fix.fraction:.1%})")
+    assert not any(pet.PREFIX in s for s in report.lines() if s.startswith("rules"))
