@@ -69,21 +69,18 @@ def per_mode(
     (``first``: the sessions already measured in the first mode)."""
     g = fold_static_shapes(g)
     position = {id(n): i for i, n in enumerate(g.nodes)}
+    found = cost.units(g)
     out: dict = {"model": name, "sequence": [], "costs": {}, "measured": {}}
-    for mode, model in by_mode.items():
-        keys = []
-        for unit in cost.units(g):
-            c = model.unit_cost(g, unit, position)
-            keys.append(c.key)
+    for i, (mode, model) in enumerate(by_mode.items()):
+        costs = [model.unit_cost(g, unit, position) for unit in found]
+        out["sequence"] = [c.key for c in costs]  # unit keys do not depend on the mode
+        for c in costs:
             out["costs"].setdefault(c.key, {"label": c.label})[mode] = c.ms
-        out["sequence"] = keys
-        if not out["measured"]:
-            out["measured"][mode] = first
-            continue
         try:
-            out["measured"][mode] = cost.interleaved_rounds([path], [g], device, rounds, model.mode)[0]
+            measured = first if i == 0 else cost.interleaved_rounds([path], [g], device, rounds, model.mode)[0]
         except Exception as e:  # a CUDA graph cannot capture a model with a node on the CPU
-            out["measured"][mode] = str(e).splitlines()[0][:160]
+            measured = str(e).splitlines()[0][:160]
+        out["measured"][mode] = measured
     return out
 
 

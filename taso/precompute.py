@@ -3,8 +3,8 @@
 A value computed from weights alone (an Unsqueeze of a BatchNorm scale, a Transpose of a kernel, a constant
 shape) costs nothing that inference must pay for: evaluate it once and store it as an initializer. The shape
 of a tensor whose shape is static is such a value too (`fold_static_shapes`), and so is what an exporter
-computes from it (BERT's position ids: Shape, Gather, Range, Unsqueeze); onnxruntime folds these at load. Opaque ops
-are evaluated too, by onnxruntime on the CPU, so this is not limited to the catalogue. Beyond saving the ops,
+computes from it (BERT's position ids: Shape, Gather, Range, Unsqueeze); onnxruntime folds these at load.
+Opaque ops are evaluated too, by onnxruntime on the CPU, so this is not limited to the catalogue. Beyond saving the ops,
 it hands onnxruntime initializers where it expects them: its Conv+BatchNorm/Mul/Add fusions only fire on
 initializers, which is where onnxsim's gains on unfused models come from.
 """
