@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -139,6 +140,25 @@ def test_cache_hit_on_second_run_and_device_key_respected(tmp_path: Path, cpu, c
     assert devices == {cpu.key, other.key}
 
 
+def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_path: Path, cpu, calibration) -> None:
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
+    g = parse_graph(
+        f"graph(%r0: float32[64,64]):\n{relus}\n  %t = Tanh(%r{cost.SETTLE_COUNT}) : float32[64,64]\n  return %t"
+    )
+    db = store.create(tmp_path / "s.db")
+    model = cost.CostModel(cpu, db, calibration=calibration)
+    by_label = {u.label: u for u in model.graph_cost(g).units}
+    relu, tanh = by_label["Relu"], by_label["Tanh"]
+    assert relu.count == cost.SETTLE_COUNT and tanh.count == 1
+    taken = model.samples[relu.key][1]
+    assert len(taken) == 3 and relu.ms == statistics.median(taken)
+    assert len(model.samples[tanh.key][1]) == 1
+    stored = {r["label"]: r["ms"] for r in db["costs"].rows}
+    assert stored["Relu"] == relu.ms  # what a second run reads back
+    model.graph_cost(g)
+    assert len(model.samples[relu.key][1]) == 3  # settled once, not again for every graph
+
+
 def test_estimates_without_measuring(cpu, calibration) -> None:
     g = _with_weights(CONV_CHAIN)
     model = cost.CostModel(cpu, None, measure=False, calibration=calibration)
@@ -245,6 +265,25 @@ def test_view_ops_join_the_unit_of_what_they_view() -> None:
     # a view of a graph input has no unit to join; the views of the MatMul's and the Transpose's outputs
     # run as no kernel of their own
     assert [u.label for u in cost.units(g)] == ["Reshape", "MatMul+Reshape", "Transpose+Flatten"]
+    # and are not timed: the views a unit ends with leave it, a view other ops of the unit read stays
+    timed = [[n.op for n in cost.unit_graph(g, u).nodes] for u in cost.units(g)]
+    assert timed == [["Reshape"], ["MatMul"], ["Transpose"]]
+    assert cost.unit_graph(g, cost.units(g)[1]).outputs == ("m",)
+
+
+def test_a_view_read_inside_its_unit_is_timed() -> None:
+    g = _with_weights(
+        """graph(%x: float32[2,8], %w: float32[8,8] weight, %shape: int64[3] weight, %b: float32[4] weight):
+          %m = MatMul(%x, %w) : float32[2,8]
+          %r = Reshape(%m, %shape) : float32[2,2,4]
+          %a = Add(%r, %b) : float32[2,2,4]
+          %s = Squeeze(%a) : float32[2,2,4]
+          return %s"""
+    )
+    g = replace(g, data={**g.data, "shape": WeightData(np.array([2, 2, 4], np.int64))})
+    (unit,) = cost.units(g)
+    assert unit.label == "MatMul+Reshape+Add+Squeeze"
+    assert [n.op for n in cost.unit_graph(g, unit).nodes] == ["MatMul", "Reshape", "Add"]
 
 
 def test_a_measurement_in_a_slow_spell_is_taken_again(cpu: profiler.Device) -> None:
