@@ -20,7 +20,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench_cost import interleaved, load  # noqa: E402
+from bench_cost import load  # noqa: E402
 
 from taso import check, cost, onnx_io, profiler, store  # noqa: E402
 from taso.ir import parse_graph  # noqa: E402
@@ -74,7 +74,7 @@ def main() -> int:
         ok = check.compare(path, mpath, g, rtol=1e-3, atol=1e-4).ok
         model = cost.CostModel(device, store.create(args.out / "costs.db"))
         before, after = model.graph_cost(g).total_ms, model.graph_cost(merged).total_ms
-        base, fast = interleaved([path, mpath], [g, merged], device, args.rounds)
+        base, fast = cost.interleaved_latency([path, mpath], [g, merged], device, args.rounds)
         print(
             f"MatMuls {sum(n.op == 'MatMul' for n in g.nodes)} -> {sum(n.op == 'MatMul' for n in merged.nodes)}, "
             f"equivalent on CPU: {ok}"

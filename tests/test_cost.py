@@ -159,6 +159,30 @@ def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_pat
     assert len(model.samples[relu.key][1]) == 3  # settled once, not again for every graph
 
 
+def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
+    small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
+    large = _with_weights(
+        """graph(%x: float32[256,256], %w: float32[256,256] weight):
+          %a = MatMul(%x, %w) : float32[256,256]
+          %b = MatMul(%a, %w) : float32[256,256]
+          %y = MatMul(%b, %w) : float32[256,256]
+          return %y"""
+    )
+    graphs = [small, large, small]
+    paths = [onnx_io.save_model(g, tmp_path / f"{i}.onnx") for i, g in enumerate(graphs)]
+    opened_first: list[str] = []
+
+    def recording(models, *args, **kwargs):
+        opened_first.append(models[0][0])
+        return timing(models, *args, **kwargs)
+
+    timing = cost.time_models
+    monkeypatch.setattr(cost, "time_models", recording)
+    per = cost.interleaved_rounds(paths, graphs, cpu, rounds=3)
+    assert sorted(opened_first) == sorted(map(str, paths))  # every model opened first once
+    assert all(s < m > t for s, m, t in zip(*per))  # and every round's times land on their own model
+
+
 def test_estimates_without_measuring(cpu, calibration) -> None:
     g = _with_weights(CONV_CHAIN)
     model = cost.CostModel(cpu, None, measure=False, calibration=calibration)
