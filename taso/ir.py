@@ -138,7 +138,9 @@ class ModelMeta:
 
 
 class WeightData:
-    """A read-only array with a content digest computed once, so hashing a graph never rehashes weights."""
+    """A read-only array with a digest computed once, so hashing a graph never rehashes weights. Equal digests
+    mean equal data: the digest is of the content, or, for data computed from other weights, of how it was
+    computed (`computed`)."""
 
     __slots__ = ("array", "__dict__")
 
@@ -150,6 +152,18 @@ class WeightData:
             array = array if owned else array.copy()
             array.flags.writeable = False
         self.array = array
+
+    @classmethod
+    def computed(cls, array: np.ndarray, recipe: tuple) -> WeightData:
+        """Data a deterministic computation made from other data (``recipe``: the computation and its inputs'
+        `WeightData`), owned by the caller. Its digest is the recipe's: a search folds thousands of weights
+        (NasRNN: 980 concatenated gate matrices, 2.9 GB to hash by content) and equal recipes give equal data."""
+        data = cls(array, owned=True)
+        parts = [p.digest if isinstance(p, WeightData) else p for p in recipe]
+        data.__dict__["digest"] = hashlib.sha256(
+            repr(("computed", str(data.array.dtype), data.array.shape, parts)).encode()
+        ).hexdigest()
+        return data
 
     @cached_property
     def digest(self) -> str:

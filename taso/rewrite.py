@@ -225,8 +225,8 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
             if key not in folds:
                 outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
                 folds[key] = tuple(
-                    WeightData(np.array(arr, dtype=types[o].dtype, order="C"), owned=True)
-                    for o, arr in zip(n.outputs, outs)
+                    WeightData.computed(_fresh(arr, types[o].dtype), (n.op, n.attrs, k, *(data[v] for v in n.inputs)))
+                    for k, (o, arr) in enumerate(zip(n.outputs, outs))
                 )
             for o, folded in zip(n.outputs, folds[key]):
                 data[o] = folded
@@ -236,6 +236,13 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
     if len(nodes) == len(g.nodes):
         return g
     return replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)
+
+
+def _fresh(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` as a C-ordered array of ``dtype`` that nothing else holds: copied only when it is a view
+    (of a weight the fold read, say), not when the op made it (a concatenation of megabytes of weights)."""
+    out = np.asarray(array, dtype=dtype)
+    return out if out.flags.c_contiguous and out.flags.owndata else np.array(out, order="C")
 
 
 def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:

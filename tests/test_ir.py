@@ -146,3 +146,18 @@ def test_dynamic_and_unknown_dims_print_and_parse() -> None:
     )
     assert g.types["x"] == TensorType("float32", ("batch", None, 4)) and g.types["y"].shape is None
     assert parse_graph(str(g)) == g
+
+
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=4), st.lists(st.integers(-3, 3), min_size=1, max_size=4))
+def test_computed_weights_have_equal_digests_exactly_when_made_alike(a: list[int], b: list[int]) -> None:
+    """A folded weight's digest is its recipe's: the same op on equal data digests alike (the search's repeat
+    check sees one graph), other inputs or another op do not."""
+    x, y = WeightData(np.array(a, np.float32)), WeightData(np.array(b, np.float32))
+
+    def concat(p: WeightData, q: WeightData, op: str = "Concat") -> WeightData:
+        return WeightData.computed(np.concatenate([p.array, q.array]), (op, (("axis", 0),), 0, p, q))
+
+    same = concat(WeightData(np.array(a, np.float32)), WeightData(np.array(b, np.float32)))
+    assert concat(x, y) == same and not same.array.flags.writeable
+    assert (concat(y, x) == same) == (a == b)
+    assert concat(x, y, op="Other") != same
