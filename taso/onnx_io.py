@@ -560,6 +560,15 @@ def move_model(src: Path, dst: Path) -> Path:
     return dst
 
 
+def op_census(path: str | os.PathLike[str]) -> dict[str, int]:
+    """How many nodes of each op type a model file holds (onnxruntime's optimized models included, whose
+    contrib ops the IR need not know)."""
+    counts: dict[str, int] = {}
+    for n in onnx.load(str(path), load_external_data=False).graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts
+
+
 def model_bytes(g: Graph) -> bytes:
     """``g`` serialized, for onnxruntime sessions made in memory (small graphs: units, probes)."""
     return to_proto(g).SerializeToString()

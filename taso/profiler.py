@@ -153,6 +153,20 @@ def _options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
     return opts
 
 
+def optimized_ops(model: bytes | str, cuda: bool) -> dict[str, int]:
+    """The op census of ``model`` as onnxruntime optimizes it (ENABLE_ALL) for the CUDA or the CPU provider:
+    which kernels (and views) a run of it launches."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = _options()
+        opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        ort.InferenceSession(model, opts, providers=[CUDA, CPU] if cuda else [CPU])
+        return onnx_io.op_census(opts.optimized_model_filepath)
+
+
 @dataclass(frozen=True)
 class Timing:
     median_ms: float

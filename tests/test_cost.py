@@ -183,6 +183,37 @@ def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, mon
     assert all(s < m > t for s, m, t in zip(*per))  # and every round's times land on their own model
 
 
+GELU = """graph(%x: float32[4,64], %a: float32[] = 0.044715, %one: float32[] = 1.0, %k: float32[] = 0.7978845834732056,
+      %half: float32[] = 0.5):
+  %m1 = Mul(%x, %a) : float32[4,64]
+  %m2 = Mul(%m1, %x) : float32[4,64]
+  %a1 = Add(%m2, %one) : float32[4,64]
+  %m4 = Mul(%x, %k) : float32[4,64]
+  %m3 = Mul(%a1, %m4) : float32[4,64]
+  %t = Tanh(%m3) : float32[4,64]
+  %a2 = Add(%t, %one) : float32[4,64]
+  %m6 = Mul(%x, %half) : float32[4,64]
+  %y = Mul(%m6, %a2) : float32[4,64]
+  return %y"""
+
+
+def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(tmp_path: Path, cpu, calibration) -> None:
+    """onnxruntime fuses a GELU chain into one FastGelu kernel only when its last node does not write a graph
+    output: the unit is timed with its output read on, and the reading Reshape's own cost taken off."""
+    gelu = parse_graph(GELU)
+    assert cost.fused_when_read(gelu)
+    assert profiler.optimized_ops(onnx_io.model_bytes(cost.read_on(gelu)), cuda=False).get("FastGelu") == 1
+    assert not cost.fused_when_read(parse_graph(GELU.replace("Tanh(", "Sigmoid(")))  # no fusion to unblock
+    feeds = random_inputs(gelu, seed=1)
+    plain, read = (
+        Runner(onnx_io.save_model(h, tmp_path / f"{i}.onnx"))(feeds) for i, h in enumerate((gelu, cost.read_on(gelu)))
+    )
+    np.testing.assert_allclose(read["y#flat"], plain["y"].reshape(-1), rtol=1e-5)
+    sink = cost.sinks(gelu)
+    assert [n.op for n in sink.nodes] == ["Reshape"] and sink.inputs == gelu.outputs
+    assert cost.marginal_latency(gelu, cpu, calibration.run_ms) >= 0.0
+
+
 def test_estimates_without_measuring(cpu, calibration) -> None:
     g = _with_weights(CONV_CHAIN)
     model = cost.CostModel(cpu, None, measure=False, calibration=calibration)
