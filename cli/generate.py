@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
 from cli.options import store_option
+from cli.progress import StageBars
 from taso import store
 from taso.errors import BadInput
 from taso.generate import FORMS, Result, load_config, save, settings_from
@@ -87,42 +86,22 @@ def generate(
     click.echo("\n".join(_summary_lines(data)))
 
 
-class _Bar:
-    """A click progress bar per level on stderr (representatives extended, graphs built, rate); when stderr is
-    not a terminal, a line per level and every 30 s."""
+class _Bar(StageBars):
+    """A progress bar per level, labelled with the graphs built, the classes and the rate."""
 
     def __init__(self) -> None:
-        self.bar: Any = None
-        self.stage = ""
-        self.start = time.perf_counter()
-        self.tty = sys.stderr.isatty()
+        super().__init__("representatives extended")
         self.base = self.seen = 0  # graphs built before this level, and so far
-        self.echoed = time.perf_counter()
 
     def __call__(self, stage: str, done: int, total: int, counts: dict) -> None:
         if stage != self.stage:
-            self.close()
-            self.stage, self.start, self.base = stage, time.perf_counter(), self.seen
-            if self.tty:
-                self.bar = click.progressbar(length=total, label=stage, file=sys.stderr, show_pos=True, width=24)
-                self.bar.__enter__()
+            self.base, self.start = self.seen, time.perf_counter()
         self.seen = counts["graphs"]
         elapsed = time.perf_counter() - self.start
         rate = f", {(self.seen - self.base) / elapsed:,.0f} graphs/s" if elapsed > 0.5 else ""
-        label = f"{stage:>6} | {counts['graphs']:,} graphs, {counts['classes']:,} classes{rate}"
-        if self.bar is not None:
-            self.bar.label = label
-            self.bar.update(done - self.bar.pos)
-        if not self.tty and (done >= total or time.perf_counter() - self.echoed > 30):
-            click.echo(f"{label} ({done:,}/{total:,} representatives extended)", err=True)
-            self.echoed = time.perf_counter()
-        if done >= total:
-            self.close()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+        self.update(
+            stage, done, total, f"{stage:>6} | {counts['graphs']:,} graphs, {counts['classes']:,} classes{rate}"
+        )
 
 
 def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> dict:

@@ -17,6 +17,7 @@ from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
 from cli.options import dim_option, parse_dims, store_option
 from cli.profile import profile
+from cli.progress import StageBars
 from cli.verify import verify
 from taso import onnx_io
 from taso.errors import BadInput, CheckFailed
@@ -149,7 +150,13 @@ def optimize(
     costs = str(costs_path) if costs_path else None
     settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet)
     try:
-        report = run_optimize(model, output, store_path, check, rtol, atol, seed, settings=settings)
+        bars = StageBars()
+        try:
+            report = run_optimize(
+                model, output, store_path, check, rtol, atol, seed, settings=settings, progress=bars.update
+            )
+        finally:
+            bars.close()
     except CheckFailed as e:
         if as_json and e.report is not None:
             click.echo(json.dumps(e.report.as_dict(), indent=2, default=str))  # type: ignore[attr-defined]

@@ -252,7 +252,7 @@ def optimize_graph(
     alpha: float = 1.05,
     budget: int = 100,
     time_limit: float = 10.0,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
     context_ops: frozenset[str] = frozenset(),
     mutate: Mutate | None = None,
     max_nodes: int = MAX_REGION,
@@ -268,26 +268,27 @@ def optimize_graph(
     pieces = [(w, len(p) > max_nodes) for p in parts for w in windows(g, p, max_nodes, context_ops)]
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))
     current = g
+    if progress is not None:
+        progress(0, len(pieces))
     for k, (nodes, windowed) in enumerate(pieces):
         share = (time_limit - (time.perf_counter() - t0)) / (len(pieces) - k)
         if windowed:  # a window's context may have been rewritten by the window before it
             alive = {id(n) for n in current.nodes}
             nodes = [n for n in nodes if id(n) in alive]
-            if not nodes:
-                continue
-            nodes = with_context(current, nodes, context_ops)
-        region = extract(current, nodes)
-        r = search(region, index, cost, alpha, budget, max(share, 0.0), mutate)
-        total.cost_before += r.cost_before
-        total.cost_after += r.cost_after
-        total.expanded += r.expanded
-        total.candidates += r.candidates
-        total.applied.update(r.applied)
-        total.declined.update(r.declined)
-        if r.graph is not region:
-            current = splice(current, region, r.graph)
+            nodes = with_context(current, nodes, context_ops) if nodes else []
+        if nodes:
+            region = extract(current, nodes)
+            r = search(region, index, cost, alpha, budget, max(share, 0.0), mutate)
+            total.cost_before += r.cost_before
+            total.cost_after += r.cost_after
+            total.expanded += r.expanded
+            total.candidates += r.candidates
+            total.applied.update(r.applied)
+            total.declined.update(r.declined)
+            if r.graph is not region:
+                current = splice(current, region, r.graph)
         if progress is not None:
-            progress(1)
+            progress(k + 1, len(pieces))
     total.graph = current
     total.seconds = time.perf_counter() - t0
     return total

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -182,6 +183,12 @@ def test_shipped_store_optimizes_the_bundled_model(tmp_path: Path, bert_path: Pa
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["check"]["ok"] and shipped.read_bytes() == before
+    # progress goes to stderr (a line per finished stage when it is not a terminal), so stdout stays JSON
+    stages = re.findall(r"^(\w[\w ]*) \((\d+)/(\d+) steps\)$", r.stderr, re.M)
+    assert [s for s, done, total in stages if done == total and int(total) > 0] == [
+        "profiling units",
+        "searching regions",
+    ]
 
 
 def test_no_check_skips_onnxruntime(tmp_path: Path, bert_path: Path, empty_store: Path) -> None:
