@@ -1,0 +1,122 @@
+"""Do unit costs drift with the host, and does the tiny reference run timed beside each measurement track it?
+
+    PYTHONPATH=. python bench/bench_drift.py --device cuda --models squeezenet,bert_base --passes 8 --out $OUT
+
+Measures every distinct unit of the models (as `taso.cost.marginal_latency` does: one copy vs five, side by
+side, the reference run beside them) in ``--passes`` passes, forward and backward in turn, and keeps each
+measurement's marginal cost and reference latency. Per pass it prints the drift: the median over units of
+(this pass's cost / the unit's median cost), raw and normalised by the reference (cost x quickest reference /
+this reference). If the normalised drift is flatter, scaling by the reference takes the host's slow spells
+out of unit costs. Writes bench_drift.json under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+from build import ZOO  # noqa: E402
+from taso import check, cost, onnx_io, profiler  # noqa: E402
+from taso.precompute import fold_static_shapes, precompute  # noqa: E402
+
+
+def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, onnx_io.Graph]]:
+    """Every distinct unit of the models: key -> (label, unit graph)."""
+    found: dict[str, tuple[str, onnx_io.Graph]] = {}
+    for name in names:
+        path = tmp / f"{name}.onnx"
+        onnx.save_model(ZOO[name](), str(path))
+        g = fold_static_shapes(precompute(onnx_io.load_model(path))[0])
+        for unit in cost.units(g):
+            ug = cost.unit_graph(g, unit)
+            if all(t.is_static for t in ug.types.values()):
+                found.setdefault(cost.unit_key(ug), (f"{name}:{unit.label}", ug))
+    return found
+
+
+def measure(ug: onnx_io.Graph, device: profiler.Device) -> tuple[float, float]:
+    """(marginal ms of one copy, reference ms) from one side-by-side measurement."""
+    many = cost.replicate(ug, cost.COPIES)
+    assert many is not None
+    t = profiler.time_models([(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in (ug, many)], device)
+    extra = statistics.median(b - a for a, b in zip(t[0].values, t[1].values)) / (cost.COPIES - 1)
+    return max(extra, 0.0), float(t[0].reference_ms or 0.0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--models", default="squeezenet,bert_base")
+    ap.add_argument("--passes", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = profiler.pick_device(args.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        found = unit_graphs([m for m in args.models.split(",") if m], Path(tmp))
+    keys = [k for k, (_, ug) in found.items() if cost.replicate(ug, 2) is not None]
+    taken: dict[str, list[tuple[float, float]]] = {k: [] for k in keys}
+    for p in range(args.passes):
+        for k in keys if p % 2 == 0 else keys[::-1]:
+            taken[k].append(measure(found[k][1], device))
+        print(f"pass {p + 1}/{args.passes} done", flush=True)
+    quickest = min(ref for v in taken.values() for _, ref in v)
+    typical = {k: statistics.median(ms for ms, _ in v) for k, v in taken.items()}
+    typical_norm = {k: statistics.median(ms * quickest / ref for ms, ref in v) for k, v in taken.items()}
+    rows = []
+    for p in range(args.passes):
+        live = [k for k in keys if typical[k] > 0 and typical_norm[k] > 0]
+        rows.append(
+            {
+                "pass": p + 1,
+                "reference_ms": statistics.median(taken[k][p][1] for k in live),
+                "drift_raw": statistics.median(taken[k][p][0] / typical[k] for k in live),
+                "drift_normalised": statistics.median(
+                    taken[k][p][0] * quickest / taken[k][p][1] / typical_norm[k] for k in live
+                ),
+            }
+        )
+
+    def spread(norm: bool) -> float:
+        """Median over units of the max/min ratio of its measurements."""
+        ratios = []
+        for v in taken.values():
+            xs = [ms * quickest / ref if norm else ms for ms, ref in v]
+            if min(xs) > 0:
+                ratios.append(max(xs) / min(xs))
+        return statistics.median(ratios)
+
+    summary = {"units": len(keys), "spread_raw": spread(False), "spread_normalised": spread(True)}
+    (args.out / "bench_drift.json").write_text(
+        json.dumps(
+            {
+                "device": device.key,
+                "rows": rows,
+                "summary": summary,
+                "taken": {found[k][0] + "|" + k[:12]: v for k, v in taken.items()},
+            },
+            indent=1,
+        )
+    )
+    print(f"\ndevice {device.key}; {len(keys)} units, {args.passes} passes")
+    print(f"{'pass':>5}{'reference ms':>14}{'drift raw':>11}{'drift norm':>12}")
+    for r in rows:
+        print(f"{r['pass']:>5}{r['reference_ms']:>14.4f}{r['drift_raw']:>11.3f}{r['drift_normalised']:>12.3f}")
+    print(
+        f"per unit, max/min over passes (median over units): raw {summary['spread_raw']:.3f}, "
+        f"normalised {summary['spread_normalised']:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
