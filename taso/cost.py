@@ -6,7 +6,9 @@ rewrite with a fusion ORT would have made itself. Each distinct unit (ops, attri
 dtypes) is timed once as a small ONNX model and its latency stored under the device's key; a graph's cost is
 the sum of its units plus one run overhead. Units computed from weights alone cost nothing: they are
 precomputed once. A unit that cannot be timed gets an analytic estimate (FLOPs and bytes against the device's
-measured peak rate and bandwidth, plus a kernel launch), marked as estimated in reports.
+measured peak rate and bandwidth, plus a kernel launch), marked as estimated in reports. A batch-1 run is
+bound by the host, whose speed drifts, so every measurement is scaled to the host speed seen at calibration
+(`to_calibrated_host`): units measured minutes apart are then comparable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sqlite_utils
 from taso import check, onnx_io
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
 from taso.precompute import fold_static_shapes
-from taso.profiler import DEFAULT_MODE, Device, Mode, optimized_ops, time_model, time_models
+from taso.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
 
 ELEMENTWISE = frozenset(
     {"Add", "Sub", "Mul", "Div", "Erf", "Relu", "Sigmoid", "Tanh", "Sqrt", "Pow", "BatchNormalization", "Clip"}
@@ -228,12 +230,16 @@ def traffic(ug: Graph) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Per-device constants measured once: a run's fixed overhead, a kernel's, and the two ceilings."""
+    """Per-device constants measured once: a run's fixed overhead, a kernel's, the two ceilings, and how quick
+    the host was then (`reference_ms`, the yardstick every unit measurement is scaled to)."""
 
     run_ms: float
     kernel_ms: float
     gflops: float
     gbps: float
+    reference_ms: float = 0.0
+    """The quickest run of `taso.profiler`'s tiny reference model during calibration; 0: unknown (a store
+    calibrated before it was kept), and unit measurements are then not scaled."""
 
     def estimate(self, ug: Graph) -> float:
         return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
@@ -265,10 +271,20 @@ class GraphCost:
 
 def _create_tables(db: sqlite_utils.Database) -> None:
     db["devices"].create(
-        {"device": str, "run_ms": float, "kernel_ms": float, "gflops": float, "gbps": float, "measured_at": str},
+        {
+            "device": str,
+            "run_ms": float,
+            "kernel_ms": float,
+            "gflops": float,
+            "gbps": float,
+            "reference_ms": float,
+            "measured_at": str,
+        },
         pk="device",
         if_not_exists=True,
     )
+    if "reference_ms" not in db["devices"].columns_dict:  # stores made before the yardstick was kept
+        db["devices"].add_column("reference_ms", float)
     db["costs"].create(
         {"device": str, "unit": str, "label": str, "ms": float, "estimated": int, "note": str, "measured_at": str},
         pk=("device", "unit"),
@@ -311,7 +327,7 @@ class CostModel:
         if self.db is not None and not self.refresh:
             row = next(self.db["devices"].rows_where("device = ?", [self.key]), None)
         if row is not None:
-            return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"])
+            return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"], row["reference_ms"] or 0.0)
         if not self.measure:
             return DEFAULT_CALIBRATION
         cal = calibrate(self.device)
@@ -344,7 +360,7 @@ class CostModel:
             return self.calibration.estimate(ug), True
         note = ""
         try:
-            ms = marginal_latency(ug, self.device, self.calibration.run_ms, self.mode)
+            ms = marginal_latency(ug, self.device, self.calibration, self.mode)
             estimated = False
             self.measured += 1
             self.samples[key] = (ug, [ms])
@@ -366,7 +382,7 @@ class CostModel:
         for sweep in (reversed(heavy), heavy):
             for c in sweep:
                 ug, taken = self.samples[c.key]
-                taken.append(marginal_latency(ug, self.device, self.calibration.run_ms, self.mode))
+                taken.append(marginal_latency(ug, self.device, self.calibration, self.mode))
         for c in heavy:
             c.ms = statistics.median(self.samples[c.key][1])
             self._record(c.key, c.label, c.ms, False)
@@ -399,15 +415,16 @@ COPIES = 5
 where launches overlap with GPU work (timed alone, every small kernel would pay launch and sync in full)."""
 
 
-def marginal_latency(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> float:
+def marginal_latency(ug: Graph, device: Device, calibration: Calibration, mode: Mode = DEFAULT_MODE) -> float:
     """What one more copy of the unit adds to a run: the median over paired samples (one copy, then
-    `COPIES` copies, timed side by side) of the difference per extra copy. Where onnxruntime fuses the unit
-    only when its outputs are read on (`fused_when_read`), the unit is timed `read_on` and the sinks'
-    own marginal cost, timed beside it, is taken off."""
+    `COPIES` copies, timed side by side) of the difference per extra copy, scaled to the host speed of the
+    calibration (`to_calibrated_host`). Where onnxruntime fuses the unit only when its outputs are read on
+    (`fused_when_read`), the unit is timed `read_on` and the sinks' own marginal cost, timed beside it, is
+    taken off."""
     many = replicate(ug, COPIES)
     if many is None:
-        one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode).median_ms
-        return max(one - run_ms, 0.0)
+        one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode)
+        return to_calibrated_host(max(one.median_ms - calibration.run_ms, 0.0), one, calibration)
     timed = [ug, many]
     if fused_when_read(ug):
         read, alone = read_on(ug), sinks(ug)
@@ -418,7 +435,19 @@ def marginal_latency(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFA
     extra = [b - a for a, b in zip(t[0].values, t[1].values)]
     if len(t) == 4:
         extra = [e - (d - c) for e, c, d in zip(extra, t[2].values, t[3].values)]
-    return max(statistics.median(extra) / (COPIES - 1), 0.0)
+    return to_calibrated_host(max(statistics.median(extra) / (COPIES - 1), 0.0), t[0], calibration)
+
+
+def to_calibrated_host(ms: float, timing: Timing, calibration: Calibration) -> float:
+    """``ms``, measured while the host ran the reference model in ``timing.reference_ms``, scaled to the host
+    speed of the calibration. A batch-1 run is host-bound and the host's speed drifts: on the H100 the
+    reference moved 0.073-0.094 ms over six minutes and unit costs with it (bench_drift.py: a unit's
+    measurements spread 1.36x max/min, 1.16x scaled), and a search that measured the model's units in a quick
+    spell and its rewrites' units in a slow one saw every rewrite as a loss (SqueezeNet's fire merges, found
+    minutes earlier on the same machine, were not)."""
+    if not calibration.reference_ms or not timing.reference_ms:
+        return ms
+    return ms * calibration.reference_ms / timing.reference_ms
 
 
 def read_on(ug: Graph) -> Graph:
@@ -492,7 +521,8 @@ def _matmul(n: int) -> tuple[Graph, dict[str, np.ndarray]]:
 
 def calibrate(device: Device) -> Calibration:
     """Measure run overhead and per-kernel cost (1 vs 11 tiny Relus), peak FLOP/s (a large MatMul) and
-    bandwidth (a large Add: two reads and a write per element)."""
+    bandwidth (a large Add: two reads and a write per element), and keep the quickest reference run timed
+    beside them: the host speed unit costs are scaled to (`to_calibrated_host`)."""
     one = time_model(onnx_io.model_bytes(_chain("Relu", (4,), 1)[0]), _chain("Relu", (4,), 1)[1], device)
     g11, f11 = _chain("Relu", (4,), 11)
     eleven = time_model(onnx_io.model_bytes(g11), f11, device)
@@ -500,13 +530,14 @@ def calibrate(device: Device) -> Calibration:
     run = max(one.median_ms - kernel, 0.0)
     n = 4096 if device.is_cuda else 1024
     mm, feeds = _matmul(n)
-    t = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7)
-    gflops = 2 * n**3 / max(t.median_ms - run, 1e-3) / 1e6
+    big = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7)
+    gflops = 2 * n**3 / max(big.median_ms - run, 1e-3) / 1e6
     size = (64 * 2**20) if device.is_cuda else (8 * 2**20)
     add, feeds = _chain("Add", (size,), 1, second=True)
-    t = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7)
-    gbps = 3 * 4 * size / max(t.median_ms - run, 1e-3) / 1e6
-    return Calibration(run, kernel, gflops, gbps)
+    wide = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7)
+    gbps = 3 * 4 * size / max(wide.median_ms - run, 1e-3) / 1e6
+    reference = min(t.reference_ms or float("inf") for t in (one, eleven, big, wide))
+    return Calibration(run, kernel, gflops, gbps, reference if reference < float("inf") else 0.0)
 
 
 def model_latency(path: str, g: Graph, device: Device, samples: int = 50, mode: Mode = DEFAULT_MODE) -> float:

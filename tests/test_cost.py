@@ -221,8 +221,8 @@ def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
 
     timing = cost.time_models
     monkeypatch.setattr(cost, "time_models", counting)
-    cost.marginal_latency(gelu, cpu, calibration.run_ms)
-    cost.marginal_latency(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration.run_ms)
+    cost.marginal_latency(gelu, cpu, calibration)
+    cost.marginal_latency(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration)
     assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
 
 
@@ -363,3 +363,27 @@ def test_a_measurement_in_a_slow_spell_is_taken_again(cpu: profiler.Device) -> N
     finally:
         profiler._quickest.pop(cpu.key)
     assert slow.attempts == profiler.ATTEMPTS
+
+
+def test_unit_costs_are_scaled_to_the_host_speed_of_the_calibration(cpu, calibration) -> None:
+    assert calibration.reference_ms > 0  # calibrate keeps the quickest reference run it saw
+    g = _with_weights(
+        "graph(%x: float32[256,256], %w: float32[256,256] weight):\n"
+        "  %y = MatMul(%x, %w) : float32[256,256]\n  return %y"
+    )
+    (ug,) = (cost.unit_graph(g, u) for u in cost.units(g))
+    as_calibrated = cost.marginal_latency(ug, cpu, calibration)
+    # a calibration taken on a host 50x slower: the same unit, measured now, costs as on that host
+    slow_host = cost.marginal_latency(ug, cpu, replace(calibration, reference_ms=50 * calibration.reference_ms))
+    assert as_calibrated > 0 and slow_host > 10 * as_calibrated
+
+
+def test_a_store_calibrated_before_the_yardstick_was_kept_still_opens(tmp_path: Path, cpu) -> None:
+    db = store.create(tmp_path / "old.db")
+    db["devices"].insert(
+        {"device": cpu.key, "run_ms": 0.01, "kernel_ms": 0.002, "gflops": 50.0, "gbps": 10.0, "measured_at": "then"},
+        pk="device",
+    )
+    model = cost.CostModel(cpu, db)
+    assert model.calibration == cost.Calibration(0.01, 0.002, 50.0, 10.0, 0.0)  # read back, not re-measured
+    assert "reference_ms" in db["devices"].columns_dict
