@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 
 from build import ZOO  # noqa: E402
-from taso import check, cost, onnx_io, profiler  # noqa: E402
+from taso import cost, onnx_io, profiler  # noqa: E402
 from taso.precompute import fold_static_shapes, precompute  # noqa: E402
 
 
@@ -45,11 +45,8 @@ def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, onnx_io.Gra
 
 def measure(ug: onnx_io.Graph, device: profiler.Device) -> tuple[float, float]:
     """(marginal ms of one copy, reference ms) from one side-by-side measurement."""
-    many = cost.replicate(ug, cost.COPIES)
-    assert many is not None
-    t = profiler.time_models([(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in (ug, many)], device)
-    extra = statistics.median(b - a for a, b in zip(t[0].values, t[1].values)) / (cost.COPIES - 1)
-    return max(extra, 0.0), float(t[0].reference_ms or 0.0)
+    ms, timing = cost.measure_marginal(ug, device, run_ms=0.0)
+    return ms, float(timing.reference_ms or 0.0)
 
 
 def main() -> int:

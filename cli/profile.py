@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from cli.options import dim_option, parse_dims, store_option
+from cli.progress import StageBars
 from taso import cost, onnx_io, profiler, store
-from taso.precompute import fold_static_shapes
 
 
 @click.command()
@@ -60,9 +60,14 @@ def profile(
     graph = onnx_io.concretize(onnx_io.load_model(model), parse_dims(dims))
     db = store.open_store(store_path, create_missing=True)
     model_cost = cost.CostModel(dev, db, refresh=refresh)
-    n_units = len(cost.units(fold_static_shapes(graph)))
-    with click.progressbar(length=n_units, label="profiling units", file=click.get_text_stream("stderr")) as bar:
-        predicted = model_cost.graph_cost(graph, progress=bar.update)
+    bars = StageBars()
+    try:
+        predicted = model_cost.graph_cost(
+            graph, progress=lambda done, units: bars.update("profiling units", done, units)
+        )
+    finally:
+        bars.close()
+    n_units = sum(u.count for u in predicted.units)
     measured = None
     if measure_model:
         with tempfile.TemporaryDirectory() as tmp:

@@ -387,19 +387,21 @@ class CostModel:
             c.ms = statistics.median(self.samples[c.key][1])
             self._record(c.key, c.label, c.ms, False)
 
-    def graph_cost(self, g: Graph, progress: Callable[[int], None] | None = None) -> GraphCost:
-        """Predicted latency of one run of ``g`` (concrete shapes needed for measurements)."""
+    def graph_cost(self, g: Graph, progress: Callable[[int, int], None] | None = None) -> GraphCost:
+        """Predicted latency of one run of ``g`` (concrete shapes needed for measurements); ``progress`` hears
+        (units costed, units in all) after each unit."""
         g = fold_static_shapes(g)
         by_key: dict[str, UnitCost] = {}
         position = {id(n): i for i, n in enumerate(g.nodes)}
-        for unit in units(g):
+        found = units(g)
+        for done, unit in enumerate(found, 1):
             cost = self.unit_cost(g, unit, position)
             if cost.key in by_key:
                 by_key[cost.key].count += 1
             else:
                 by_key[cost.key] = cost
             if progress is not None:
-                progress(1)
+                progress(done, len(found))
         self._settle(list(by_key.values()))
         run = self.calibration.run_ms
         return GraphCost(run + sum(u.ms * u.count for u in by_key.values()), run, list(by_key.values()))
@@ -416,15 +418,20 @@ where launches overlap with GPU work (timed alone, every small kernel would pay 
 
 
 def marginal_latency(ug: Graph, device: Device, calibration: Calibration, mode: Mode = DEFAULT_MODE) -> float:
-    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then
-    `COPIES` copies, timed side by side) of the difference per extra copy, scaled to the host speed of the
-    calibration (`to_calibrated_host`). Where onnxruntime fuses the unit only when its outputs are read on
-    (`fused_when_read`), the unit is timed `read_on` and the sinks' own marginal cost, timed beside it, is
-    taken off."""
+    """What one more copy of the unit adds to a run (`measure_marginal`), scaled to the host speed of the
+    calibration (`to_calibrated_host`)."""
+    return to_calibrated_host(*measure_marginal(ug, device, calibration.run_ms, mode), calibration)
+
+
+def measure_marginal(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> tuple[float, Timing]:
+    """The median over paired samples (one copy, then `COPIES` copies, timed side by side) of the difference
+    per extra copy, as measured, with the timing whose reference run tells how quick the host was. Where
+    onnxruntime fuses the unit only when its outputs are read on (`fused_when_read`), the unit is timed
+    `read_on` and the sinks' own marginal cost, timed beside it, is taken off."""
     many = replicate(ug, COPIES)
     if many is None:
         one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode)
-        return to_calibrated_host(max(one.median_ms - calibration.run_ms, 0.0), one, calibration)
+        return max(one.median_ms - run_ms, 0.0), one
     timed = [ug, many]
     if fused_when_read(ug):
         read, alone = read_on(ug), sinks(ug)
@@ -435,7 +442,7 @@ def marginal_latency(ug: Graph, device: Device, calibration: Calibration, mode: 
     extra = [b - a for a, b in zip(t[0].values, t[1].values)]
     if len(t) == 4:
         extra = [e - (d - c) for e, c, d in zip(extra, t[2].values, t[3].values)]
-    return to_calibrated_host(max(statistics.median(extra) / (COPIES - 1), 0.0), t[0], calibration)
+    return max(statistics.median(extra) / (COPIES - 1), 0.0), t[0]
 
 
 def to_calibrated_host(ms: float, timing: Timing, calibration: Calibration) -> float:

@@ -6,7 +6,6 @@ and moved into place at the end, so a failure of any kind leaves nothing half-wr
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import tempfile
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from taso import check, cost, onnx_io, pet, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
-from taso.precompute import fold_static_shapes, precompute
+from taso.precompute import precompute
 from taso.search import both_directions, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
@@ -144,8 +143,7 @@ def _rewrite(
         return model.graph_cost(h).total_ms
 
     folded, precomputed = precompute(graph)
-    total, profiled = len(cost.units(fold_static_shapes(folded))), itertools.count(1)
-    model.graph_cost(folded, progress=lambda _: progress("profiling units", next(profiled), total))
+    model.graph_cost(folded, progress=lambda done, units: progress("profiling units", done, units))
     found = optimize_graph(
         folded,
         rules,
