@@ -6,6 +6,8 @@ and whether the predicted effect of merging sibling convs agrees with the measur
 
 Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) under --out.
 Original and merged variants are timed interleaved, several rounds, so drift hits both alike.
+Predictions are at the host's typical speed (`CostModel.at_typical_host`); the table also gives how slow the
+host was while the whole model ran (its reference run over the typical one) and the error at that speed.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
 alone and the device's alone; the json keeps each model's units in graph order with their cost in every mode,
 so a model of how host and device time combine can be fitted to one run.
@@ -106,10 +108,13 @@ def main() -> int:
         for name in [m for m in args.models.split(",") if m]:
             t0 = time.perf_counter()
             path, g = load(name, tmp)
-            pred = model.graph_cost(g)
+            raw = model.graph_cost(g)  # at the calibration's host speed, as a search compares graphs
+            pred = model.at_typical_host(raw)
             profile_s = time.perf_counter() - t0
-            sessions = cost.interleaved_rounds([path], [g], device, args.rounds, model.mode)[0]
+            timings = cost.interleaved_timings([path], [g], device, args.rounds, model.mode)[0]
+            sessions = [t.median_ms for t in timings]
             measured = statistics.median(sessions)
+            host = statistics.median(t.reference_ms or 0.0 for t in timings) / model.typical_reference_ms()
             rows.append(
                 {
                     "model": name,
@@ -119,6 +124,8 @@ def main() -> int:
                     "predicted_ms": pred.total_ms,
                     "measured_ms": measured,
                     "error_pct": 100 * (pred.total_ms - measured) / measured,
+                    "host_slowdown": host,
+                    "error_same_host_pct": 100 * (pred.total_ms * host - measured) / measured,
                     "profile_s": profile_s,
                 }
             )
@@ -128,14 +135,14 @@ def main() -> int:
                 merged, groups = merge_sibling_convs(g)
                 mpath = onnx_io.save_model(merged, tmp / f"{name}.merged.onnx")
                 ok = check.compare(path, mpath, g, rtol=1e-3, atol=1e-4).ok
-                mpred = model.graph_cost(merged)
+                mraw = model.graph_cost(merged)
                 base_ms, merged_ms = cost.interleaved_latency([path, mpath], [g, merged], device, args.rounds)
                 merges.append(
                     {
                         "model": name,
                         "groups": groups,
                         "equivalent_on_cpu": ok,
-                        "predicted_speedup": pred.total_ms / mpred.total_ms,
+                        "predicted_speedup": raw.total_ms / mraw.total_ms,
                         "measured_speedup": base_ms / merged_ms,
                         "base_ms": base_ms,
                         "merged_ms": merged_ms,
@@ -143,15 +150,27 @@ def main() -> int:
                 )
                 print(json.dumps(merges[-1]), flush=True)
             (args.out / "bench_cost.json").write_text(  # after every model: a run cut short keeps its results
-                json.dumps({"device": device.key, "rows": rows, "merges": merges, "modes": detail}, indent=1)
+                json.dumps(
+                    {
+                        "device": device.key,
+                        "calibration": model.calibration.__dict__,
+                        "typical_reference_ms": model.typical_reference_ms(),
+                        "rows": rows,
+                        "merges": merges,
+                        "modes": detail,
+                    },
+                    indent=1,
+                )
             )
     print(
-        f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}{'profile s':>10}"
+        f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}"
+        f"{'host x':>8}{'same-host err %':>17}{'profile s':>10}"
     )
     for r in rows:
         print(
             f"{r['model']:<14}{r['nodes']:>6}{r['units']:>6}{r['estimated']:>5}{r['predicted_ms']:>10.3f}"
-            f"{r['measured_ms']:>10.3f}{r['error_pct']:>+8.1f}{r['profile_s']:>10.1f}"
+            f"{r['measured_ms']:>10.3f}{r['error_pct']:>+8.1f}{r['host_slowdown']:>8.2f}"
+            f"{r['error_same_host_pct']:>+17.1f}{r['profile_s']:>10.1f}"
         )
     print(f"\n{'merge':<14}{'groups':>7}{'pred x':>8}{'meas x':>8}{'agree':>7}{'equiv':>7}")
     for m in merges:

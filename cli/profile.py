@@ -49,6 +49,8 @@ def profile(
     Each unit is timed once as a small ONNX model in onnxruntime (CUDA: io_binding, warm-up past cuDNN's
     algorithm search, median of many runs) and cached in the store under the device's identity (GPU name,
     driver, onnxruntime version, provider), so `subst optimize` and later runs measure nothing twice.
+    A batch-1 run is bound by the host, whose speed drifts: the prediction is at the host's typical speed,
+    and the whole-model measurement says how quick the host was while it ran.
 
     \b
     Examples:
@@ -62,17 +64,19 @@ def profile(
     model_cost = cost.CostModel(dev, db, refresh=refresh)
     bars = StageBars()
     try:
-        predicted = model_cost.graph_cost(
-            graph, progress=lambda done, units: bars.update("profiling units", done, units)
+        predicted = model_cost.at_typical_host(
+            model_cost.graph_cost(graph, progress=lambda done, units: bars.update("profiling units", done, units))
         )
     finally:
         bars.close()
     n_units = sum(u.count for u in predicted.units)
-    measured = None
+    measured = host = None
     if measure_model:
         with tempfile.TemporaryDirectory() as tmp:
             path = onnx_io.save_model(graph, Path(tmp) / "model.onnx")
-            measured = cost.model_latency(str(path), graph, dev)
+            timing = cost.model_latency(str(path), graph, dev)
+        measured, typical = timing.median_ms, model_cost.typical_reference_ms()
+        host = timing.reference_ms / typical if timing.reference_ms and typical else None
     data = {
         "model": str(model),
         "device": dev.key,
@@ -84,6 +88,7 @@ def profile(
         "predicted_ms": predicted.total_ms,
         "measured_ms": measured,
         "error_pct": None if measured is None else 100 * (predicted.total_ms - measured) / measured,
+        "host_slowdown": host,
         "seconds": time.perf_counter() - t0,
         "top": [
             {"unit": u.label, "ms": u.ms, "count": u.count, "estimated": u.estimated}
@@ -98,7 +103,8 @@ def profile(
         f"units      {n_units} ({len(predicted.units)} distinct): {model_cost.measured} measured now, "
         f"{model_cost.cached} from cache, {predicted.estimated} estimated",
         f"predicted  {predicted.total_ms:.4f} ms"
-        + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else ""),
+        + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else "")
+        + (f"   host {host:.2f}x its typical run overhead meanwhile" if host else ""),
         "",
         f"{'unit':<40}{'ms each':>10}{'count':>7}{'total ms':>10}",
     ]

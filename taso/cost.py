@@ -8,7 +8,9 @@ the sum of its units plus one run overhead. Units computed from weights alone co
 precomputed once. A unit that cannot be timed gets an analytic estimate (FLOPs and bytes against the device's
 measured peak rate and bandwidth, plus a kernel launch), marked as estimated in reports. A batch-1 run is
 bound by the host, whose speed drifts, so every measurement is scaled to the host speed seen at calibration
-(`to_calibrated_host`): units measured minutes apart are then comparable.
+(`to_calibrated_host`): units measured minutes apart are then comparable. Each measurement also logs how quick
+the host was, and reports give latencies at the host's typical speed (`CostModel.at_typical_host`), not at the
+one moment of calibration.
 """
 
 from __future__ import annotations
@@ -244,6 +246,12 @@ class Calibration:
     def estimate(self, ug: Graph) -> float:
         return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
 
+    def at_host(self, scale: float) -> Calibration:
+        """The host-bound constants (run and kernel overhead, the yardstick) on a host ``scale`` times slower."""
+        return replace(
+            self, run_ms=self.run_ms * scale, kernel_ms=self.kernel_ms * scale, reference_ms=self.reference_ms * scale
+        )
+
 
 DEFAULT_CALIBRATION = Calibration(run_ms=0.01, kernel_ms=0.005, gflops=100.0, gbps=20.0)
 """A 2-core CPU's orders of magnitude: used when nothing may be measured and no calibration is cached."""
@@ -268,6 +276,10 @@ class GraphCost:
     def estimated(self) -> int:
         return sum(u.count for u in self.units if u.estimated)
 
+    def scaled(self, k: float) -> GraphCost:
+        """Every latency times ``k``."""
+        return GraphCost(self.total_ms * k, self.run_ms * k, [replace(u, ms=u.ms * k) for u in self.units])
+
 
 def _create_tables(db: sqlite_utils.Database) -> None:
     db["devices"].create(
@@ -290,6 +302,14 @@ def _create_tables(db: sqlite_utils.Database) -> None:
         pk=("device", "unit"),
         if_not_exists=True,
     )
+    db["host_speed"].create({"device": str, "reference_ms": float, "measured_at": str}, if_not_exists=True)
+    db["host_speed"].create_index(["device"], if_not_exists=True)
+
+
+HOST_LOG = 500
+"""How many of a device's latest reference runs its typical host speed is the median of: enough to span the
+minutes-long slow spells of a shared host (a unit measurement logs one, every 50-400 ms), few enough to follow a
+store moved to another host."""
 
 
 class CostModel:
@@ -318,6 +338,8 @@ class CostModel:
         self.samples: dict[str, tuple[Graph, list[float]]] = {}
         """Units this model measured: the timed graph and every measurement taken of it."""
         self.measured = self.cached = 0
+        self.references: list[float] = []
+        """Reference runs timed beside this model's measurements (the store keeps every model's)."""
         if db is not None:
             _create_tables(db)
         self.calibration = calibration or self._calibration()
@@ -333,7 +355,44 @@ class CostModel:
         cal = calibrate(self.device)
         if self.db is not None:
             self.db["devices"].upsert({"device": self.key, **cal.__dict__, "measured_at": _now()}, pk="device")
+        self._log_host(cal.reference_ms)
         return cal
+
+    def _log_host(self, reference_ms: float | None) -> None:
+        if not reference_ms:
+            return
+        self.references.append(reference_ms)
+        if self.db is not None:
+            self.db["host_speed"].insert({"device": self.key, "reference_ms": reference_ms, "measured_at": _now()})
+
+    def typical_reference_ms(self) -> float:
+        """The median of the device's latest `HOST_LOG` reference runs (the calibration's alone when none is
+        logged): how quick its host usually is."""
+        seen = self.references[-HOST_LOG:]
+        if self.db is not None:
+            rows = self.db["host_speed"].rows_where(
+                "device = ?", [self.key], order_by="rowid desc", limit=HOST_LOG, select="reference_ms"
+            )
+            seen = [r["reference_ms"] for r in rows]
+        return statistics.median(seen) if seen else self.calibration.reference_ms
+
+    def host_scale(self) -> float:
+        """How much slower the host usually is than at calibration, the yardstick costs are kept at: costs
+        compared with each other need no scale, latencies reported to users do (`at_typical_host`)."""
+        typical, yardstick = self.typical_reference_ms(), self.calibration.reference_ms
+        return typical / yardstick if typical and yardstick else 1.0
+
+    def at_typical_host(self, c: GraphCost) -> GraphCost:
+        """``c`` (costed at the calibration's host speed) at the host's typical speed. A calibration that fell
+        in a slow spell (H100: reference 0.093 ms, 0.059 ms on the host the hour before) made every prediction
+        12-48 % high; scaled like this, a search still compares like with like."""
+        return c.scaled(self.host_scale())
+
+    def _measure(self, ug: Graph) -> float:
+        """``ug``'s marginal latency, measured now (`measure_marginal`) and scaled to the calibration's host speed."""
+        ms, timing = measure_marginal(ug, self.device, self.calibration.run_ms, self.mode)
+        self._log_host(timing.reference_ms)
+        return to_calibrated_host(ms, timing, self.calibration)
 
     def unit_cost(self, g: Graph, unit: Unit, position: Mapping[int, int] | None = None) -> UnitCost:
         """The unit's cost; ``position`` (id of each node of ``g`` -> its index) spares recomputing it when
@@ -360,7 +419,7 @@ class CostModel:
             return self.calibration.estimate(ug), True
         note = ""
         try:
-            ms = marginal_latency(ug, self.device, self.calibration, self.mode)
+            ms = self._measure(ug)
             estimated = False
             self.measured += 1
             self.samples[key] = (ug, [ms])
@@ -382,7 +441,7 @@ class CostModel:
         for sweep in (reversed(heavy), heavy):
             for c in sweep:
                 ug, taken = self.samples[c.key]
-                taken.append(marginal_latency(ug, self.device, self.calibration, self.mode))
+                taken.append(self._measure(ug))
         for c in heavy:
             c.ms = statistics.median(self.samples[c.key][1])
             self._record(c.key, c.label, c.ms, False)
@@ -417,14 +476,8 @@ COPIES = 5
 where launches overlap with GPU work (timed alone, every small kernel would pay launch and sync in full)."""
 
 
-def marginal_latency(ug: Graph, device: Device, calibration: Calibration, mode: Mode = DEFAULT_MODE) -> float:
-    """What one more copy of the unit adds to a run (`measure_marginal`), scaled to the host speed of the
-    calibration (`to_calibrated_host`)."""
-    return to_calibrated_host(*measure_marginal(ug, device, calibration.run_ms, mode), calibration)
-
-
 def measure_marginal(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> tuple[float, Timing]:
-    """The median over paired samples (one copy, then `COPIES` copies, timed side by side) of the difference
+    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then `COPIES` copies, timed side by side) of the difference
     per extra copy, as measured, with the timing whose reference run tells how quick the host was. Where
     onnxruntime fuses the unit only when its outputs are read on (`fused_when_read`), the unit is timed
     `read_on` and the sinks' own marginal cost, timed beside it, is taken off."""
@@ -547,9 +600,31 @@ def calibrate(device: Device) -> Calibration:
     return Calibration(run, kernel, gflops, gbps, reference if reference < float("inf") else 0.0)
 
 
-def model_latency(path: str, g: Graph, device: Device, samples: int = 50, mode: Mode = DEFAULT_MODE) -> float:
-    """Measured end-to-end latency of a whole model file (median ms), for comparing with `graph_cost`."""
-    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples, mode=mode).median_ms
+def model_latency(path: str, g: Graph, device: Device, samples: int = 50, mode: Mode = DEFAULT_MODE) -> Timing:
+    """Measured end-to-end latency of a whole model file, for comparing with `graph_cost`; its reference run
+    tells how quick the host was meanwhile."""
+    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples, mode=mode)
+
+
+def interleaved_timings(
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
+) -> list[list[Timing]]:
+    """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
+    model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair.
+    Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
+    slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py)."""
+    runs = [(str(p), check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
+    per: list[list[Timing]] = [[] for _ in paths]
+    for r in range(rounds):
+        first = r % len(runs)
+        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode)
+        for i, t in enumerate(timed):
+            per[(first + i) % len(runs)].append(t)
+    return per
 
 
 def interleaved_rounds(
@@ -559,18 +634,8 @@ def interleaved_rounds(
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
 ) -> list[list[float]]:
-    """Each model's median latency in every one of ``rounds`` rounds: each round opens a fresh session of every
-    model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair.
-    Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
-    slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py)."""
-    runs = [(str(p), check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
-    per: list[list[float]] = [[] for _ in paths]
-    for r in range(rounds):
-        first = r % len(runs)
-        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode)
-        for i, t in enumerate(timed):
-            per[(first + i) % len(runs)].append(t.median_ms)
-    return per
+    """Each model's median latency in every round of `interleaved_timings`."""
+    return [[t.median_ms for t in ts] for ts in interleaved_timings(paths, graphs, device, rounds, mode)]
 
 
 def interleaved_latency(
@@ -598,16 +663,17 @@ def cost_table(costs: Iterable[UnitCost], top: int | None = None) -> Sequence[Un
 
 
 def export_reference(model: CostModel, path: str) -> int:
-    """Write ``model``'s measured unit costs (from its store) and calibration as a reference table (JSON): what
-    CI, which has no GPU, costs graphs with. Returns how many units it holds."""
+    """Write ``model``'s measured unit costs (from its store) and calibration as a reference table (JSON), at
+    the host's typical speed: what CI, which has no GPU, costs graphs with. Returns how many units it holds."""
     import json
 
     assert model.db is not None, "a reference table is exported from a store"
+    k = model.host_scale()
     costs = {
-        r["unit"]: r["ms"]
+        r["unit"]: r["ms"] * k
         for r in model.db["costs"].rows_where("device = ? AND estimated = 0", [model.key], order_by="unit")
     }
-    ref = {"device": model.device.__dict__, "calibration": model.calibration.__dict__, "costs": costs}
+    ref = {"device": model.device.__dict__, "calibration": model.calibration.at_host(k).__dict__, "costs": costs}
     with open(path, "w") as f:
         f.write(json.dumps(ref, indent=1, sort_keys=True) + "\n")
     return len(costs)

@@ -221,8 +221,8 @@ def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
 
     timing = cost.time_models
     monkeypatch.setattr(cost, "time_models", counting)
-    cost.marginal_latency(gelu, cpu, calibration)
-    cost.marginal_latency(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration)
+    cost.measure_marginal(gelu, cpu, calibration.run_ms)
+    cost.measure_marginal(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration.run_ms)
     assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
 
 
@@ -250,6 +250,7 @@ def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     first = json.loads(r.stdout)
     assert first["measured_now"] > 0 and first["measured_ms"] > 0 and first["predicted_ms"] > 0
+    assert first["host_slowdown"] > 0  # the reference run timed beside the whole model, over the typical one
     r = subst(*args, "--no-measure-model")
     second = json.loads(r.stdout)
     assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
@@ -266,7 +267,8 @@ def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu,
     reference = cost.reference_model(str(tmp_path / "ref.json"))
     again = reference.graph_cost(g)
     assert reference.measured == 0 and again.estimated == 0
-    assert again.total_ms == pytest.approx(measured.total_ms) and reference.device == cpu
+    assert again.total_ms == pytest.approx(model.at_typical_host(measured).total_ms) and reference.device == cpu
+    assert reference.host_scale() == 1.0  # the table is at the typical host speed already
 
 
 @given(st.integers(1, 6), st.integers(0, 20))
@@ -372,10 +374,38 @@ def test_unit_costs_are_scaled_to_the_host_speed_of_the_calibration(cpu, calibra
         "  %y = MatMul(%x, %w) : float32[256,256]\n  return %y"
     )
     (ug,) = (cost.unit_graph(g, u) for u in cost.units(g))
-    as_calibrated = cost.marginal_latency(ug, cpu, calibration)
+    ms, timing = cost.measure_marginal(ug, cpu, calibration.run_ms)
+    assert timing.reference_ms is not None and timing.reference_ms > 0
+    as_calibrated = cost.to_calibrated_host(ms, timing, calibration)
+    assert as_calibrated == pytest.approx(ms * calibration.reference_ms / timing.reference_ms) and ms > 0
     # a calibration taken on a host 50x slower: the same unit, measured now, costs as on that host
-    slow_host = cost.marginal_latency(ug, cpu, replace(calibration, reference_ms=50 * calibration.reference_ms))
-    assert as_calibrated > 0 and slow_host > 10 * as_calibrated
+    slow_host = cost.to_calibrated_host(ms, timing, replace(calibration, reference_ms=50 * calibration.reference_ms))
+    assert slow_host == pytest.approx(50 * as_calibrated)
+
+
+def test_reports_are_at_the_hosts_typical_speed(tmp_path: Path, cpu, calibration) -> None:
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    model = cost.CostModel(cpu, db, calibration=calibration)
+    measured = model.graph_cost(g)
+    logged = [r["reference_ms"] for r in db["host_speed"].rows_where("device = ?", [model.key])]
+    assert len(logged) == model.measured > 0  # every measurement logs how quick the host was
+    assert model.host_scale() == pytest.approx(statistics.median(logged) / calibration.reference_ms)
+
+    def log(ms: float, times: int, device: str = model.key) -> None:
+        db["host_speed"].insert_all([{"device": device, "reference_ms": ms, "measured_at": "t"}] * times)
+
+    log(3 * calibration.reference_ms, cost.HOST_LOG)  # a day on a host 3x slower than at calibration
+    log(calibration.reference_ms / 10, cost.HOST_LOG, device="another GPU")  # not this device's
+    later = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), calibration=calibration)
+    again = later.graph_cost(g)
+    assert later.measured == 0 and again.total_ms == measured.total_ms  # what a search compares stays put
+    assert later.host_scale() == pytest.approx(3.0)
+    typical = later.at_typical_host(again)
+    assert typical.total_ms == pytest.approx(3 * again.total_ms)
+    assert [u.ms for u in typical.units] == pytest.approx([3 * u.ms for u in again.units])
+    log(calibration.reference_ms, cost.HOST_LOG)  # then as quick as at calibration: the latest runs count
+    assert later.host_scale() == pytest.approx(1.0)
 
 
 def test_a_store_calibrated_before_the_yardstick_was_kept_still_opens(tmp_path: Path, cpu) -> None:
