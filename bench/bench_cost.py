@@ -5,7 +5,9 @@ and whether the predicted effect of merging sibling convs agrees with the measur
     PYTHONPATH=. python bench/bench_cost.py --device cpu --models squeezenet,bert_tiny
 
 Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) under --out.
-Original and merged variants are timed interleaved, several rounds, so drift hits both alike.
+Original and merged variants are timed interleaved, several rounds, so drift hits both alike. Whole models are
+timed after every model is profiled, one round each per pass over all of them (``--rounds`` passes), so each
+model's median spans the run rather than one moment of it.
 Predictions are at the host's typical speed (`CostModel.at_typical_host`); the table also gives how slow the
 host was while the whole model ran (its reference run over the typical one) and the error at that speed.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
@@ -103,34 +105,24 @@ def main() -> int:
     model = by_mode[modes[0]]
     print(f"device {device.key}\ncalibration {model.calibration}", flush=True)
     rows, merges, detail = [], [], []
+    names = [m for m in args.models.split(",") if m]
+    loaded: dict[str, tuple[Path, onnx_io.Graph, cost.GraphCost, float]] = {}
+
+    def write() -> None:  # after every step: a run cut short keeps its results
+        typical = model.typical_reference_ms()
+        out = {"device": device.key, "calibration": model.calibration.__dict__, "typical_reference_ms": typical}
+        (args.out / "bench_cost.json").write_text(
+            json.dumps({**out, "rows": rows, "merges": merges, "modes": detail}, indent=1)
+        )
+
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        for name in [m for m in args.models.split(",") if m]:
+        for name in names:  # profile every model first, and measure the merges (ratios, timed side by side)
             t0 = time.perf_counter()
             path, g = load(name, tmp)
             raw = model.graph_cost(g)  # at the calibration's host speed, as a search compares graphs
-            pred = model.at_typical_host(raw)
-            profile_s = time.perf_counter() - t0
-            timings = cost.interleaved_timings([path], [g], device, args.rounds, model.mode)[0]
-            sessions = [t.median_ms for t in timings]
-            measured = statistics.median(sessions)
-            host = statistics.median(t.reference_ms or 0.0 for t in timings) / model.typical_reference_ms()
-            rows.append(
-                {
-                    "model": name,
-                    "nodes": len(g.nodes),
-                    "units": sum(u.count for u in pred.units),
-                    "estimated": pred.estimated,
-                    "predicted_ms": pred.total_ms,
-                    "measured_ms": measured,
-                    "error_pct": 100 * (pred.total_ms - measured) / measured,
-                    "host_slowdown": host,
-                    "error_same_host_pct": 100 * (pred.total_ms * host - measured) / measured,
-                    "profile_s": profile_s,
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-            detail.append(per_mode(name, g, path, by_mode, device, args.rounds, sessions))
+            loaded[name] = (path, g, raw, time.perf_counter() - t0)
+            print(f"{name}: {sum(u.count for u in raw.units)} units profiled", flush=True)
             if name in args.merge.split(","):
                 merged, groups = merge_sibling_convs(g)
                 mpath = onnx_io.save_model(merged, tmp / f"{name}.merged.onnx")
@@ -149,19 +141,37 @@ def main() -> int:
                     }
                 )
                 print(json.dumps(merges[-1]), flush=True)
-            (args.out / "bench_cost.json").write_text(  # after every model: a run cut short keeps its results
-                json.dumps(
-                    {
-                        "device": device.key,
-                        "calibration": model.calibration.__dict__,
-                        "typical_reference_ms": model.typical_reference_ms(),
-                        "rows": rows,
-                        "merges": merges,
-                        "modes": detail,
-                    },
-                    indent=1,
-                )
+                write()
+        # then every model end to end, one round each per pass: the passes spread a model's rounds over the
+        # minutes the run takes, so one slow spell of the host does not set its latency
+        timings: dict[str, list[profiler.Timing]] = {name: [] for name in loaded}
+        for _ in range(args.rounds):
+            for name, (path, g, _, _) in loaded.items():
+                timings[name] += cost.interleaved_timings([path], [g], device, 1, model.mode)[0]
+        typical = model.typical_reference_ms()
+        for name, (path, g, raw, profile_s) in loaded.items():
+            pred = model.at_typical_host(raw)
+            sessions = [t.median_ms for t in timings[name]]
+            measured = statistics.median(sessions)
+            host = statistics.median(t.reference_ms or 0.0 for t in timings[name]) / typical
+            rows.append(
+                {
+                    "model": name,
+                    "nodes": len(g.nodes),
+                    "units": sum(u.count for u in pred.units),
+                    "estimated": pred.estimated,
+                    "predicted_ms": pred.total_ms,
+                    "measured_ms": measured,
+                    "rounds_ms": sessions,
+                    "error_pct": 100 * (pred.total_ms - measured) / measured,
+                    "host_slowdown": host,
+                    "error_same_host_pct": 100 * (pred.total_ms * host - measured) / measured,
+                    "profile_s": profile_s,
+                }
             )
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "rounds_ms"}), flush=True)
+            detail.append(per_mode(name, g, path, by_mode, device, args.rounds, sessions))
+            write()
     print(
         f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}"
         f"{'host x':>8}{'same-host err %':>17}{'profile s':>10}"
