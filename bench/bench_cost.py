@@ -8,8 +8,8 @@ Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) u
 Original and merged variants are timed interleaved, several rounds, so drift hits both alike. Whole models are
 timed after every model is profiled, one round each per pass over all of them (``--rounds`` passes), so each
 model's median spans the run rather than one moment of it.
-Predictions are at the host's typical speed (`CostModel.at_typical_host`); the table also gives how slow the
-host was while the whole model ran (its reference run over the typical one) and the error at that speed.
+Predictions are at the host's quick speed (`CostModel.at_quick_host`); the table also gives how slow the
+host was while the whole model ran (its reference run over the quick one) and the error at that speed.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
 alone and the device's alone; the json keeps each model's units in graph order with their cost in every mode,
 so a model of how host and device time combine can be fitted to one run.
@@ -109,8 +109,8 @@ def main() -> int:
     loaded: dict[str, tuple[Path, onnx_io.Graph, cost.GraphCost, float]] = {}
 
     def write() -> None:  # after every step: a run cut short keeps its results
-        typical = model.typical_reference_ms()
-        out = {"device": device.key, "calibration": model.calibration.__dict__, "typical_reference_ms": typical}
+        quick = model.quick_reference_ms()
+        out = {"device": device.key, "calibration": model.calibration.__dict__, "quick_reference_ms": quick}
         (args.out / "bench_cost.json").write_text(
             json.dumps({**out, "rows": rows, "merges": merges, "modes": detail}, indent=1)
         )
@@ -148,12 +148,12 @@ def main() -> int:
         for _ in range(args.rounds):
             for name, (path, g, _, _) in loaded.items():
                 timings[name] += cost.interleaved_timings([path], [g], device, 1, model.mode)[0]
-        typical = model.typical_reference_ms()
+        quick = model.quick_reference_ms()
         for name, (path, g, raw, profile_s) in loaded.items():
-            pred = model.at_typical_host(raw)
+            pred = model.at_quick_host(raw)
             sessions = [t.median_ms for t in timings[name]]
             measured = statistics.median(sessions)
-            host = statistics.median(t.reference_ms or 0.0 for t in timings[name]) / typical
+            host = statistics.median(t.reference_ms or 0.0 for t in timings[name]) / quick
             rows.append(
                 {
                     "model": name,

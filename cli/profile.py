@@ -49,8 +49,8 @@ def profile(
     Each unit is timed once as a small ONNX model in onnxruntime (CUDA: io_binding, warm-up past cuDNN's
     algorithm search, median of many runs) and cached in the store under the device's identity (GPU name,
     driver, onnxruntime version, provider), so `subst optimize` and later runs measure nothing twice.
-    A batch-1 run is bound by the host, whose speed drifts: the prediction is at the host's typical speed,
-    and the whole-model measurement says how quick the host was while it ran.
+    A batch-1 run is bound by the host, whose speed drifts: the prediction is at the host's quick speed,
+    and the whole-model measurement says how much slower the host was while it ran.
 
     \b
     Examples:
@@ -64,7 +64,7 @@ def profile(
     model_cost = cost.CostModel(dev, db, refresh=refresh)
     bars = StageBars()
     try:
-        predicted = model_cost.at_typical_host(
+        predicted = model_cost.at_quick_host(
             model_cost.graph_cost(graph, progress=lambda done, units: bars.update("profiling units", done, units))
         )
     finally:
@@ -75,8 +75,8 @@ def profile(
         with tempfile.TemporaryDirectory() as tmp:
             path = onnx_io.save_model(graph, Path(tmp) / "model.onnx")
             timing = cost.model_latency(str(path), graph, dev)
-        measured, typical = timing.median_ms, model_cost.typical_reference_ms()
-        host = timing.reference_ms / typical if timing.reference_ms and typical else None
+        measured, quick = timing.median_ms, model_cost.quick_reference_ms()
+        host = timing.reference_ms / quick if timing.reference_ms and quick else None
     data = {
         "model": str(model),
         "device": dev.key,
@@ -104,7 +104,7 @@ def profile(
         f"{model_cost.cached} from cache, {predicted.estimated} estimated",
         f"predicted  {predicted.total_ms:.4f} ms"
         + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else "")
-        + (f"   host {host:.2f}x its typical run overhead meanwhile" if host else ""),
+        + (f"   host {host:.2f}x its quick run overhead meanwhile" if host else ""),
         "",
         f"{'unit':<40}{'ms each':>10}{'count':>7}{'total ms':>10}",
     ]
