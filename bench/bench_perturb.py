@@ -1,0 +1,73 @@
+"""How robust is the search to noise in unit costs? Optimize with a reference cost table whose every unit cost is
+multiplied by its own log-normal factor, once per seed, and report what each search found.
+
+    PYTHONPATH=. python bench/bench_perturb.py --models squeezenet --sigma 0.15 --seeds 8
+
+Runs on the CPU: nothing is measured (the table is `models/reference_costs.json` unless --costs says
+otherwise). A search whose result swings with small cost noise is one a GPU run will find only sometimes.
+Prints a table (predicted speed-up and rules per seed); writes bench_perturb.json under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+from build import ZOO  # noqa: E402
+from taso import store  # noqa: E402
+from taso.optimize import Settings, optimize  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="squeezenet")
+    ap.add_argument("--sigma", type=float, default=0.15, help="log-normal sigma of each unit's cost factor")
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--costs", type=Path, default=ROOT / "models" / "reference_costs.json")
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = json.loads(args.costs.read_text())
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for name in [m for m in args.models.split(",") if m]:
+            path = tmp / f"{name}.onnx"
+            onnx.save_model(ZOO[name](), str(path))
+            for seed in range(args.seeds):
+                rng = np.random.default_rng(seed)
+                noisy = {k: v * float(rng.lognormal(0.0, args.sigma)) for k, v in table["costs"].items()}
+                costs = tmp / f"costs-{seed}.json"
+                costs.write_text(json.dumps({**table, "costs": noisy}))
+                settings = Settings(costs=str(costs), time_limit=args.time_limit)
+                report = optimize(path, tmp / f"{name}.out.onnx", store.DEFAULT_PATH, settings=settings)
+                rows.append(
+                    {
+                        "model": name,
+                        "seed": seed,
+                        "predicted_speedup": report.cost["before_ms"] / report.cost["after_ms"],
+                        "expanded": report.search.get("expanded", 0),
+                        "rules": report.rules_applied,
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
+    (args.out / "bench_perturb.json").write_text(json.dumps({"sigma": args.sigma, "rows": rows}, indent=1))
+    print(f"\nsigma {args.sigma}\n{'model':<14}{'seed':>5}{'pred x':>8}{'expanded':>9}  rules")
+    for r in rows:
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
+        print(f"{r['model']:<14}{r['seed']:>5}{r['predicted_speedup']:>8.3f}{r['expanded']:>9}  {rules}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
