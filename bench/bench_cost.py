@@ -9,7 +9,9 @@ Original and merged variants are timed interleaved, several rounds, so drift hit
 timed after every model is profiled, one round each per pass over all of them (``--rounds`` passes), so each
 model's median spans the run rather than one moment of it.
 Predictions are at the host's quick speed (`CostModel.at_quick_host`); the table also gives how slow the
-host was while the whole model ran (its reference run over the quick one) and the error at that speed.
+host was while the whole model ran (its reference run over the quick one) and the error at that speed, and
+the error against the median of the rounds the host ran in its quick mode (reference within
+`taso.profiler.SLOW_SPELL` of the quick one), with how many such rounds there were.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
 alone and the device's alone; the json keeps each model's units in graph order with their cost in every mode,
 so a model of how host and device time combine can be fitted to one run.
@@ -154,6 +156,10 @@ def main() -> int:
             sessions = [t.median_ms for t in timings[name]]
             measured = statistics.median(sessions)
             host = statistics.median(t.reference_ms or 0.0 for t in timings[name]) / quick
+            in_quick_mode = [
+                t.median_ms for t in timings[name] if (t.reference_ms or 0.0) <= profiler.SLOW_SPELL * quick
+            ]
+            quick_ms = statistics.median(in_quick_mode) if in_quick_mode else None
             rows.append(
                 {
                     "model": name,
@@ -166,6 +172,9 @@ def main() -> int:
                     "error_pct": 100 * (pred.total_ms - measured) / measured,
                     "host_slowdown": host,
                     "error_same_host_pct": 100 * (pred.total_ms * host - measured) / measured,
+                    "quick_rounds": len(in_quick_mode),
+                    "measured_quick_ms": quick_ms,
+                    "error_quick_pct": None if quick_ms is None else 100 * (pred.total_ms - quick_ms) / quick_ms,
                     "profile_s": profile_s,
                 }
             )
@@ -174,13 +183,14 @@ def main() -> int:
             write()
     print(
         f"\n{'model':<14}{'nodes':>6}{'units':>6}{'est':>5}{'pred ms':>10}{'meas ms':>10}{'err %':>8}"
-        f"{'host x':>8}{'same-host err %':>17}{'profile s':>10}"
+        f"{'host x':>8}{'same-host err %':>17}{'quick':>7}{'quick err %':>13}{'profile s':>10}"
     )
     for r in rows:
+        quick_err = f"{r['error_quick_pct']:>+13.1f}" if r["error_quick_pct"] is not None else f"{'-':>13}"
         print(
             f"{r['model']:<14}{r['nodes']:>6}{r['units']:>6}{r['estimated']:>5}{r['predicted_ms']:>10.3f}"
             f"{r['measured_ms']:>10.3f}{r['error_pct']:>+8.1f}{r['host_slowdown']:>8.2f}"
-            f"{r['error_same_host_pct']:>+17.1f}{r['profile_s']:>10.1f}"
+            f"{r['error_same_host_pct']:>+17.1f}{r['quick_rounds']:>7}{quick_err}{r['profile_s']:>10.1f}"
         )
     print(f"\n{'merge':<14}{'groups':>7}{'pred x':>8}{'meas x':>8}{'agree':>7}{'equiv':>7}")
     for m in merges:
