@@ -180,6 +180,32 @@ def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> N
     assert [d.dim_param for d in saved.graph.input[0].type.tensor_type.shape.dim][:1] == ["batch"]
 
 
+@pytest.mark.parametrize("pairs", [2, 4])
+def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: int) -> None:
+    """With a budget of one graph per pass, each pass merges one pair of sibling MatMuls; the search goes on
+    from each pass's best until a pass finds nothing cheaper, so every pair is merged."""
+    inputs = ", ".join(
+        f"%x{i}: float32[2,4], %v{i}: float32[4,4] weight, %u{i}: float32[4,4] weight" for i in range(pairs)
+    )
+    body = "\n".join(
+        f"  %a{i} = MatMul(%x{i}, %v{i}) : float32[2,4]\n  %b{i} = MatMul(%x{i}, %u{i}) : float32[2,4]"
+        for i in range(pairs)
+    )
+    outputs = ", ".join(f"%a{i}, %b{i}" for i in range(pairs))
+    g = parse_graph(f"graph({inputs}):\n{body}\n  return {outputs}")
+    rng = np.random.default_rng(0)
+    g = replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
+
+    def kernels(h) -> float:  # a MatMul costs 1, a Split 0.1 (merged weights are folded): a merge saves 0.9
+        return sum({"MatMul": 1.0, "Split": 0.1}.get(n.op, 0.0) for n in h.nodes)
+
+    found = taso_search.search(g, [MERGE_MATMULS], kernels, alpha=1.0, budget=1, time_limit=60.0)
+    assert found.applied == {"merge-matmuls": pairs}
+    assert sum(n.op == "MatMul" for n in found.graph.nodes) == pairs
+    assert found.expanded == pairs + 1  # one pass per merge, and the last that found nothing cheaper
+    assert found.cost_after == pytest.approx(found.cost_before - 0.9 * pairs)
+
+
 def test_unproved_rules_are_never_applied(tmp_path: Path) -> None:
     candidate = Rule(MERGE_MATMULS.src, MERGE_MATMULS.dst, name="merge-matmuls", status="candidate")
     report = optimize(
