@@ -484,10 +484,11 @@ where launches overlap with GPU work (timed alone, every small kernel would pay 
 
 
 def measure_marginal(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> tuple[float, Timing]:
-    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then `COPIES` copies, timed side by side) of the difference
-    per extra copy, as measured, with the timing whose reference run tells how quick the host was. Where
-    onnxruntime fuses the unit only when its outputs are read on (`fused_when_read`), the unit is timed
-    `read_on` and the sinks' own marginal cost, timed beside it, is taken off."""
+    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then `COPIES`
+    copies, timed side by side) of the difference per extra copy, as measured, with the timing whose reference
+    run tells how quick the host was. Where onnxruntime fuses the unit only when its outputs are read on
+    (`fused_when_read`), the unit is timed `read_on` and the sinks' own marginal cost, timed beside it, is
+    taken off."""
     many = replicate(ug, COPIES)
     if many is None:
         one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode)
