@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -572,6 +572,26 @@ def op_census(path: str | os.PathLike[str]) -> dict[str, int]:
 def model_bytes(g: Graph) -> bytes:
     """``g`` serialized, for onnxruntime sessions made in memory (small graphs: units, probes)."""
     return to_proto(g).SerializeToString()
+
+
+def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, int]:
+    """The size of every named symbolic dim of ``g`` once its inputs' are fixed as `concretize` fixes them:
+    the user's ``dims``, and the dims shape inference named inside the model (``unk__0``; BERT's sequence
+    length after a Range over its input's Shape), which no flag can name. A cost model binding only the
+    user's names estimated 28 of BERT-tiny's 35 units."""
+    symbolic = {d for t in g.types.values() if t.shape is not None for d in t.shape if isinstance(d, str)}
+    if not symbolic:
+        return dict(dims)
+    fixed = concretize(g, dict(dims), default)
+    sizes = dict(dims)
+    for v, t in g.types.items():
+        c = fixed.types.get(v)
+        if t.shape is None or c is None or not c.is_static or len(c.shape) != len(t.shape):
+            continue
+        for d, n in zip(t.shape, c.shape):
+            if isinstance(d, str):
+                sizes.setdefault(d, n)
+    return sizes
 
 
 def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:

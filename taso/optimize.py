@@ -137,7 +137,7 @@ def _rewrite(
     rules = both_directions(store.load_rules(db, status="proved"))
     if not rules:
         return graph, {}, {}, {}
-    model = _cost_model(db, settings)
+    model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
 
     def predicted(h: Graph) -> float:
         return model.graph_cost(h).total_ms
@@ -185,14 +185,15 @@ def _quiet(stage: str, done: int, total: int) -> None:
     """The library shows no progress unless asked."""
 
 
-def _cost_model(db, settings: Settings) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
+def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:  # noqa: ANN001 (sqlite_utils.Database)
+    """The cost model ``settings`` ask for, costing symbolic dims at ``dims``."""
     if settings.costs is not None:
         model = cost.reference_model(settings.costs)
-        model.dims = dict(settings.dims)
+        model.dims = dims
         return model
     if settings.device == "estimate":
-        return cost.CostModel(profiler.pick_device("cpu"), db, measure=False, dims=settings.dims)
-    return cost.CostModel(profiler.pick_device(settings.device), db, dims=settings.dims)
+        return cost.CostModel(profiler.pick_device("cpu"), db, measure=False, dims=dims)
+    return cost.CostModel(profiler.pick_device(settings.device), db, dims=dims)
 
 
 def optimize(
