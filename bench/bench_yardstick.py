@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -67,16 +66,8 @@ def companies(models: list[str], tmp: Path) -> dict[str, list[tuple[bytes | str,
 
 
 def sm_clock() -> int | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return int(out.split()[0])
-    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-        return None
+    values = profiler.gpu_query("clocks.sm")
+    return int(values[0]) if values and values[0].isdigit() else None
 
 
 def main() -> int:

@@ -58,18 +58,25 @@ def _cpu_name() -> str:
     return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
 
 
-def _gpu_name() -> tuple[str, str]:
+def gpu_query(fields: str) -> list[str] | None:
+    """nvidia-smi's values of ``fields`` (its comma-separated query names) for GPU 0; None where it cannot say."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"],
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],
             capture_output=True,
             text=True,
             timeout=20,
         ).stdout.strip()
-        name, driver = (part.strip() for part in out.splitlines()[0].split(","))
-        return name, driver
-    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return [part.strip() for part in out.splitlines()[0].split(",")]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def _gpu_name() -> tuple[str, str]:
+    values = gpu_query("name,driver_version")
+    if values is None or len(values) != 2:
         return "unknown GPU", "unknown driver"
+    return values[0], values[1]
 
 
 @cache
