@@ -580,10 +580,11 @@ def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, 
     length after a Range over its input's Shape), which no flag can name. A cost model binding only the
     user's names estimated 28 of BERT-tiny's 35 units."""
     symbolic = {d for t in g.types.values() if t.shape is not None for d in t.shape if isinstance(d, str)}
-    if not symbolic:
-        return dict(dims)
+    named_inputs = {d for v in g.inputs if g.types[v].shape is not None for d in g.types[v].shape if isinstance(d, str)}
+    sizes = {**dict.fromkeys(named_inputs, default), **dims}
+    if symbolic <= set(sizes):  # no dim but the inputs' own: no inference needed (it copies every weight)
+        return sizes
     fixed = concretize(g, dict(dims), default)
-    sizes = dict(dims)
     for v, t in g.types.items():
         c = fixed.types.get(v)
         if t.shape is None or c is None or not c.is_static or len(c.shape) != len(t.shape):
