@@ -5,7 +5,9 @@ multiplied by its own log-normal factor, once per seed, and report what each sea
 
 Runs on the CPU: nothing is measured (the table is `models/reference_costs.json` unless --costs says
 otherwise). A search whose result swings with small cost noise is one a GPU run will find only sometimes.
-Prints a table (predicted speed-up and rules per seed); writes bench_perturb.json under --out.
+``--sigma 0 --seeds 1 --time-limit 10`` is `subst optimize` with its defaults and the table as it is: the
+search time per model with a warm cost cache. Prints a table (predicted speed-up, graphs expanded, search and
+optimize seconds, rules per seed); writes bench_perturb.json under --out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +53,7 @@ def main() -> int:
                 costs = tmp / f"costs-{seed}.json"
                 costs.write_text(json.dumps({**table, "costs": noisy}))
                 settings = Settings(costs=str(costs), time_limit=args.time_limit)
+                t0 = time.perf_counter()
                 report = optimize(path, tmp / f"{name}.out.onnx", store.DEFAULT_PATH, settings=settings)
                 rows.append(
                     {
@@ -57,15 +61,22 @@ def main() -> int:
                         "seed": seed,
                         "predicted_speedup": report.cost["before_ms"] / report.cost["after_ms"],
                         "expanded": report.search.get("expanded", 0),
+                        "search_s": report.search.get("seconds", 0.0),
+                        "optimize_s": time.perf_counter() - t0,
                         "rules": report.rules_applied,
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
     (args.out / "bench_perturb.json").write_text(json.dumps({"sigma": args.sigma, "rows": rows}, indent=1))
-    print(f"\nsigma {args.sigma}\n{'model':<14}{'seed':>5}{'pred x':>8}{'expanded':>9}  rules")
+    print(
+        f"\nsigma {args.sigma}\n{'model':<14}{'seed':>5}{'pred x':>8}{'expanded':>9}{'search s':>9}{'opt s':>7}  rules"
+    )
     for r in rows:
         rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
-        print(f"{r['model']:<14}{r['seed']:>5}{r['predicted_speedup']:>8.3f}{r['expanded']:>9}  {rules}")
+        print(
+            f"{r['model']:<14}{r['seed']:>5}{r['predicted_speedup']:>8.3f}{r['expanded']:>9}"
+            f"{r['search_s']:>9.1f}{r['optimize_s']:>7.1f}  {rules}"
+        )
     return 0
 
 

@@ -344,7 +344,7 @@ class CostModel:
         """Units this model measured: the timed graph and every measurement taken of it."""
         self.measured = self.cached = 0
         self.references: list[float] = []
-        """Reference runs timed beside this model's measurements (the store keeps every model's)."""
+        """Reference runs timed beside this model's measurements, where there is no store to log them in."""
         if db is not None:
             _create_tables(db)
         self.calibration = calibration or self._calibration()
@@ -366,15 +366,17 @@ class CostModel:
     def _log_host(self, reference_ms: float | None) -> None:
         if not reference_ms:
             return
-        self.references.append(reference_ms)
-        if self.db is not None:
+        if self.db is None:
+            self.references.append(reference_ms)
+        else:
             self.db["host_speed"].insert({"device": self.key, "reference_ms": reference_ms, "measured_at": _now()})
 
     def quick_reference_ms(self) -> float:
         """The `QUICK_QUANTILE` of the device's latest `HOST_LOG` reference runs (the calibration's alone when
         none is logged): how quick its host is when nothing slows it."""
-        seen = self.references[-HOST_LOG:]
-        if self.db is not None:
+        if self.db is None:
+            seen = self.references[-HOST_LOG:]
+        else:
             rows = self.db["host_speed"].rows_where(
                 "device = ?", [self.key], order_by="rowid desc", limit=HOST_LOG, select="reference_ms"
             )

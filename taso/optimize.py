@@ -161,10 +161,9 @@ def _rewrite(
     before, after = model.graph_cost(graph), model.graph_cost(result)
     if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
         result, applied, after = graph, {}, before
-    host = model.host_scale()  # reported at the host's quick speed; their ratio is unchanged
-    costs: dict = {
-        "before_ms": before.total_ms * host,
-        "after_ms": after.total_ms * host,
+    costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
+        "before_ms": model.at_quick_host(before).total_ms,
+        "after_ms": model.at_quick_host(after).total_ms,
         "device": model.device.key,
         "estimated_units": after.estimated,
     }
