@@ -22,6 +22,7 @@ from taso.ir import (
     lint,
     make_attrs,
     parse_graph,
+    topological_order,
 )
 
 _FORMS = [
@@ -93,6 +94,32 @@ def test_dead_code_elimination_keeps_outputs_and_is_idempotent(g: Graph) -> None
     assert live.outputs == g.outputs
     assert eliminate_dead(live) is live
     assert all(any(o in live.consumers or o in live.outputs for o in n.outputs) for n in live.nodes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs(), st.randoms(use_true_random=False))
+def test_topological_order_places_the_earliest_ready_node_each_time(g: Graph, rnd) -> None:
+    shuffled = list(g.nodes)
+    rnd.shuffle(shuffled)
+    defined = set(g.inputs) | set(g.weights)
+    order = topological_order(shuffled, defined)
+    assert order is not None and sorted(map(id, order)) == sorted(map(id, shuffled))
+    lint(replace(g, nodes=tuple(order)))
+    done, placed = set(defined), set()
+    for node in order:  # no node before it in the given order was ready: the smallest valid order
+        for earlier in shuffled[: shuffled.index(node)]:
+            assert id(earlier) in placed or not all(v in done for v in earlier.reads)
+        placed.add(id(node))
+        done.update(node.outputs)
+    assert topological_order(list(g.nodes), defined) == list(g.nodes)
+
+
+def test_topological_order_finds_cycles() -> None:
+    a = Node("Relu", ("b",), ("a",))
+    b = Node("Add", ("x", "a"), ("b",))
+    assert topological_order([a, b], {"x"}) is None
+    relu = Node("Relu", ("x",), ("a",))
+    assert topological_order([b, relu], {"x"}) == [relu, b]
 
 
 @settings(max_examples=100, deadline=None)
