@@ -74,7 +74,19 @@ class Report:
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
             f"search    {s['regions']} regions, {s['expanded']} graphs expanded, {s['candidates']} candidates, "
             f"alpha {s['alpha']}",
+            *self._nearest_lines(before),
             *self._measured_lines(),
+        ]
+
+    def _nearest_lines(self, before: float) -> list[str]:
+        """Why nothing was applied: the single rewrite that came closest to paying."""
+        near = self.search.get("nearest")
+        if not near:
+            return []
+        added = float(near["added_ms"])  # type: ignore[index]
+        return [
+            f"nearest   {near['rule']}: +{added:.4f} ms predicted ({before / (before + added):.3f}x); "  # type: ignore[index]
+            "no rewrite was predicted faster"
         ]
 
     def _measured_lines(self) -> list[str]:
@@ -176,7 +188,10 @@ def _rewrite(
         "declined": dict(found.declined),
         "alpha": settings.alpha,
         "seconds": found.seconds,
+        "nearest": None,
     }
+    if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
+        search_facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}
     return result, applied, costs, search_facts
 
 

@@ -60,6 +60,13 @@ class SearchResult:
     declined: Counter = field(default_factory=Counter)
     regions: int = 1
     seconds: float = 0.0
+    nearest: tuple[float, str] | None = None
+    """The rewrite of the starting graph that came closest to paying without doing so: (how much it adds to the
+    cost, its name). What a user wants to know when nothing was applied."""
+
+    def note_miss(self, added: float, name: str) -> None:
+        if added >= 0 and (self.nearest is None or added < self.nearest[0]):
+            self.nearest = (added, name)
 
 
 def search(
@@ -129,6 +136,8 @@ def _search_pass(
             seen.add(new.structure)
             result.candidates += 1
             c = cost(new)
+            if not history:
+                result.note_miss(c - start_cost, name)
             steps = (*history, name)
             if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
                 heapq.heappush(queue, (c, next(tick), new, steps, current))
@@ -315,6 +324,8 @@ def optimize_graph(
             total.candidates += r.candidates
             total.applied.update(r.applied)
             total.declined.update(r.declined)
+            if r.nearest is not None:
+                total.note_miss(*r.nearest)
             if r.graph is not region:
                 current = splice(current, region, r.graph)
         if progress is not None:

@@ -170,10 +170,13 @@ def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> N
     db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     greedy = optimize(src, out, db, settings=Settings(device="estimate", alpha=1.0, dims={"batch": 64}))
     assert greedy.rules_applied == {}  # the first step alone makes things worse
+    assert greedy.search["nearest"]["rule"] == "merge-matmuls" and greedy.search["nearest"]["added_ms"] > 0
+    assert any(line.startswith("nearest   merge-matmuls: +") for line in greedy.lines())
     report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
     assert report.check is not None and report.check.ok
     assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
     assert report.cost["after_ms"] < report.cost["before_ms"]
+    assert report.search["nearest"] is None and not any(line.startswith("nearest") for line in report.lines())
     saved = onnx.load(str(out))
     assert [n.op_type for n in saved.graph.node] == ["MatMul", "Relu"]
     assert saved.graph.node[-1].output[0] == "y"  # the graph output keeps its name
