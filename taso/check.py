@@ -39,6 +39,19 @@ class CheckResult:
         )
 
 
+TOLERANCES: dict[str, tuple[float, float]] = {"float16": (1e-2, 1e-3)}
+"""Default (rtol, atol) by output element type; others get `DEFAULT_TOLERANCE`. float16 resolves about 1 part
+in 2,000, so a rewrite that sums in another order (a folded product of two scales) moves an output by more
+than the float32 default allows, though both orders are equally right."""
+DEFAULT_TOLERANCE = (1e-3, 1e-5)
+
+
+def tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """The (rtol, atol) an output of ``dtype`` is compared at: what was given, else its type's default."""
+    default = TOLERANCES.get(np.dtype(dtype).name, DEFAULT_TOLERANCE)
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
 def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:
     if t.shape is None:
         raise BadInput("cannot draw random inputs for an input of unknown rank; give its shape in the model")
@@ -103,17 +116,20 @@ def compare(
     original: str | os.PathLike[str],
     candidate: str | os.PathLike[str],
     graph: Graph,
-    rtol: float = 1e-3,
-    atol: float = 1e-5,
+    rtol: float | None = None,
+    atol: float | None = None,
     seeds: Sequence[int] = (0, 1),
     dims: Mapping[str, int] | None = None,
 ) -> CheckResult:
-    """Run both files on the same random inputs (drawn from ``graph``'s input types) and compare outputs."""
+    """Run both files on the same random inputs (drawn from ``graph``'s input types) and compare outputs, each
+    at ``rtol`` and ``atol`` or, where not given, its element type's `tolerance`; the result reports the
+    loosest tolerance used."""
     worst, worst_name, bad = 0.0, "", []
     outputs = 0
+    used = tolerance(np.dtype("float32"), rtol, atol)
 
     def failed(reason: str, n_outputs: int, runs: int) -> CheckResult:
-        return CheckResult(False, n_outputs, float("inf"), "", rtol, atol, runs, (reason,))
+        return CheckResult(False, n_outputs, float("inf"), "", *used, runs, (reason,))
 
     try:
         reference = Runner(original)
@@ -145,8 +161,10 @@ def compare(
                 bad.append(f"{name} (the original gives no finite values on random inputs: nothing to compare)")
                 continue
             if w.dtype.kind in "fc":
+                r, a = tolerance(w.dtype, rtol, atol)
+                used = max(used[0], r), max(used[1], a)
                 diff = float(np.max(np.abs(w.astype(np.float64) - g), initial=0.0)) if w.size else 0.0
-                close = np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+                close = np.allclose(g, w, rtol=r, atol=a, equal_nan=True)
             else:
                 diff = float(np.count_nonzero(w != g))
                 close = diff == 0
@@ -154,4 +172,4 @@ def compare(
                 worst, worst_name = diff, name
             if not close and name not in bad:
                 bad.append(name)
-    return CheckResult(not bad, outputs, worst, worst_name, rtol, atol, len(seeds), tuple(dict.fromkeys(bad)))
+    return CheckResult(not bad, outputs, worst, worst_name, *used, len(seeds), tuple(dict.fromkeys(bad)))

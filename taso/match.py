@@ -3,7 +3,8 @@
 A match binds every source node to a model node of the same op and attributes, and every source value to a
 model value, consistently: a value read by two source nodes is one model value. Sizes are free (a rule found
 on 2x4 tensors applies to 128x768 ones; `taso.rewrite` then checks that its target type-checks at the real
-shapes), but ranks and element types must agree, and a source weight binds only to a weight or a value
+shapes), but ranks must agree, and element types too, except that a rule's floats stand for any one
+floating type (`FLOATS`), so float32 rules rewrite float16 models; a source weight binds only to a weight or a value
 computed from weights alone, so whatever the target does to it can be folded ahead of time. Commutative ops
 (declared in `taso.ops`) match their inputs in either order, so no rule needs to list swapped variants.
 """
@@ -28,9 +29,32 @@ class Match:
     """Source value name -> model value name."""
 
 
+FLOATS = frozenset({"float16", "float32", "float64"})
+"""Element types a rule's float values stand for. A rule is proved over the reals (`taso.verify`), so it says
+no more and no less about float16 rounding than about float32; one match binds one of them throughout."""
+
+
+def element_class(dtype: str) -> str:
+    """What matching compares of an element type: every float type is one class."""
+    return "float" if dtype in FLOATS else dtype
+
+
+def float_dtype(m: Match, g: Graph) -> str:
+    """The floating type ``m`` binds the rule's floats to (float32 where it binds none)."""
+    src = m.rule.src
+    return next(
+        (g.types[mv].dtype for rv, mv in m.values.items() if src.types[rv].dtype in FLOATS and mv in g.types),
+        "float32",
+    )
+
+
+def _one_float_type(src: Graph, g: Graph, values: dict[str, str]) -> bool:
+    return len({g.types[mv].dtype for rv, mv in values.items() if src.types[rv].dtype in FLOATS}) <= 1
+
+
 def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
     rt, mt = rule_graph.types.get(rv), g.types.get(mv)
-    if rt is None or mt is None or rt.dtype != mt.dtype or rt.rank != mt.rank:
+    if rt is None or mt is None or element_class(rt.dtype) != element_class(mt.dtype) or rt.rank != mt.rank:
         return False
     if rv in rule_graph.weights:
         return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT)
@@ -133,7 +157,8 @@ def _extend(
         if bound is None:
             continue
         if k + 1 == len(order):
-            yield dict(nodes), bound
+            if _one_float_type(src, g, bound):
+                yield dict(nodes), bound
             continue
         nxt = order[k + 1]
         yield from (
@@ -166,7 +191,7 @@ def _signature(g: Graph, n: Node) -> tuple:
     the same op and attributes, and inputs of the same element types and ranks (in any order where the op
     commutes). Model nodes and pattern nodes with different signatures never match."""
     types = [g.types.get(v) for v in n.inputs]
-    inputs = [None if t is None else (t.dtype, t.rank) for t in types]
+    inputs = [None if t is None else (element_class(t.dtype), t.rank) for t in types]
     if len(_input_orders(n)) > 1:
         inputs.sort(key=str)
     return n.op, n.attrs, tuple(inputs)

@@ -215,14 +215,15 @@ def optimize(
     dst: str | Path,
     store_path: str | Path = store.DEFAULT_PATH,
     run_check: bool = True,
-    rtol: float = 1e-3,
-    atol: float = 1e-5,
+    rtol: float | None = None,
+    atol: float | None = None,
     seed: int = 0,
     rewrite: Rewrite | None = None,
     settings: Settings = Settings(),
     progress: Progress | None = None,
 ) -> Report:
-    """Optimize ``src`` into ``dst``; raises `BadInput` (nothing read or written) or `CheckFailed`."""
+    """Optimize ``src`` into ``dst``; raises `BadInput` (nothing read or written) or `CheckFailed`. The check
+    compares at ``rtol`` and ``atol``, or by each output's element type where not given (`check.tolerance`)."""
     src, dst = Path(src), Path(dst)
     if dst.resolve() == src.resolve():
         raise BadInput(f"{dst}: output would overwrite the input; choose another path")

@@ -29,7 +29,7 @@ from taso.ir import (
     lint,
     topological_order,
 )
-from taso.match import Match
+from taso.match import Match, float_dtype
 
 CHECK_LIMIT = 20_000_000
 """Multiply-adds above which the float64 instantiation check is skipped (the final onnxruntime check stays)."""
@@ -73,6 +73,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
     types: dict[str, TensorType] = {}
     data: dict[str, WeightData] = {}
     dims = _dim_map(match, g)
+    floats = float_dtype(match, g)
     nodes: list[Node] = []
     for n in dst.nodes:
         attrs = n.attr
@@ -80,7 +81,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
             shape = tuple(dims.get(d, d) if isinstance(d, int) else d for d in attrs["shape"])  # type: ignore[union-attr]
             if any(isinstance(d, int) and d not in dims for d in attrs["shape"]):  # type: ignore[union-attr]
                 raise Declined(f"{n.op} shape {attrs['shape']} not determined by the bound inputs")
-            attrs = {**attrs, "shape": shape}
+            attrs = {**attrs, "shape": shape, "dtype": floats}
         for o in n.outputs:
             names[o] = out_name.get(o) or next(fresh)
         inputs = []

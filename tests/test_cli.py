@@ -14,6 +14,8 @@ import pytest
 from conftest import ROOT, subst
 from onnx import TensorProto, helper, numpy_helper
 
+from taso import onnx_io
+from taso.check import compare, tolerance
 from taso.errors import CheckFailed
 from taso.ir import Graph, Node
 from taso.optimize import optimize
@@ -232,3 +234,26 @@ def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save, e
     with pytest.raises(CheckFailed, match="no finite values"):
         optimize(save(model, "nan.onnx"), out, empty_store)
     assert not out.exists()
+
+
+def test_float16_outputs_are_compared_at_float16_tolerance_unless_one_is_given(tmp_path: Path, save) -> None:
+    """Two float16 models apart by 0.5 % (a few float16 steps): equal at float16's default, not at float32's."""
+
+    def scaled(factor: float, name: str) -> Path:
+        graph = helper.make_graph(
+            [helper.make_node("Mul", ["x", "k"], ["y"], name="scale")],
+            "scale",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 64])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 64])],
+            initializer=[numpy_helper.from_array(np.array(factor, np.float16), "k")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        return save(model, name)
+
+    a, b = scaled(1.0, "a.onnx"), scaled(1.005, "b.onnx")
+    g = onnx_io.load_model(a)
+    default = compare(a, b, g)
+    assert default.ok and (default.rtol, default.atol) == (1e-2, 1e-3)
+    assert not compare(a, b, g, rtol=1e-3, atol=1e-5).ok
+    assert tolerance(np.dtype("float32"), None, None) == (1e-3, 1e-5)

@@ -91,19 +91,20 @@ MATMUL_DISTRIBUTES = Rule(
 )
 
 
-def _two_branches(tmp: Path) -> Path:
+def _two_branches(tmp: Path, dtype: str = "float32") -> Path:
     """x -> two sibling MatMul+Relu -> Concat: three rewrites turn it into one MatMul+Relu, the first of which
     makes the graph costlier (the search must pass through it)."""
     rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array(rng.standard_normal((32, 40)).astype(np.float32) / 6, f"w{i}") for i in range(2)]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 40)) / 6).astype(dtype), f"w{i}") for i in range(2)]
     nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"], name=f"mm{i}") for i in range(2)]
     nodes += [helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}") for i in range(2)]
     nodes.append(helper.make_node("Concat", ["r0", "r1"], ["y"], name="cat", axis=1))
     graph = helper.make_graph(
         nodes,
         "branches",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 80])],
+        [helper.make_tensor_value_info("x", elem, ["batch", 32])],
+        [helper.make_tensor_value_info("y", elem, ["batch", 80])],
         initializer=inits,
     )
     return write_graph(graph, tmp / "branches.onnx")
@@ -181,6 +182,35 @@ def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> N
     assert [n.op_type for n in saved.graph.node] == ["MatMul", "Relu"]
     assert saved.graph.node[-1].output[0] == "y"  # the graph output keeps its name
     assert [d.dim_param for d in saved.graph.input[0].type.tensor_type.shape.dim][:1] == ["batch"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_float32_rules_rewrite_models_of_other_float_types(tmp_path: Path, dtype: str) -> None:
+    """The rules are float32 graphs proved over the reals: they rewrite a float16 (or float64) model alike, the
+    folded weights keep the model's type, and onnxruntime finds the result equal at that type's tolerance."""
+    src, out = _two_branches(tmp_path, dtype), tmp_path / "out.onnx"
+    db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
+    assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
+    assert report.check is not None and report.check.ok
+    saved = onnx.load(str(out))
+    assert [n.op_type for n in saved.graph.node] == ["MatMul", "Relu"]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    assert [i.data_type for i in saved.graph.initializer] == [elem]
+    assert saved.graph.output[0].type.tensor_type.elem_type == elem
+
+
+@pytest.mark.parametrize("left", ["float16", "float32", "float64", "int64"])
+@pytest.mark.parametrize("right", ["float16", "float32", "float64"])
+def test_one_match_binds_one_float_type(left: str, right: str) -> None:
+    """A float32 rule matches any one float type, never two at once, and never integers."""
+    g = parse_graph(
+        f"""graph(%x: {left}[2,4], %u: {left}[4,4] weight, %v: {right}[4,4] weight):
+          %a = MatMul(%x, %u) : {left}[2,4]
+          %b = MatMul(%x, %v) : {left}[2,4]
+          return %a, %b"""
+    )
+    assert bool(list(find_matches(g, MERGE_MATMULS))) == (left == right)
 
 
 @pytest.mark.parametrize("pairs", [2, 4])
