@@ -977,6 +977,28 @@ def bert_base(layers: int = 12, seq: int | str = 128, batch: int | str = 1, seed
     return bert(layers, 768, 12, 3072, vocab=30522, max_len=512, seq=seq, batch=batch, seed=seed)
 
 
+def half(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` in float16, as models are commonly deployed on GPUs: float initializers, inputs, outputs,
+    value infos, Constant tensors and Casts to float become float16 (attributes such as LayerNorm's epsilon
+    stay float, as ONNX has them)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for vi in (*g.input, *g.output, *g.value_info):
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+            elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), a.t.name))
+    return m
+
+
 # ---- the zoo ------------------------------------------------------------------------------------------------
 
 LIGHT_ZOO = ("resnet50", "inception_v1", "inception_v2", "squeezenet", "densenet121", "shufflenet", "vgg19")
@@ -1002,6 +1024,8 @@ ZOO: dict[str, Callable[[], onnx.ModelProto]] = {
     "gpt2_dyn": partial(gpt2_block, layers=2, seq="seq", batch="batch"),
     "bert_base": partial(bert_base, layers=4, seq=128),
     "bert_base_dyn": partial(bert_base, layers=4, seq="seq", batch="batch"),
+    "squeezenet_fp16": lambda: half(light_model("squeezenet")),
+    "bert_base_fp16": lambda: half(bert_base(layers=4, seq=128)),
 }
 """Every zoo model by name: a zero-argument builder of its ModelProto (large ones are built on the fly)."""
 
