@@ -160,17 +160,12 @@ def _footprint(g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple:
     nodes = sorted(part.values(), key=lambda n: position[id(n)])
     produced = {o for n in nodes for o in n.outputs}
     outside = tuple(
-        (v, kinds.get(v) is Kind.WEIGHT, _spelled(g.data[v].array) if v in g.data else None)
+        (v, kinds.get(v) is Kind.WEIGHT, g.data[v].spelled if v in g.data else None)
         for n in nodes
         for v in n.reads
         if v not in produced
     )
     return tuple(nodes), tuple(g.types.get(v) for n in nodes for v in (*n.reads, *n.outputs)), outside
-
-
-def _spelled(arr: np.ndarray) -> str | None:
-    """A weight's values where `unit_key` includes them: small integer tensors (shapes, axes, split sizes)."""
-    return str(arr.tolist()) if arr.size <= 16 and arr.dtype.kind in "iu" else None
 
 
 def unit_key(ug: Graph) -> str:
@@ -181,7 +176,7 @@ def unit_key(ug: Graph) -> str:
         names[v] = f"i{i}"
     parts = [",".join(f"{names[v]}:{ug.types.get(v)}" for v in (*ug.inputs, *ug.weights))]
     for w in ug.weights:
-        if (values := _spelled(ug.data[w].array)) is not None:
+        if (values := ug.data[w].spelled) is not None:
             parts.append(f"{names[w]}={values}")
     for k, n in enumerate(ug.nodes):
         for j, o in enumerate(n.outputs):

@@ -166,6 +166,13 @@ class WeightData:
         ).hexdigest()
         return data
 
+    @property
+    def spelled(self) -> str | None:
+        """The values where they say what a graph computes rather than hold learned numbers: small integer
+        tensors (shapes, axes, split sizes). Unit costs (`taso.cost.unit_key`) and `Graph.form` include them."""
+        arr = self.array
+        return str(arr.tolist()) if arr.size <= 16 and arr.dtype.kind in "iu" else None
+
     @cached_property
     def digest(self) -> str:
         h = hashlib.sha256(f"{self.array.dtype}{self.array.shape}".encode())
@@ -227,6 +234,15 @@ class Graph:
                     keys[o] = f"{node_key}:{k}"
         return hashlib.sha256(repr([keys[o] for o in self.outputs]).encode()).hexdigest()
 
+    @cached_property
+    def form(self) -> str:
+        """A digest of what the graph computes up to value names and weight values (`WeightData.spelled` ones
+        excepted): graphs of one form run the same computation on different weights, such as two layers of a
+        transformer, so a rewrite found for one carries over to the other (`correspondence`)."""
+        keys = _form_keys(self)
+        nodes = sorted(keys[o] for n in self.nodes for o in n.outputs if o)
+        return hashlib.sha256(repr(([keys[o] for o in self.outputs], nodes)).encode()).hexdigest()
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Graph) and self.key == other.key
 
@@ -275,6 +291,32 @@ class Graph:
     # printing -----------------------------------------------------------------------------------------------
     def __str__(self) -> str:
         return format_graph(self)
+
+
+def _form_keys(g: Graph) -> dict[str, str]:
+    """Each value's place in the computation: inputs and weights by position and type, node outputs by op,
+    attributes, output types and the keys of what they read."""
+    keys = {v: f"in{i}:{g.types.get(v)}" for i, v in enumerate(g.inputs)}
+    for k, w in enumerate(g.weights):
+        keys[w] = f"w{k}:{g.types.get(w)}:{g.data[w].spelled if w in g.data else ''}"
+    for n in g.nodes:
+        out_types = [str(g.types.get(o)) for o in n.outputs]
+        node = repr((n.op, n.domain, n.attrs, n.opaque, [keys.get(i, i) for i in n.reads], out_types))
+        digest = hashlib.sha256(node.encode()).hexdigest()
+        for k, o in enumerate(n.outputs):
+            if o:
+                keys[o] = f"{digest}:{k}"
+    return keys
+
+
+def correspondence(a: Graph, b: Graph) -> dict[str, str] | None:
+    """Each value of ``a`` -> the value of ``b`` in its place, for graphs of one `Graph.form`; None otherwise."""
+    if a.form != b.form:
+        return None
+    place: dict[str, str] = {}
+    for v, key in _form_keys(b).items():
+        place.setdefault(key, v)
+    return {v: place[key] for v, key in _form_keys(a).items()}
 
 
 class IRError(ValueError):

@@ -72,7 +72,9 @@ class Report:
         return [
             f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
-            f"search    {s['regions']} regions, {s['expanded']} graphs expanded, {s['candidates']} candidates, "
+            f"search    {s['regions']} regions"
+            + (f" ({s['replayed']} rewritten as their twin was)" if s.get("replayed") else "")
+            + f", {s['expanded']} graphs expanded, {s['candidates']} candidates, "
             f"alpha {s['alpha']}",
             *self._nearest_lines(before),
             *self._measured_lines(),
@@ -183,6 +185,7 @@ def _rewrite(
         result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch)
     search_facts = {
         "regions": found.regions,
+        "replayed": found.replayed,
         "expanded": found.expanded,
         "candidates": found.candidates,
         "declined": dict(found.declined),

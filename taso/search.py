@@ -9,7 +9,9 @@ in a fixed order, so a given store and model always give the same result.
 
 Large models are cut into regions at ops no rule mentions, and a region larger than `MAX_REGION` nodes (a CNN
 whose every op some rule mentions is one region) into windows at its narrowest points; each is searched on its
-own, so the work per node does not grow with the model.
+own, so the work per node does not grow with the model. A region of the same `Graph.form` as one searched before
+(another layer of a transformer, another time step of an RNN) is not searched again: the steps that rewrote
+its twin are replayed on it (`replay`), so repeated blocks get one decision and the time goes elsewhere.
 """
 
 from __future__ import annotations
@@ -21,8 +23,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from taso.ir import Graph, Kind, Node, eliminate_dead, extract, fresh_names, lint, topological_order
-from taso.match import RuleIndex, all_matches, matches_after
+from taso.ir import (
+    Graph,
+    Kind,
+    Node,
+    correspondence,
+    eliminate_dead,
+    extract,
+    fresh_names,
+    lint,
+    topological_order,
+)
+from taso.match import Match, RuleIndex, all_matches, find_matches, matches_after
 from taso.rewrite import Declined, Folds, apply
 from taso.rules import Rule, lifted
 
@@ -49,6 +61,16 @@ def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> l
     return out
 
 
+@dataclass(frozen=True)
+class Step:
+    """One rewrite on the way to a result: its name, and for a rule the match in the graph it rewrote (None for
+    a PET mutant, which `replay` cannot carry over)."""
+
+    name: str
+    match: Match | None
+    before: Graph
+
+
 @dataclass
 class SearchResult:
     graph: Graph
@@ -60,6 +82,10 @@ class SearchResult:
     declined: Counter = field(default_factory=Counter)
     regions: int = 1
     seconds: float = 0.0
+    steps: tuple[Step, ...] = ()
+    """The rewrites from the input to ``graph``, in order."""
+    replayed: int = 0
+    """Regions rewritten by replaying the steps of a region of the same form instead of a search."""
     nearest: tuple[float, str] | None = None
     """The rewrite of the starting graph that came closest to paying without doing so: (how much it adds to the
     cost, its name). What a user wants to know when nothing was applied."""
@@ -94,6 +120,7 @@ def search(
             break
         last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate)
         result.graph, result.cost_after = last.graph, last.cost_after
+        result.steps += last.steps
         result.applied.update(last.applied)
         result.declined.update(last.declined)
         result.expanded += last.expanded
@@ -130,7 +157,7 @@ def _search_pass(
         else:
             found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
-        for name, new in _rewrites(current, found, folds, mutate, result.declined):
+        for name, new, match in _rewrites(current, found, folds, mutate, result.declined):
             if new.structure in seen:
                 continue
             seen.add(new.structure)
@@ -138,7 +165,7 @@ def _search_pass(
             c = cost(new)
             if not history:
                 result.note_miss(c - start_cost, name)
-            steps = (*history, name)
+            steps = (*history, Step(name, match, current))
             if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
                 heapq.heappush(queue, (c, next(tick), new, steps, current))
             if c < best_cost:
@@ -146,22 +173,55 @@ def _search_pass(
             if time.perf_counter() - t0 >= time_limit:
                 break
     result.graph, result.cost_after = best, best_cost
-    result.applied = Counter(best_history)
+    result.steps = best_history
+    result.applied = Counter(step.name for step in best_history)
     result.seconds = time.perf_counter() - t0
     return result
 
 
 def _rewrites(
     g: Graph, found: list, folds: Folds, mutate: Mutate | None, declined: Counter
-) -> Iterator[tuple[str, Graph]]:
+) -> Iterator[tuple[str, Graph, Match | None]]:
     """Each match applied (counting why a match was declined), then ``mutate``'s rewrites."""
     for m in found:
         try:
-            yield m.rule.name, apply(g, m, folds)
+            yield m.rule.name, apply(g, m, folds), m
         except Declined as e:
             declined[str(e).split(":")[0]] += 1
     if mutate is not None:
-        yield from mutate(g)
+        yield from ((name, new, None) for name, new in mutate(g))
+
+
+def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:
+    """``g`` rewritten by ``steps`` found for a graph of the same form: each step's match carried over to the
+    value in its place (`correspondence`), with ``g``'s own weights folded. None where a step does not carry
+    over (a PET mutant, a match with no counterpart, a rewrite declined here)."""
+    folds: Folds = {}
+    for step in steps:
+        place = correspondence(step.before, g) if step.match is not None else None
+        if place is None:
+            return None
+        want = {rv: place[mv] for rv, mv in step.match.values.items()}  # type: ignore[union-attr]
+        m = next((m for m in find_matches(g, step.match.rule) if m.values == want), None)  # type: ignore[union-attr]
+        if m is None:
+            return None
+        try:
+            g = apply(g, m, folds)
+        except Declined:
+            return None
+    return g
+
+
+def _replayed(region: Graph, twin: SearchResult, cost: Cost) -> SearchResult | None:
+    """``region`` rewritten as its twin was, if that carries over and costs no more than the region."""
+    before = cost(region)
+    new = replay(region, twin.steps) if twin.steps else region
+    if new is None:
+        return None
+    after = cost(new) if twin.steps else before
+    if after > before:
+        return None
+    return SearchResult(new, before, after, Counter(s.name for s in twin.steps), replayed=1)
 
 
 def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
@@ -306,6 +366,7 @@ def optimize_graph(
     parts = _disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
     pieces = [(w, len(p) > max_nodes) for p in parts for w in windows(g, p, max_nodes, context_ops)]
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))
+    searched: dict[str, SearchResult] = {}  # form -> the search of the first region of that form
     current = g
     if progress is not None:
         progress(0, len(pieces))
@@ -317,7 +378,11 @@ def optimize_graph(
             nodes = with_context(current, nodes, context_ops) if nodes else []
         if nodes:
             region = extract(current, nodes)
-            r = search(region, index, cost, alpha, budget, max(share, 0.0), mutate)
+            twin = searched.get(region.form)
+            r = _replayed(region, twin, cost) if twin is not None else None
+            if r is None:
+                r = searched[region.form] = search(region, index, cost, alpha, budget, max(share, 0.0), mutate)
+            total.replayed += r.replayed
             total.cost_before += r.cost_before
             total.cost_after += r.cost_after
             total.expanded += r.expanded

@@ -17,6 +17,7 @@ from taso.ir import (
     Node,
     TensorType,
     WeightData,
+    correspondence,
     eliminate_dead,
     format_graph,
     lint,
@@ -120,6 +121,41 @@ def test_topological_order_finds_cycles() -> None:
     assert topological_order([a, b], {"x"}) is None
     relu = Node("Relu", ("x",), ("a",))
     assert topological_order([b, relu], {"x"}) == [relu, b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs())
+def test_renamed_graphs_with_other_weights_share_a_form_and_correspond_by_place(g: Graph) -> None:
+    """Another layer of the same computation: every value renamed, float weights redrawn (small integer
+    tensors such as split sizes kept, since they say what is computed)."""
+    rename = {v: f"other_{v}" for v in g.values()}
+    rng = np.random.default_rng(0)
+    data = {
+        rename[w]: d if d.spelled is not None else WeightData(rng.standard_normal(d.array.shape).astype(d.array.dtype))
+        for w, d in g.data.items()
+    }
+    twin = Graph(
+        tuple(
+            replace(n, inputs=tuple(rename[i] for i in n.inputs), outputs=tuple(rename[o] for o in n.outputs))
+            for n in g.nodes
+        ),
+        tuple(rename[i] for i in g.inputs),
+        tuple(rename[o] for o in g.outputs),
+        {rename[v]: t for v, t in g.types.items()},
+        tuple(rename[w] for w in g.weights),
+        data,
+    )
+    assert twin.form == g.form
+    place = correspondence(g, twin)
+    assert place is not None
+    assert all(place[v] == rename[v] for v in (*g.inputs, *g.weights))
+    # a node output maps to one in its place: the same op (two equal nodes on equal inputs share a place)
+    assert all(twin.producers[place[o]].op == n.op for n in g.nodes for o in n.outputs if o)
+    if g.nodes:
+        first = g.nodes[0]
+        other = replace(first, op="Tanh" if first.op != "Tanh" else "Relu")
+        changed = replace(g, nodes=(other, *g.nodes[1:]))
+        assert changed.form != g.form and correspondence(changed, g) is None
 
 
 @settings(max_examples=100, deadline=None)

@@ -16,9 +16,10 @@ from onnx import TensorProto, helper, numpy_helper
 from taso import cost, onnx_io, profiler, store
 from taso import search as taso_search
 from taso.check import compare
-from taso.ir import WeightData, parse_graph
+from taso.ir import Graph, WeightData, parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
+from taso.precheck import run_graph
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
 from taso.search import both_directions, optimize_graph, windows
@@ -213,10 +214,8 @@ def test_one_match_binds_one_float_type(left: str, right: str) -> None:
     assert bool(list(find_matches(g, MERGE_MATMULS))) == (left == right)
 
 
-@pytest.mark.parametrize("pairs", [2, 4])
-def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: int) -> None:
-    """With a budget of one graph per pass, each pass merges one pair of sibling MatMuls; the search goes on
-    from each pass's best until a pass finds nothing cheaper, so every pair is merged."""
+def _sibling_pairs(pairs: int) -> Graph:
+    """``pairs`` unconnected copies of x -> two sibling MatMuls, each copy with weights of its own."""
     inputs = ", ".join(
         f"%x{i}: float32[2,4], %v{i}: float32[4,4] weight, %u{i}: float32[4,4] weight" for i in range(pairs)
     )
@@ -227,16 +226,36 @@ def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: 
     outputs = ", ".join(f"%a{i}, %b{i}" for i in range(pairs))
     g = parse_graph(f"graph({inputs}):\n{body}\n  return {outputs}")
     rng = np.random.default_rng(0)
-    g = replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
+    return replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
 
-    def kernels(h) -> float:  # a MatMul costs 1, a Split 0.1 (merged weights are folded): a merge saves 0.9
-        return sum({"MatMul": 1.0, "Split": 0.1}.get(n.op, 0.0) for n in h.nodes)
 
-    found = taso_search.search(g, [MERGE_MATMULS], kernels, alpha=1.0, budget=1, time_limit=60.0)
+def _kernels(h: Graph) -> float:
+    """A MatMul costs 1, a Split 0.1 (merged weights are folded): a merge saves 0.9."""
+    return sum({"MatMul": 1.0, "Split": 0.1}.get(n.op, 0.0) for n in h.nodes)
+
+
+@pytest.mark.parametrize("pairs", [2, 4])
+def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: int) -> None:
+    """With a budget of one graph per pass, each pass merges one pair of sibling MatMuls; the search goes on
+    from each pass's best until a pass finds nothing cheaper, so every pair is merged."""
+    found = taso_search.search(_sibling_pairs(pairs), [MERGE_MATMULS], _kernels, alpha=1.0, budget=1, time_limit=60.0)
     assert found.applied == {"merge-matmuls": pairs}
     assert sum(n.op == "MatMul" for n in found.graph.nodes) == pairs
     assert found.expanded == pairs + 1  # one pass per merge, and the last that found nothing cheaper
     assert found.cost_after == pytest.approx(found.cost_before - 0.9 * pairs)
+    assert [step.name for step in found.steps] == ["merge-matmuls"] * pairs
+
+
+def test_regions_of_one_form_are_searched_once_and_replayed_with_their_own_weights() -> None:
+    g = _sibling_pairs(4)
+    found = optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10)
+    assert found.regions == 4 and found.replayed == 3
+    assert found.applied == {"merge-matmuls": 4}
+    assert found.cost_after == pytest.approx(found.cost_before - 0.9 * 4)
+    rng = np.random.default_rng(1)
+    feeds = {x: rng.standard_normal((2, 4)) for x in g.inputs}
+    for want, got in zip(run_graph(g, feeds), run_graph(found.graph, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 def test_unproved_rules_are_never_applied(tmp_path: Path) -> None:
@@ -323,14 +342,16 @@ def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, b
     assert compare(bert_path, out, g).ok
 
 
-def _chain(tmp: Path, blocks: int) -> Path:
+def _chain(tmp: Path, blocks: int, grow: int = 0) -> Path:
     """``blocks`` blocks in a row, each two sibling MatMuls of its input added together: one value crosses
-    between blocks, two inside one."""
+    between blocks, two inside one. Each block is ``grow`` wider than the one before (0: all of one form)."""
     rng = np.random.default_rng(2)
     nodes, inits, x = [], [], "x"
+    width = [16 + grow * b for b in range(blocks + 1)]
     for b in range(blocks):
         for s in "ab":
-            inits.append(numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32) / 4, f"w{b}{s}"))
+            w = rng.standard_normal((width[b], width[b + 1])).astype(np.float32) / 4
+            inits.append(numpy_helper.from_array(w, f"w{b}{s}"))
             nodes.append(helper.make_node("MatMul", [x, f"w{b}{s}"], [f"m{b}{s}"], name=f"mm{b}{s}"))
         x = f"y{b}"
         nodes.append(helper.make_node("Add", [f"m{b}a", f"m{b}b"], [x], name=f"add{b}"))
@@ -338,7 +359,7 @@ def _chain(tmp: Path, blocks: int) -> Path:
         nodes,
         "chain",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, width[-1]])],
         initializer=inits,
     )
     return write_graph(graph, tmp / "chain.onnx")
@@ -366,7 +387,7 @@ def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_
 def test_the_time_limit_is_shared_so_every_window_is_searched(tmp_path: Path, monkeypatch) -> None:
     """A window that spends all the time it is given (as a GPU search measuring new units does) must leave
     the windows after it their part of the limit."""
-    g = onnx_io.load_model(_chain(tmp_path, 8))
+    g = onnx_io.load_model(_chain(tmp_path, 8, grow=1))  # windows of other forms: each is searched
     given: list[float] = []
 
     def spends_its_share(*args, **kwargs):
