@@ -41,15 +41,12 @@ def element_class(dtype: str) -> str:
 
 def float_dtype(m: Match, g: Graph) -> str:
     """The floating type ``m`` binds the rule's floats to (float32 where it binds none)."""
-    src = m.rule.src
-    return next(
-        (g.types[mv].dtype for rv, mv in m.values.items() if src.types[rv].dtype in FLOATS and mv in g.types),
-        "float32",
-    )
+    return next(iter(_bound_floats(m.rule.src, g, m.values)), "float32")
 
 
-def _one_float_type(src: Graph, g: Graph, values: dict[str, str]) -> bool:
-    return len({g.types[mv].dtype for rv, mv in values.items() if src.types[rv].dtype in FLOATS}) <= 1
+def _bound_floats(src: Graph, g: Graph, values: dict[str, str]) -> set[str]:
+    """The model element types the rule's float values are bound to: one, or none, in a match."""
+    return {g.types[mv].dtype for rv, mv in values.items() if src.types[rv].dtype in FLOATS and mv in g.types}
 
 
 def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
@@ -157,7 +154,7 @@ def _extend(
         if bound is None:
             continue
         if k + 1 == len(order):
-            if _one_float_type(src, g, bound):
+            if len(_bound_floats(src, g, bound)) <= 1:
                 yield dict(nodes), bound
             continue
         nxt = order[k + 1]

@@ -199,10 +199,10 @@ def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:
     folds: Folds = {}
     for step in steps:
         place = correspondence(step.before, g) if step.match is not None else None
-        if place is None:
+        if step.match is None or place is None:
             return None
-        want = {rv: place[mv] for rv, mv in step.match.values.items()}  # type: ignore[union-attr]
-        m = next((m for m in find_matches(g, step.match.rule) if m.values == want), None)  # type: ignore[union-attr]
+        want = {rv: place[mv] for rv, mv in step.match.values.items()}
+        m = next((m for m in find_matches(g, step.match.rule) if m.values == want), None)
         if m is None:
             return None
         try:
@@ -215,10 +215,10 @@ def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:
 def _replayed(region: Graph, twin: SearchResult, cost: Cost) -> SearchResult | None:
     """``region`` rewritten as its twin was, if that carries over and costs no more than the region."""
     before = cost(region)
-    new = replay(region, twin.steps) if twin.steps else region
+    new = replay(region, twin.steps)
     if new is None:
         return None
-    after = cost(new) if twin.steps else before
+    after = cost(new) if new is not region else before
     if after > before:
         return None
     return SearchResult(new, before, after, Counter(s.name for s in twin.steps), replayed=1)
