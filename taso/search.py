@@ -275,9 +275,12 @@ def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth
 
 
 def splice(g: Graph, old: Graph, new: Graph) -> Graph:
-    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names). Values the
-    region's rewrites named are renamed where another part of ``g`` already uses the name."""
+    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names), placed where
+    the region began, so the nodes after it keep their order (and a later region of the same form extracts as
+    the same graph). Values the region's rewrites named are renamed where another part of ``g`` already uses
+    the name."""
     gone = {id(n) for n in old.nodes}
+    start = next((k for k, n in enumerate(g.nodes) if id(n) in gone), len(g.nodes))
     kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
     keep_ids = {id(n) for n in kept}
     added = [n for n in new.nodes if id(n) not in keep_ids]
@@ -296,7 +299,9 @@ def splice(g: Graph, old: Graph, new: Graph) -> Graph:
         new_weights = [rename.get(w, w) for w in new_weights]
     data = {**g.data, **{rename.get(w, w): new.data[w] for w in new.weights if w not in old.weights}}
     types = {**g.types, **{rename.get(k, k): v for k, v in new.types.items() if k not in old.types}}
-    nodes = topological_order(kept + added, set(g.inputs) | set(g.weights) | set(new_weights))
+    before = [n for n in g.nodes[:start] if id(n) in keep_ids]
+    after = [n for n in g.nodes[start:] if id(n) in keep_ids]
+    nodes = topological_order(before + added + after, set(g.inputs) | set(g.weights) | set(new_weights))
     if nodes is None:
         raise ValueError("region splice created a cycle")
     return lint(

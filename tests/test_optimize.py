@@ -16,13 +16,13 @@ from onnx import TensorProto, helper, numpy_helper
 from taso import cost, onnx_io, profiler, store
 from taso import search as taso_search
 from taso.check import compare
-from taso.ir import Graph, WeightData, parse_graph
+from taso.ir import Graph, WeightData, extract, parse_graph
 from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.precheck import run_graph
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted
-from taso.search import both_directions, optimize_graph, windows
+from taso.search import both_directions, optimize_graph, splice, windows
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -326,6 +326,29 @@ def test_lifting_refuses_what_it_cannot_justify() -> None:
     )
     assert lifted(conv_rule, 1) is None  # Conv is not batch-polymorphic in the leading dims
     assert lifted(RELU_OF_SPLIT, 2) is not None
+
+
+def test_a_rewritten_region_is_spliced_in_where_it_was() -> None:
+    """The nodes after a region keep their order, so a later region of the same form extracts alike (NasRNN's
+    second step had its x-only MatMuls moved ahead of the rest when the first step's rewrite was appended)."""
+    g = parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %u: float32[4,4] weight, %v: float32[4,4] weight):
+          %a = MatMul(%x, %u) : float32[2,4]
+          %b = MatMul(%x, %v) : float32[2,4]
+          %c = Relu(%y) : float32[2,4]
+          %d = Add(%a, %c) : float32[2,4]
+          %e = Add(%b, %c) : float32[2,4]
+          return %d, %e"""
+    )
+    rng = np.random.default_rng(0)
+    g = replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
+    region = extract(g, list(g.nodes[:2]))
+    merged = apply(region, next(find_matches(region, MERGE_MATMULS)))
+    spliced = splice(g, region, merged)
+    assert [n.op for n in spliced.nodes] == ["MatMul", "Split", "Relu", "Add", "Add"]
+    feeds = {v: rng.standard_normal((2, 4)) for v in g.inputs}
+    for want, got in zip(run_graph(g, feeds), run_graph(spliced, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, bert_path: Path) -> None:
