@@ -224,14 +224,9 @@ class Graph:
     def structure(self) -> str:
         """A digest of what the graph computes, independent of intermediate value and node names: graphs
         reached by different rewrite orders that build the same nodes share it (the search's repeat check)."""
-        keys: dict[str, str] = {v: f"in:{v}" for v in self.inputs}
-        keys.update({w: f"w:{self.data[w].digest}" if w in self.data else f"w:{w}" for w in self.weights})
-        for n in self.nodes:
-            h = hashlib.sha256(repr((n.op, n.domain, n.attrs, n.opaque, [keys.get(i, i) for i in n.reads])).encode())
-            node_key = h.hexdigest()
-            for k, o in enumerate(n.outputs):
-                if o:
-                    keys[o] = f"{node_key}:{k}"
+        leaves = {v: f"in:{v}" for v in self.inputs}
+        leaves.update({w: f"w:{self.data[w].digest}" if w in self.data else f"w:{w}" for w in self.weights})
+        keys = _value_keys(self, leaves)
         return hashlib.sha256(repr([keys[o] for o in self.outputs]).encode()).hexdigest()
 
     @cached_property
@@ -293,20 +288,26 @@ class Graph:
         return format_graph(self)
 
 
-def _form_keys(g: Graph) -> dict[str, str]:
-    """Each value's place in the computation: inputs and weights by position and type, node outputs by op,
-    attributes, output types and the keys of what they read."""
-    keys = {v: f"in{i}:{g.types.get(v)}" for i, v in enumerate(g.inputs)}
-    for k, w in enumerate(g.weights):
-        keys[w] = f"w{k}:{g.types.get(w)}:{g.data[w].spelled if w in g.data else ''}"
+def _value_keys(g: Graph, leaves: dict[str, str]) -> dict[str, str]:
+    """Each value's key: ``leaves`` gives the inputs' and weights'; a node output's is a digest of the node's
+    op and attributes and the keys of what it reads (`Graph.structure`, `Graph.form`)."""
+    keys = dict(leaves)
     for n in g.nodes:
-        out_types = [str(g.types.get(o)) for o in n.outputs]
-        node = repr((n.op, n.domain, n.attrs, n.opaque, [keys.get(i, i) for i in n.reads], out_types))
-        digest = hashlib.sha256(node.encode()).hexdigest()
+        digest = hashlib.sha256(repr((n.op, n.domain, n.attrs, n.opaque, [keys.get(i, i) for i in n.reads])).encode())
+        node_key = digest.hexdigest()
         for k, o in enumerate(n.outputs):
             if o:
-                keys[o] = f"{digest}:{k}"
+                keys[o] = f"{node_key}:{k}"
     return keys
+
+
+def _form_keys(g: Graph) -> dict[str, str]:
+    """Each value's place in the computation: inputs and weights keyed by position and type (and spelled
+    values), whatever their names and learned values."""
+    leaves = {v: f"in{i}:{g.types.get(v)}" for i, v in enumerate(g.inputs)}
+    for k, w in enumerate(g.weights):
+        leaves[w] = f"w{k}:{g.types.get(w)}:{g.data[w].spelled if w in g.data else ''}"
+    return _value_keys(g, leaves)
 
 
 def correspondence(a: Graph, b: Graph) -> dict[str, str] | None:
