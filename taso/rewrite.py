@@ -210,7 +210,7 @@ its digest, so the search's repeat check does not hash it again."""
 
 def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -> Graph:
     """Replace catalogue nodes among ``candidates`` (by output name) whose inputs all have data by weights;
-    ``folds`` remembers results across calls."""
+    ``folds`` remembers results across calls. Raises `Declined` where a fold overflows its type."""
     folds = {} if folds is None else folds
     data, types = dict(g.data), dict(g.types)
     weights, nodes = list(g.weights), []
@@ -224,7 +224,10 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
         ):
             key = (n.op, n.attrs, tuple(types[o].dtype for o in n.outputs), tuple(data[v] for v in n.inputs))
             if key not in folds:
-                outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
+                with np.errstate(over="ignore", invalid="ignore"):
+                    outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
+                if not all(_finite(o) for o in outs) and all(_finite(data[v].array) for v in n.inputs):
+                    raise Declined(f"folding {n.op} overflows {types[n.outputs[0]].dtype}")
                 folds[key] = tuple(
                     WeightData.computed(_fresh(arr, types[o].dtype), (n.op, n.attrs, k, *(data[v] for v in n.inputs)))
                     for k, (o, arr) in enumerate(zip(n.outputs, outs))
@@ -237,6 +240,12 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
     if len(nodes) == len(g.nodes):
         return g
     return replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)
+
+
+def _finite(array: np.ndarray) -> bool:
+    """No inf or NaN: a fold that makes one from finite weights (float16 scales multiplied past 65,504) would
+    change the model's outputs, where the unfolded ops, applied to activations in between, need not."""
+    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
 
 
 def _fresh(array: np.ndarray, dtype: np.dtype) -> np.ndarray:

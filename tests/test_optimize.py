@@ -201,6 +201,45 @@ def test_float32_rules_rewrite_models_of_other_float_types(tmp_path: Path, dtype
     assert saved.graph.output[0].type.tensor_type.elem_type == elem
 
 
+SCALES = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %a: float32[] weight, %b: float32[] weight):
+          %s = Mul(%x, %a) : float32[2,4]
+          %t = Mul(%s, %b) : float32[2,4]
+          return %t"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %a: float32[] weight, %b: float32[] weight):
+          %k = Mul(%a, %b) : float32[]
+          %t = Mul(%x, %k) : float32[2,4]
+          return %t"""
+    ),
+    name="fold-scales",
+    status="proved",
+)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_fold_that_overflows_the_models_float_type_is_declined(dtype: str) -> None:
+    """300 x 300 is past float16's 65,504: folded, the scale would be inf where x * 300 * 300 is finite for
+    small x. In float32 the same fold is fine."""
+    g = parse_graph(
+        f"""graph(%x: {dtype}[2,4], %a: {dtype}[] weight, %b: {dtype}[] weight):
+          %s = Mul(%x, %a) : {dtype}[2,4]
+          %t = Mul(%s, %b) : {dtype}[2,4]
+          return %t"""
+    )
+    g = replace(g, data={w: WeightData(np.array(300.0, dtype)) for w in g.weights})
+    m = next(find_matches(g, SCALES))
+    if dtype == "float16":
+        with pytest.raises(Declined, match="overflows float16"):
+            apply(g, m)
+    else:
+        folded = apply(g, m)
+        assert [n.op for n in folded.nodes] == ["Mul"]
+        assert all(float(d.array) in (300.0, 90000.0) for d in folded.data.values())
+
+
 @pytest.mark.parametrize("left", ["float16", "float32", "float64", "int64"])
 @pytest.mark.parametrize("right", ["float16", "float32", "float64"])
 def test_one_match_binds_one_float_type(left: str, right: str) -> None:
