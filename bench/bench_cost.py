@@ -41,8 +41,18 @@ from taso.precompute import fold_static_shapes  # noqa: E402
 
 LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
 MERGE = ["squeezenet", "inception_v1", "inception_v2", "resnet50"]
-BUILT = ["resnext50", "inception_v3", "nasnet_a", "nasrnn", "gpt2", "bert_base", "csrnet"]
-"""The zoo's own builders (static batch 1), beside the onnx wheel's light models."""
+BUILT = [
+    "resnext50",
+    "inception_v3",
+    "nasnet_a",
+    "nasrnn",
+    "gpt2",
+    "bert_base",
+    "csrnet",
+    "squeezenet_fp16",
+    "bert_base_fp16",
+]
+"""The zoo's own builders (static batch 1, float16 ones included), beside the onnx wheel's light models."""
 
 
 def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
