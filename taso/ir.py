@@ -230,11 +230,20 @@ class Graph:
         return hashlib.sha256(repr([keys[o] for o in self.outputs]).encode()).hexdigest()
 
     @cached_property
+    def places(self) -> Mapping[str, str]:
+        """Each value's place in the computation: inputs and weights keyed by position and type (and spelled
+        values), whatever their names and learned values; what `form` digests and `correspondence` pairs."""
+        leaves = {v: f"in{i}:{self.types.get(v)}" for i, v in enumerate(self.inputs)}
+        for k, w in enumerate(self.weights):
+            leaves[w] = f"w{k}:{self.types.get(w)}:{self.data[w].spelled if w in self.data else ''}"
+        return MappingProxyType(_value_keys(self, leaves))
+
+    @cached_property
     def form(self) -> str:
         """A digest of what the graph computes up to value names and weight values (`WeightData.spelled` ones
         excepted): graphs of one form run the same computation on different weights, such as two layers of a
         transformer, so a rewrite found for one carries over to the other (`correspondence`)."""
-        keys = _form_keys(self)
+        keys = self.places
         nodes = sorted(keys[o] for n in self.nodes for o in n.outputs if o)
         return hashlib.sha256(repr(([keys[o] for o in self.outputs], nodes)).encode()).hexdigest()
 
@@ -301,23 +310,14 @@ def _value_keys(g: Graph, leaves: dict[str, str]) -> dict[str, str]:
     return keys
 
 
-def _form_keys(g: Graph) -> dict[str, str]:
-    """Each value's place in the computation: inputs and weights keyed by position and type (and spelled
-    values), whatever their names and learned values."""
-    leaves = {v: f"in{i}:{g.types.get(v)}" for i, v in enumerate(g.inputs)}
-    for k, w in enumerate(g.weights):
-        leaves[w] = f"w{k}:{g.types.get(w)}:{g.data[w].spelled if w in g.data else ''}"
-    return _value_keys(g, leaves)
-
-
 def correspondence(a: Graph, b: Graph) -> dict[str, str] | None:
     """Each value of ``a`` -> the value of ``b`` in its place, for graphs of one `Graph.form`; None otherwise."""
     if a.form != b.form:
         return None
     place: dict[str, str] = {}
-    for v, key in _form_keys(b).items():
+    for v, key in b.places.items():
         place.setdefault(key, v)
-    return {v: place[key] for v, key in _form_keys(a).items()}
+    return {v: place[key] for v, key in a.places.items()}
 
 
 class IRError(ValueError):

@@ -221,7 +221,7 @@ def _replayed(region: Graph, twin: SearchResult, cost: Cost) -> SearchResult | N
     after = cost(new) if new is not region else before
     if after > before:
         return None
-    return SearchResult(new, before, after, Counter(s.name for s in twin.steps), replayed=1)
+    return SearchResult(new, before, after, Counter(twin.applied), replayed=1)
 
 
 def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
