@@ -255,6 +255,26 @@ def _fresh(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out if out.flags.c_contiguous and out.flags.owndata else np.array(out, order="C")
 
 
+def _reuse(g: Graph, new_nodes: list[Node], removed: set[int], renamed: set[str]) -> tuple[list[Node], dict[str, str]]:
+    """``new_nodes`` less those that recompute a value ``g`` already has (same op, attributes and inputs), with
+    the renames that point their readers at it. Two merges of NasRNN's ``x @ Wx + h @ Wh`` each make a
+    ``Concat(x, h)``; reading one Concat, their MatMuls are siblings a third rule can merge. A value that is a
+    graph output keeps its node (the interface never changes), and so does one whose twin's value is renamed."""
+    made = {(n.op, n.attrs, n.inputs): n for n in g.nodes if id(n) not in removed and not n.is_opaque}
+    kept: list[Node] = []
+    same: dict[str, str] = {}
+    for n in new_nodes:
+        if same:
+            n = replace(n, inputs=tuple(same.get(i, i) for i in n.inputs))
+        twin = made.get((n.op, n.attrs, n.inputs))
+        if twin is not None and not set(n.outputs) & set(g.outputs) and not set(twin.outputs) & renamed:
+            same.update((o, t) for o, t in zip(n.outputs, twin.outputs) if o)
+        else:
+            made[(n.op, n.attrs, n.inputs)] = n
+            kept.append(n)
+    return kept, same
+
+
 def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
     """``g`` with the match replaced by the rule's target (new weight-only values folded, reusing ``folds``);
     raises `Declined`."""
@@ -287,9 +307,11 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
     verdict = _checked(g, match, new_nodes, new_data, new_types)
     if verdict is False:
         raise Declined("target differs from source at these shapes (float64 check)")
+    new_nodes, same = _reuse(g, new_nodes, removed, set(rename))
+    rename.update(same)
     kept = [
         replace(n, inputs=tuple(rename.get(i, i) for i in n.inputs), outputs=tuple(rename.get(o, o) for o in n.outputs))
-        if rename
+        if any(v in rename for v in (*n.inputs, *n.outputs))
         else n
         for n in g.nodes
         if id(n) not in removed

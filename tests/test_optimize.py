@@ -253,6 +253,52 @@ def test_one_match_binds_one_float_type(left: str, right: str) -> None:
     assert bool(list(find_matches(g, MERGE_MATMULS))) == (left == right)
 
 
+MERGE_MATMUL_ADD = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %h: float32[2,4], %a: float32[4,4] weight, %b: float32[4,4] weight):
+          %p = MatMul(%x, %a) : float32[2,4]
+          %q = MatMul(%h, %b) : float32[2,4]
+          %y = Add(%p, %q) : float32[2,4]
+          return %y"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %h: float32[2,4], %a: float32[4,4] weight, %b: float32[4,4] weight):
+          %xh = Concat(%x, %h) {axis=1} : float32[2,8]
+          %w = Concat(%a, %b) {axis=0} : float32[8,4]
+          %y = MatMul(%xh, %w) : float32[2,4]
+          return %y"""
+    ),
+    name="merge-matmul-add",
+    status="proved",
+)
+
+
+@pytest.mark.parametrize("gates", [2, 3])
+def test_a_rewrite_reuses_a_value_the_graph_already_computes(gates: int) -> None:
+    """NasRNN's gates, x @ Wx_i + h @ Wh_i: each merge makes Concat(x, h); the second and later reuse the
+    first's, so their MatMuls read one value and the sibling merge applies to them."""
+    inputs = ", ".join(f"%a{i}: float32[4,4] weight, %b{i}: float32[4,4] weight" for i in range(gates))
+    body = "\n".join(
+        f"  %p{i} = MatMul(%x, %a{i}) : float32[2,4]\n  %q{i} = MatMul(%h, %b{i}) : float32[2,4]\n"
+        f"  %y{i} = Add(%p{i}, %q{i}) : float32[2,4]"
+        for i in range(gates)
+    )
+    outputs = ", ".join(f"%y{i}" for i in range(gates))
+    g = parse_graph(f"graph(%x: float32[2,4], %h: float32[2,4], {inputs}):\n{body}\n  return {outputs}")
+    rng = np.random.default_rng(0)
+    g = replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
+    h = g
+    for _ in range(gates):
+        h = apply(h, next(find_matches(h, MERGE_MATMUL_ADD)))
+    assert next(find_matches(h, MERGE_MATMUL_ADD), None) is None
+    concats = [n for n in h.nodes if n.op == "Concat"]
+    assert len(concats) == 1 and concats[0].inputs == ("x", "h")
+    assert len(list(find_matches(h, MERGE_MATMULS))) == gates * (gates - 1)  # every ordered pair of sibling MatMuls
+    feeds = {v: rng.standard_normal((2, 4)) for v in g.inputs}
+    for want, got in zip(run_graph(g, feeds), run_graph(h, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def _sibling_pairs(pairs: int) -> Graph:
     """``pairs`` unconnected copies of x -> two sibling MatMuls, each copy with weights of its own."""
     inputs = ", ".join(
