@@ -63,6 +63,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--alpha", type=float, default=1.05)
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--measure-limit", type=float, default=600.0, help="seconds a search may measure new units")
     ap.add_argument("--store", type=Path, default=store.DEFAULT_PATH)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
@@ -83,7 +84,9 @@ def main() -> int:
                 path,
                 out,
                 db_path,
-                settings=Settings(alpha=args.alpha, time_limit=args.time_limit, device=args.device),
+                settings=Settings(
+                    alpha=args.alpha, time_limit=args.time_limit, device=args.device, measure_limit=args.measure_limit
+                ),
             )
             seconds = time.perf_counter() - t0
             # the original timed a second time, as a variant of its own: how far an unchanged model moves in

@@ -53,7 +53,7 @@ def searches(name: str, g: onnx_io.Graph, model: cost.CostModel, rules: list, ar
             args.alpha,
             args.budget,
             limit,
-            context_ops=cost.ELEMENTWISE,
+            context_ops=cost.REGION_CONTEXT,
         )
         row[tag] = {
             "speedup_on_device": before / model.graph_cost(found.graph).total_ms,

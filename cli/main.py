@@ -91,7 +91,19 @@ def cli() -> None:
     "--budget", type=click.IntRange(min=1), default=100, show_default=True, help="Graphs to expand per region."
 )
 @click.option(
-    "--time-limit", type=click.FloatRange(min=0), default=10.0, show_default=True, help="Search seconds in all."
+    "--time-limit",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Search seconds in all, not counting op costs measured on the way.",
+)
+@click.option(
+    "--measure-limit",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds the search may spend measuring op costs the cache lacks (not counted in --time-limit); "
+    "past it they are estimated, and measured by a later run.",
 )
 @click.option(
     "--device",
@@ -129,6 +141,7 @@ def optimize(
     alpha: float,
     budget: int,
     time_limit: float,
+    measure_limit: float,
     device: str,
     dims: tuple[str, ...],
     costs_path: Path | None,
@@ -148,7 +161,7 @@ def optimize(
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
     """
     costs = str(costs_path) if costs_path else None
-    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet)
+    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet, measure_limit)
     try:
         bars = StageBars()
         try:

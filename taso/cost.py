@@ -60,6 +60,8 @@ VIEWS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dr
 """Ops that onnxruntime runs as a view of their input (no copy, no kernel) when the input is an intermediate
 value: they join the unit that produced it. Timed alone their output is a graph output and must be copied, a
 kernel the model never runs (BERT: 8 Reshapes of 6.5 us each, 8 % of its prediction on the H100)."""
+REGION_CONTEXT = ELEMENTWISE | VIEWS
+"""Consumers a searched region takes in (`taso.search.with_context`): ops that join the units of its nodes."""
 
 
 def units(g: Graph) -> list[Unit]:
@@ -338,6 +340,10 @@ class CostModel:
         self.samples: dict[str, tuple[Graph, list[float]]] = {}
         """Units this model measured: the timed graph and every measurement taken of it."""
         self.measured = self.cached = 0
+        self.measuring_s = 0.0
+        """Seconds spent measuring so far: a search's clock leaves them out (see `taso.optimize`)."""
+        self.measure_until: float | None = None
+        """`measuring_s` past which units not yet known are estimated instead of measured (None: no limit)."""
         self.references: list[float] = []
         """Reference runs timed beside this model's measurements, where there is no store to log them in."""
         if db is not None:
@@ -394,7 +400,9 @@ class CostModel:
 
     def _measure(self, ug: Graph) -> float:
         """``ug``'s marginal latency, measured now (`measure_marginal`) and scaled to the calibration's host speed."""
+        t0 = time.perf_counter()
         ms, timing = measure_marginal(ug, self.device, self.calibration.run_ms, self.mode)
+        self.measuring_s += time.perf_counter() - t0
         self._log_host(timing.reference_ms)
         return to_calibrated_host(ms, timing, self.calibration)
 
@@ -419,8 +427,9 @@ class CostModel:
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
-        if not self.measure or not all(t.is_static for t in ug.types.values()):
-            return self.calibration.estimate(ug), True
+        out_of_time = self.measure_until is not None and self.measuring_s >= self.measure_until
+        if not self.measure or out_of_time or not all(t.is_static for t in ug.types.values()):
+            return self.calibration.estimate(ug), True  # not stored: a later run measures it
         note = ""
         try:
             ms = self._measure(ug)

@@ -140,6 +140,20 @@ def test_cache_hit_on_second_run_and_device_key_respected(tmp_path: Path, cpu, c
     assert devices == {cpu.key, other.key}
 
 
+def test_past_the_measure_limit_units_are_estimated_and_a_later_run_measures_them(
+    tmp_path: Path, cpu, calibration
+) -> None:
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    limited = cost.CostModel(cpu, db, calibration=calibration)
+    limited.measure_until = 0.0
+    a = limited.graph_cost(g)
+    assert limited.measured == 0 and limited.measuring_s == 0 and a.estimated == len(a.units)
+    later = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), calibration=calibration)
+    b = later.graph_cost(g)
+    assert later.measured == len(b.units) and b.estimated == 0 and later.measuring_s > 0
+
+
 def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_path: Path, cpu, calibration) -> None:
     relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
     g = parse_graph(

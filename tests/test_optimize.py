@@ -331,6 +331,33 @@ def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: 
     assert [step.name for step in found.steps] == ["merge-matmuls"] * pairs
 
 
+def test_the_time_limit_leaves_out_what_the_clock_is_told_to() -> None:
+    """A cost that takes 0.3 s per graph (a unit measured on a GPU) spends a 1 s limit on three candidates; a
+    clock that leaves that time out, as `optimize` does with the cost model's measuring, searches as if the
+    costs were cached."""
+    slept = 0.0
+
+    def measured(h: Graph) -> float:
+        nonlocal slept
+        time.sleep(0.3)
+        slept += 0.3
+        return _kernels(h)
+
+    plain = taso_search.search(_sibling_pairs(4), [MERGE_MATMULS], measured, alpha=1.0, budget=1, time_limit=1.0)
+    assert sum(plain.applied.values()) < 4
+    slept = 0.0
+    found = taso_search.search(
+        _sibling_pairs(4),
+        [MERGE_MATMULS],
+        measured,
+        alpha=1.0,
+        budget=1,
+        time_limit=1.0,
+        clock=lambda: time.perf_counter() - slept,
+    )
+    assert found.applied == {"merge-matmuls": 4} and found.seconds < 1.0
+
+
 def test_regions_of_one_form_are_searched_once_and_replayed_with_their_own_weights() -> None:
     g = _sibling_pairs(4)
     found = optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10)
@@ -341,6 +368,24 @@ def test_regions_of_one_form_are_searched_once_and_replayed_with_their_own_weigh
     feeds = {x: rng.standard_normal((2, 4)) for x in g.inputs}
     for want, got in zip(run_graph(g, feeds), run_graph(found.graph, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_region_rewrite_that_does_not_pay_in_the_whole_graph_is_not_kept() -> None:
+    """A region is costed apart from what borders it; here a Split costs 0.1 alone and 2 in the whole graph
+    (as a fusion the region cannot see would), so the merge that pays in its region is dropped, and its twin
+    region is not rewritten either."""
+    g = _sibling_pairs(2)
+
+    def bordered(h: Graph) -> float:
+        whole = len(h.outputs) == len(g.outputs)
+        return _kernels(h) + (1.9 * sum(n.op == "Split" for n in h.nodes) if whole else 0.0)
+
+    found = optimize_graph(g, [MERGE_MATMULS], bordered, alpha=1.0, budget=10)
+    assert found.regions == 2 and found.applied == {} and found.graph is g
+    assert found.declined["no cheaper in the whole graph"] == 1
+    assert bordered(found.graph) == bordered(g)
+    kept = optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10)
+    assert kept.applied == {"merge-matmuls": 2}
 
 
 def test_unproved_rules_are_never_applied(tmp_path: Path) -> None:
