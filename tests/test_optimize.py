@@ -559,6 +559,21 @@ def test_the_time_limit_is_shared_so_every_window_is_searched(tmp_path: Path, mo
     assert found.applied == {"matmul-distributes": 8}
 
 
+def test_regions_that_will_be_replayed_take_no_share_of_the_time(monkeypatch) -> None:
+    """Four regions of one form: the one searched gets the whole limit, not a quarter of it."""
+    given: list[float] = []
+
+    def recording(*args, **kwargs):
+        given.append(args[5])
+        return searching(*args, **kwargs)
+
+    searching = taso_search.search
+    monkeypatch.setattr(taso_search, "search", recording)
+    found = optimize_graph(_sibling_pairs(4), [MERGE_MATMULS], _kernels, alpha=1.0, budget=10, time_limit=8.0)
+    assert found.regions == 4 and found.replayed == 3
+    assert len(given) == 1 and given[0] > 7.0
+
+
 def test_the_float64_check_compares_a_source_output_with_the_input_that_replaces_it() -> None:
     """Concat(Split(x)) => x at static shapes: the check must compare y with x (the target's output is its
     input), so a false rule of that form is declined and a true one applies."""
