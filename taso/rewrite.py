@@ -260,17 +260,18 @@ def _reuse(g: Graph, new_nodes: list[Node], removed: set[int], renamed: set[str]
     the renames that point their readers at it. Two merges of NasRNN's ``x @ Wx + h @ Wh`` each make a
     ``Concat(x, h)``; reading one Concat, their MatMuls are siblings a third rule can merge. A value that is a
     graph output keeps its node (the interface never changes), and so does one whose twin's value is renamed."""
-    made = {(n.op, n.attrs, n.inputs): n for n in g.nodes if id(n) not in removed and not n.is_opaque}
     kept: list[Node] = []
     same: dict[str, str] = {}
     for n in new_nodes:
         if same:
             n = replace(n, inputs=tuple(same.get(i, i) for i in n.inputs))
-        twin = made.get((n.op, n.attrs, n.inputs))
+        key = (n.op, n.attrs, n.inputs)
+        readers = (*g.consumers.get(n.inputs[0], ()), *kept) if n.inputs else kept  # a twin reads what n reads
+        alive = (t for t in readers if id(t) not in removed and not t.is_opaque)
+        twin = next((t for t in alive if (t.op, t.attrs, t.inputs) == key), None)
         if twin is not None and not set(n.outputs) & set(g.outputs) and not set(twin.outputs) & renamed:
             same.update((o, t) for o, t in zip(n.outputs, twin.outputs) if o)
         else:
-            made[(n.op, n.attrs, n.inputs)] = n
             kept.append(n)
     return kept, same
 
