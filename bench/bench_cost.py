@@ -166,9 +166,7 @@ def main() -> int:
             sessions = [t.median_ms for t in timings[name]]
             measured = statistics.median(sessions)
             host = statistics.median(t.reference_ms or 0.0 for t in timings[name]) / quick
-            in_quick_mode = [
-                t.median_ms for t in timings[name] if (t.reference_ms or 0.0) <= profiler.SLOW_SPELL * quick
-            ]
+            in_quick_mode = profiler.in_quick_mode(timings[name], quick)
             quick_ms = statistics.median(in_quick_mode) if in_quick_mode else None
             rows.append(
                 {

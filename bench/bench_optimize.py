@@ -7,7 +7,9 @@ For each zoo model (static shapes; `models/build.py`): optimize with the shipped
 measured on --device, cached in a copy of the store under --out), then time original, optimized, onnxsim and
 onnxslim outputs in rounds (and the original once more as variant "again": its ratio is the run's noise on an
 unchanged model), each round visiting every variant once in an order that changes from round to round
-(`taso.profiler.visiting_order`), and report each variant's median over rounds and its speed-up. Prints a table;
+(`taso.profiler.visiting_order`), and report each variant's median over rounds and its speed-up, and the cost
+model's predicted latency of the original against its measured one (all rounds, and the host's quick-mode
+rounds, as bench_cost.py reads them). Prints a table;
 writes bench_optimize.json and, from every unit measured on the way, reference_costs.json (the table CI costs
 with) under --out.
 """
@@ -18,6 +20,7 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -54,6 +57,11 @@ def _peers(src: Path, tmp: Path, name: str) -> dict[str, Path]:
         out.pop("onnxslim", None)
         print(f"onnxslim failed on {name}: {e}", flush=True)
     return out
+
+
+def _error(predicted: float | None, measured: float | None) -> float | None:
+    """The prediction's error in percent of the measurement."""
+    return None if predicted is None or measured is None else 100 * (predicted - measured) / measured
 
 
 def main() -> int:
@@ -93,7 +101,15 @@ def main() -> int:
             # this run, the noise band every other ratio is read against
             variants = {"original": path, "again": path, "subst": out, **_peers(path, tmp, name)}
             graphs = [onnx_io.load_model(p) for p in variants.values()]
-            times = dict(zip(variants, cost.interleaved_latency(list(variants.values()), graphs, device, args.rounds)))
+            timings = dict(
+                zip(variants, cost.interleaved_timings(list(variants.values()), graphs, device, args.rounds))
+            )
+            times = {k: statistics.median(t.median_ms for t in ts) for k, ts in timings.items()}
+            # the cost model's prediction of the original beside its measurement (issue 5's check, free here):
+            # predictions are at the host's quick speed, so compare with the rounds the host ran quick in too
+            quick = cost.CostModel(device, store.open_store(db_path)).quick_reference_ms()
+            quick_rounds = profiler.in_quick_mode(timings["original"], quick)
+            predicted = report.cost["before_ms"] if report.cost else None
             row = {
                 "model": name,
                 "rules": report.rules_applied,
@@ -103,6 +119,12 @@ def main() -> int:
                 "check": report.check.summary() if report.check else None,
                 "ms": times,
                 "speedup": {k: times["original"] / v for k, v in times.items()},
+                "rounds_ms": {k: [t.median_ms for t in ts] for k, ts in timings.items()},
+                "rounds_reference_ms": [t.reference_ms for t in timings["original"]],
+                "predicted_ms": predicted,
+                "error_pct": _error(predicted, times["original"]),
+                "quick_rounds": len(quick_rounds),
+                "error_quick_pct": _error(predicted, statistics.median(quick_rounds) if quick_rounds else None),
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -122,6 +144,11 @@ def main() -> int:
         print(
             f"{r['model']:<14}{r['ms']['original']:>9.3f}{cells}{r['predicted_speedup']:>8.3f}{r['optimize_s']:>7.1f}  {rules}"
         )
+    errors = [(r["model"], r["error_pct"], r["error_quick_pct"]) for r in rows if r.get("error_pct") is not None]
+    if errors:
+        print("\ncost model, predicted original vs measured: " + ", ".join(f"{m} {e:+.1f} %" for m, e, _ in errors))
+        within = sum(abs(q if q is not None else e) <= 20 for _, e, q in errors)
+        print(f"within 20 % (quick-mode rounds where any): {within} of {len(errors)}")
     for p in peers:
         values = [r["speedup"][p] for r in rows if p in r["speedup"]]
         if values:

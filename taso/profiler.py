@@ -204,6 +204,14 @@ def time_model(
 
 SLOW_SPELL = 1.3
 """A measurement whose reference run was this much slower than the quickest seen was taken in a slow spell."""
+
+
+def in_quick_mode(timings: Sequence[Timing], quick_reference_ms: float) -> list[float]:
+    """The medians of the ``timings`` taken while the host ran in its quick mode (reference within
+    `SLOW_SPELL` of ``quick_reference_ms``): what a prediction at the quick host is compared with."""
+    return [t.median_ms for t in timings if (t.reference_ms or 0.0) <= SLOW_SPELL * quick_reference_ms]
+
+
 ATTEMPTS = 3
 """Measurements taken at most, when each lands in a slow spell (the one with the quickest reference is kept)."""
 _quickest: dict[str, float] = {}

@@ -391,10 +391,12 @@ def test_unit_costs_are_scaled_to_the_host_speed_of_the_calibration(cpu, calibra
     ms, timing = cost.measure_marginal(ug, cpu, calibration.run_ms)
     assert timing.reference_ms is not None and timing.reference_ms > 0
     as_calibrated = cost.to_calibrated_host(ms, timing, calibration)
-    assert as_calibrated == pytest.approx(ms * calibration.reference_ms / timing.reference_ms) and ms > 0
-    # a calibration taken on a host 50x slower: the same unit, measured now, costs as on that host
+    e = cost.HOST_ELASTICITY
+    assert as_calibrated == pytest.approx(ms * (calibration.reference_ms / timing.reference_ms) ** e) and ms > 0
+    # a calibration taken on a host 50x slower: the same unit, measured now, costs as on that host, less the
+    # part of it the GPU spends, which the host's speed does not move
     slow_host = cost.to_calibrated_host(ms, timing, replace(calibration, reference_ms=50 * calibration.reference_ms))
-    assert slow_host == pytest.approx(50 * as_calibrated)
+    assert as_calibrated * 50**e == pytest.approx(slow_host) and slow_host < 50 * as_calibrated
 
 
 def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration) -> None:
@@ -405,7 +407,8 @@ def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration) 
     logged = [r["reference_ms"] for r in db["host_speed"].rows_where("device = ?", [model.key])]
     assert len(logged) == model.measured > 0  # every measurement logs how quick the host was
     quickest_tenth = sorted(logged)[int(cost.QUICK_QUANTILE * (len(logged) - 1))]
-    assert model.host_scale() == pytest.approx(quickest_tenth / calibration.reference_ms)
+    assert model.host_slowdown() == pytest.approx(quickest_tenth / calibration.reference_ms)
+    assert model.host_scale() == pytest.approx(model.host_slowdown() ** cost.HOST_ELASTICITY)
 
     def log(ms: float, times: int, device: str = model.key) -> None:
         db["host_speed"].insert_all([{"device": device, "reference_ms": ms, "measured_at": "t"}] * times)
@@ -415,16 +418,17 @@ def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration) 
     later = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), calibration=calibration)
     again = later.graph_cost(g)
     assert later.measured == 0 and again.total_ms == measured.total_ms  # what a search compares stays put
-    assert later.host_scale() == pytest.approx(3.0)
+    assert later.host_slowdown() == pytest.approx(3.0)
+    k = 3.0**cost.HOST_ELASTICITY  # the host part of each cost moves, the GPU part not
     quick = later.at_quick_host(again)
-    assert quick.total_ms == pytest.approx(3 * again.total_ms)
-    assert [u.ms for u in quick.units] == pytest.approx([3 * u.ms for u in again.units])
+    assert quick.total_ms == pytest.approx(k * again.total_ms)
+    assert [u.ms for u in quick.units] == pytest.approx([k * u.ms for u in again.units])
     slow, quick_mode = int(0.7 * cost.HOST_LOG), cost.HOST_LOG - int(0.7 * cost.HOST_LOG)
     log(2 * calibration.reference_ms, quick_mode)  # a bimodal host: mostly slow, at times 2x, not 3x
     log(3 * calibration.reference_ms, slow)
-    assert later.host_scale() == pytest.approx(2.0)  # its quick mode, not the median
+    assert later.host_slowdown() == pytest.approx(2.0)  # its quick mode, not the median
     log(calibration.reference_ms, cost.HOST_LOG)  # then as quick as at calibration: the latest runs count
-    assert later.host_scale() == pytest.approx(1.0)
+    assert later.host_slowdown() == pytest.approx(1.0) and later.host_scale() == pytest.approx(1.0)
 
 
 def test_a_store_calibrated_before_the_yardstick_was_kept_still_opens(tmp_path: Path, cpu) -> None:
