@@ -9,7 +9,8 @@ Original and merged variants are timed interleaved, several rounds, so drift hit
 timed after every model is profiled, one round each per pass over all of them (``--rounds`` passes), so each
 model's median spans the run rather than one moment of it.
 Predictions are at the host's quick speed (`CostModel.at_quick_host`); the table also gives how slow the
-host was while the whole model ran (its reference run over the quick one) and the error at that speed, and
+host was while the whole model ran (its reference run over the quick one) and the error at that speed (the
+prediction moved by that slowdown to the power `taso.cost.HOST_ELASTICITY`), and
 the error against the median of the rounds the host ran in its quick mode (reference within
 `taso.profiler.SLOW_SPELL` of the quick one), with how many such rounds there were.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
@@ -179,7 +180,7 @@ def main() -> int:
                     "rounds_ms": sessions,
                     "error_pct": 100 * (pred.total_ms - measured) / measured,
                     "host_slowdown": host,
-                    "error_same_host_pct": 100 * (pred.total_ms * host - measured) / measured,
+                    "error_same_host_pct": 100 * (pred.total_ms * host**cost.HOST_ELASTICITY - measured) / measured,
                     "quick_rounds": len(in_quick_mode),
                     "measured_quick_ms": quick_ms,
                     "error_quick_pct": None if quick_ms is None else 100 * (pred.total_ms - quick_ms) / quick_ms,
