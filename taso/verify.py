@@ -286,8 +286,9 @@ SHARDS = 8
 """Rules are proved in this many fixed shards, each in a fresh process in id order. z3's quantifier
 instantiation depends on every term built before in the process, so a proof near the edge of what the axioms
 reach can come and go with the rules proved before it (and with where an earlier check stopped). Fixed shards
-and a budget in resource units make the verdicts a function of the rules, the specs and the z3 version alone,
-whatever the number of workers, the machine or its load."""
+and a budget in resource units make the verdicts a function of the rules decided in one run, the specs and the
+z3 version alone, whatever the number of workers, the machine or its load (candidates verified apart from the
+rest of a store fill other shards, and a rule at the budget's edge can then go the other way)."""
 SMALL = 64
 """Fewer rules than this are proved in this process, in id order (tests and small stores)."""
 

@@ -623,3 +623,51 @@ def test_unit_keys_remembered_across_graphs_are_each_graphs_own() -> None:
         assert [u.key for u in model.graph_cost(g).units] == list(dict.fromkeys(fresh))
         seen.append(set(fresh))
     assert seen[0] != seen[1] and seen[0] != seen[2] and seen[0] == seen[3]
+
+
+def _inception_reducers(tmp: Path) -> Path:
+    """x -> three biased 1x1 convs of 16, 24 and 8 channels, each followed by Relu; two feed a 3x3 conv each,
+    none feeds a Concat with its sibling: the shape of an Inception module's reducers."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+    for i, c in enumerate((16, 24, 8)):
+        inits += [
+            numpy_helper.from_array((rng.standard_normal((c, 12, 1, 1)) / 4).astype(np.float32), f"w{i}"),
+            numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), f"b{i}"),
+        ]
+        nodes += [
+            helper.make_node("Conv", ["x", f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[1, 1]),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+        ]
+    for i, c in ((1, 24), (2, 8)):
+        inits.append(numpy_helper.from_array((rng.standard_normal((4, c, 3, 3)) / 8).astype(np.float32), f"k{i}"))
+        nodes.append(helper.make_node("Conv", [f"r{i}", f"k{i}"], [f"y{i}"], kernel_shape=[3, 3], pads=[1] * 4))
+    nodes.append(helper.make_node("Concat", ["r0", "y1", "y2"], ["y"], axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "reducers",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 7, 7])],
+        initializer=inits,
+    )
+    return write_graph(graph, tmp / "reducers.onnx")
+
+
+def test_the_shipped_store_merges_biased_sibling_convs_that_feed_no_concat(tmp_path: Path) -> None:
+    """Inception's reducers: Conv(x,w1,b1), Conv(x,w2,b2) => Split(Conv(x, Concat(w1,w2), Concat(b1,b2))), four
+    ops on one side (specs/pools/sibling-merges.toml), at real channel counts, and the result computes the same."""
+    src = _inception_reducers(tmp_path)
+    g = onnx_io.load_model(src)
+    rules = both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
+    merges = [r for r in rules if r.name == "Concat,Concat,Conv,Split => Conv,Conv~reverse"]
+    found = [(r, m) for r in merges for m in find_matches(g, r)]
+    convs = {tuple(sorted(m.values[v] for v in m.values if m.values[v].startswith("w"))) for _, m in found}
+    assert {("w0", "w1"), ("w0", "w2"), ("w1", "w2")} <= convs  # every pair of 1x1 siblings, 16/24/8 channels
+    _, m = next((r, m) for r, m in found if {"w0", "w1"} <= set(m.values.values()))
+    new = apply(g, m)
+    ops = [n.op for n in new.nodes]
+    assert ops.count("Conv") == 4 and ops.count("Split") == 1  # two 1x1 convs became one
+    split = next(n for n in new.nodes if n.op == "Split")
+    assert sorted(new.data[split.inputs[1]].array.tolist()) == [16, 24]  # sizes of the real siblings
+    out = onnx_io.save_model(new, tmp_path / "merged.onnx")
+    assert compare(src, out, g, rtol=1e-4, atol=1e-5).ok
