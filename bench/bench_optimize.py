@@ -107,8 +107,8 @@ def main() -> int:
             times = {k: statistics.median(t.median_ms for t in ts) for k, ts in timings.items()}
             # the cost model's prediction of the original beside its measurement (issue 5's check, free here):
             # predictions are at the host's quick speed, so compare with the rounds the host ran quick in too
-            quick = cost.CostModel(device, store.open_store(db_path)).quick_reference_ms()
-            quick_rounds = profiler.in_quick_mode(timings["original"], quick)
+            model = cost.CostModel(device, store.open_store(db_path))  # what the search cached and logged
+            quick_rounds = profiler.in_quick_mode(timings["original"], model.quick_reference_ms())
             predicted = report.cost["before_ms"] if report.cost else None
             row = {
                 "model": name,
@@ -130,8 +130,7 @@ def main() -> int:
             print(json.dumps(row), flush=True)
             # written after every model, so a run stopped at a time limit still leaves what it measured
             (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
-            reference = cost.CostModel(device, store.open_store(db_path))
-            units = cost.export_reference(reference, str(args.out / "reference_costs.json"))
+            units = cost.export_reference(model, str(args.out / "reference_costs.json"))
             print(f"reference table: {units} measured units", flush=True)
     peers = ["again", "subst", "onnxsim", "onnxslim"]
     print(f"\ndevice {device.key}")

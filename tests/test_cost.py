@@ -419,7 +419,7 @@ def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration) 
     again = later.graph_cost(g)
     assert later.measured == 0 and again.total_ms == measured.total_ms  # what a search compares stays put
     assert later.host_slowdown() == pytest.approx(3.0)
-    k = 3.0**cost.HOST_ELASTICITY  # the host part of each cost moves, the GPU part not
+    k = 3.0**cost.HOST_ELASTICITY  # costs move by the slowdown to the power HOST_ELASTICITY, not in full
     quick = later.at_quick_host(again)
     assert quick.total_ms == pytest.approx(k * again.total_ms)
     assert [u.ms for u in quick.units] == pytest.approx([k * u.ms for u in again.units])
