@@ -9,9 +9,8 @@ precomputed once. A unit that cannot be timed gets an analytic estimate (FLOPs a
 measured peak rate and bandwidth, plus a kernel launch), marked as estimated in reports. A batch-1 run is
 bound by the host, whose speed drifts, so every measurement is scaled to the host speed seen at calibration
 (`to_calibrated_host`, by the host's slowdown to the power `HOST_ELASTICITY`): units measured minutes apart
-are then comparable. Each measurement also logs how quick
-the host was, and reports give latencies at the host's quick speed (`CostModel.at_quick_host`), not at the
-one moment of calibration.
+are then comparable. Each measurement also logs how quick the host was, and reports give latencies at the
+host's quick speed (`CostModel.at_quick_host`), not at the one moment of calibration.
 """
 
 from __future__ import annotations

@@ -296,6 +296,18 @@ def test_visiting_order_balances_every_pair_of_rounds(variants: int, pair: int) 
     assert sorted(leaders) == list(range(variants))
 
 
+@given(st.lists(st.tuples(st.floats(0.1, 10.0), st.floats(0.01, 1.0)), max_size=8), st.floats(0.01, 1.0))
+def test_quick_mode_rounds_are_those_within_a_slow_spell_of_the_quick_host(
+    taken: list[tuple[float, float]], quick: float
+) -> None:
+    """What a prediction at the quick host is compared with: the rounds whose reference ran at most SLOW_SPELL
+    times the quick one, in order; a round with no reference counts as quick (nothing says it was slow)."""
+    timings = [profiler.Timing(ms, 40, 0.0, reference_ms=ref) for ms, ref in taken]
+    timings.append(profiler.Timing(1.0, 40, 0.0))
+    kept = profiler.in_quick_mode(timings, quick)
+    assert kept == [ms for ms, ref in taken if ref <= profiler.SLOW_SPELL * quick] + [1.0]
+
+
 rounds = st.lists(st.floats(0.1, 10.0), min_size=3, max_size=7)
 
 
