@@ -1,0 +1,95 @@
+"""Do the rewrites a cost table chooses pay off end to end? Optimize each model once per reference table
+(nothing measured: the search runs on the table, as `bench_perturb.py` does), add the hand-merged variant
+(`bench/variants.py`), then time every variant interleaved on --device.
+
+    PYTHONPATH=. python3 bench/bench_tables.py --device cuda --models inception_v1 \
+        --costs bench/results-optimize-h100-zoo-whole-costs.json,bench/results-optimize-h100-zoo-store2-costs.json
+
+Two tables that disagree about a rule (one estimated a unit the other measured) lead to two graphs; this says
+which of them is faster on the device, and by how much, in one run. Prints a table per model (median ms over
+--rounds rounds, speed-up over the original, rules applied, predicted speed-up); writes bench_tables.json under
+--out. A search on a table measures nothing, so `optimize`'s end-to-end guard does not run: the point is to time
+what each table chose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
+
+from variants import merge_sibling_convs  # noqa: E402
+
+from build import ZOO  # noqa: E402
+from taso import cost, onnx_io, profiler, store  # noqa: E402
+from taso.optimize import Settings, optimize  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--models", default="inception_v1")
+    ap.add_argument("--costs", required=True, help="comma-separated reference tables (export_reference's json)")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--time-limit", type=float, default=20.0)
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = profiler.pick_device(args.device)
+    tables = [Path(p) for p in args.costs.split(",") if p]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for name in [m for m in args.models.split(",") if m]:
+            path = tmp / f"{name}.onnx"
+            onnx.save_model(ZOO[name](), str(path))
+            variants: dict[str, Path] = {"original": path, "again": path}
+            chosen: dict[str, dict] = {}
+            for i, table in enumerate(tables):
+                out = tmp / f"{name}.table{i}.onnx"
+                settings = Settings(costs=str(table), time_limit=args.time_limit)
+                report = optimize(path, out, store.DEFAULT_PATH, settings=settings)
+                variants[table.stem] = out
+                chosen[table.stem] = {
+                    "rules": report.rules_applied,
+                    "predicted_speedup": report.cost["before_ms"] / report.cost["after_ms"],
+                }
+            hand, groups = merge_sibling_convs(onnx_io.load_model(path))
+            if groups:
+                variants["hand merge"] = tmp / f"{name}.hand.onnx"
+                onnx_io.save_model(hand, variants["hand merge"])
+                chosen["hand merge"] = {"rules": {"sibling groups merged by hand": groups}, "predicted_speedup": None}
+            graphs = [onnx_io.load_model(p) for p in variants.values()]
+            rounds = cost.interleaved_rounds(list(variants.values()), graphs, device, args.rounds)
+            ms = {k: statistics.median(r) for k, r in zip(variants, rounds)}
+            row = {
+                "model": name,
+                "device": device.key,
+                "ms": ms,
+                "speedup": {k: ms["original"] / v for k, v in ms.items()},
+                "rounds_ms": dict(zip(variants, rounds)),
+                "chosen": chosen,
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            (args.out / "bench_tables.json").write_text(json.dumps({"rows": rows}, indent=2))
+    print(f"\n{'model':<14}{'variant':<48}{'ms':>8}{'x':>8}{'pred x':>8}  rules")
+    for r in rows:
+        for k, v in r["ms"].items():
+            c = r["chosen"].get(k, {})
+            pred = f"{c['predicted_speedup']:.3f}" if c.get("predicted_speedup") else "-"
+            rules = ", ".join(f"{n} x{m}" for n, m in sorted(c.get("rules", {}).items())) or "-"
+            print(f"{r['model']:<14}{k:<48}{v:>8.3f}{r['speedup'][k]:>8.3f}{pred:>8}  {rules}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
