@@ -31,7 +31,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
-from build import ZOO  # noqa: E402
+from build import ZOO, zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 
@@ -83,9 +83,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        for name in [m for m in args.models.split(",") if m]:
-            path = tmp / f"{name}.onnx"
-            onnx.save_model(ZOO[name](), str(path))
+        for name, path in zoo_files(args.models, tmp):
             out = tmp / f"{name}.subst.onnx"
             t0 = time.perf_counter()
             report = optimize(

@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 
-from build import ZOO  # noqa: E402
+from build import zoo_files  # noqa: E402
 from taso import store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 
@@ -44,9 +43,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        for name in [m for m in args.models.split(",") if m]:
-            path = tmp / f"{name}.onnx"
-            onnx.save_model(ZOO[name](), str(path))
+        for name, path in zoo_files(args.models, tmp):
             for seed in range(args.seeds):
                 rng = np.random.default_rng(seed)
                 noisy = {k: v * float(rng.lognormal(0.0, args.sigma)) for k, v in table["costs"].items()}

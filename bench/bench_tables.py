@@ -21,14 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import onnx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
 from variants import merge_sibling_convs  # noqa: E402
 
-from build import ZOO  # noqa: E402
+from build import zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 
@@ -48,9 +46,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        for name in [m for m in args.models.split(",") if m]:
-            path = tmp / f"{name}.onnx"
-            onnx.save_model(ZOO[name](), str(path))
+        for name, path in zoo_files(args.models, tmp):
             variants: dict[str, Path] = {"original": path, "again": path}
             chosen: dict[str, dict] = {}
             for i, table in enumerate(tables):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -1034,6 +1034,15 @@ def write(model: onnx.ModelProto, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     onnx.save_model(model, str(tmp))
     os.replace(tmp, path)
+
+
+def zoo_files(names: str, folder: Path) -> Iterator[tuple[str, Path]]:
+    """Each zoo model of the comma-separated ``names``, built and saved as ``folder/NAME.onnx`` just before it is
+    yielded: the benches' inputs, one model on disk at a time."""
+    for name in [n for n in names.split(",") if n]:
+        path = folder / f"{name}.onnx"
+        onnx.save_model(ZOO[name](), str(path))
+        yield name, path
 
 
 def main() -> int:
