@@ -21,12 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import onnx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 
-from build import ZOO  # noqa: E402
+from build import zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.precompute import precompute  # noqa: E402
 from taso.search import both_directions, optimize_graph  # noqa: E402
@@ -82,9 +80,7 @@ def main() -> int:
     rules = both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in [m for m in args.models.split(",") if m]:
-            path = Path(tmp) / f"{name}.onnx"
-            onnx.save_model(ZOO[name](), str(path))
+        for name, path in zoo_files(args.models, Path(tmp)):
             g, _ = precompute(onnx_io.load_model(path))
             model = cost.CostModel(device, store.create(args.out / f"{name}.costs.db"))
             rows.append(searches(name, g, model, rules, args))
