@@ -86,6 +86,13 @@ class InputClass:
     shape: Shape
     kind: str  # "activation" or "weight"
     count: int
+    splits: Splits = ()
+    """Where these tensors may be split, as if each were a concat of these parts: an input that stands for
+    a merged op's output (a conv over concatenated kernels), so rules about its Split can be found."""
+
+    def as_dict(self) -> dict:
+        d = {"prefix": self.prefix, "shape": list(self.shape), "kind": self.kind, "count": self.count}
+        return {**d, "splits": {str(a): list(v) for a, v in self.splits}} if self.splits else d
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,9 @@ class Form:
     attrs: Callable[[Sequence[Sig]], dict | None]
     commutative: bool = False
     doc: str = ""
+    cut: str = "parts"
+    """For a Split: cut at every part boundary (``parts``), or in two, keeping the leading parts together
+    (``head``) or the trailing ones (``tail``), which may then be split again: a split of a split."""
 
 
 def _rank(s: Sig) -> int:
@@ -148,8 +158,19 @@ def _concat(axis: int) -> Callable[[Sequence[Sig]], dict | None]:
     return lambda sigs: {"axis": axis} if _rank(sigs[0]) == _rank(sigs[1]) > axis else None
 
 
-def _split(axis: int) -> Callable[[Sequence[Sig]], dict | None]:
-    return lambda sigs: {"axis": axis} if axis in dict(sigs[0][2]) else None
+def _split(axis: int, cut: str = "parts") -> Callable[[Sequence[Sig]], dict | None]:
+    least = 2 if cut == "parts" else 3  # cutting two parts in two is the plain split
+    return lambda sigs: {"axis": axis} if len(dict(sigs[0][2]).get(axis, ())) >= least else None
+
+
+def _cut(form: Form, sig: Sig, axis: int) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """A Split form's sizes on a value, and the parts each output may be split into again (empty: none)."""
+    parts = dict(sig[2])[axis]
+    if form.cut == "head":
+        return (sum(parts[:-1]), parts[-1]), [parts[:-1], ()]
+    if form.cut == "tail":
+        return (parts[0], sum(parts[1:])), [(), parts[1:]]
+    return parts, [()] * len(parts)
 
 
 def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
@@ -181,6 +202,8 @@ FORMS: dict[str, Form] = {
         Form("concat1", "Concat", 2, _concat(1)),
         Form("split0", "Split", 1, _split(0), doc="at the boundary of the concat it descends from"),
         Form("split1", "Split", 1, _split(1), doc="at the boundary of the concat it descends from"),
+        Form("split1_head", "Split", 1, _split(1, "head"), doc="in two, the leading parts kept together", cut="head"),
+        Form("split1_tail", "Split", 1, _split(1, "tail"), doc="in two, the trailing parts kept together", cut="tail"),
         Form("transpose", "Transpose", 1, lambda s: {"perm": (1, 0)} if _rank(s[0]) == 2 else None),
         Form("ones", "Ones", 0, _constant((2, 4)), doc="shape 2x4"),
         Form("eye", "Eye", 0, _constant((4, 4)), doc="4x4"),
@@ -189,8 +212,9 @@ FORMS: dict[str, Form] = {
     ]
 }
 
-TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh") and not f.endswith("_bias"))
-"""The forms TASO's generator uses (its fused conv+relu is conv followed by relu here)."""
+TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh") and not f.endswith(("_bias", "_head", "_tail")))
+"""The forms TASO's generator uses (its fused conv+relu is conv followed by relu here; a concat there has two
+parts, so the split forms that group three or more parts never apply)."""
 BIAS_FORMS = tuple(f for f in FORMS if f.endswith("_bias"))
 """Convs with a bias (``--ops +bias``): exporters write a bias into nearly every Conv (a BatchNorm folds into it),
 and a rule over TASO's bias-less convs matches none of those. The shipped store is TASO's set plus these."""
@@ -242,7 +266,7 @@ class Settings:
         return {
             "max_ops": self.max_ops,
             "forms": list(self.forms),
-            "pool": [{"prefix": c.prefix, "shape": list(c.shape), "kind": c.kind, "count": c.count} for c in self.pool],
+            "pool": [c.as_dict() for c in self.pool],
             "constants": {k: list(v) for k, v in self.constants},
             "seed": self.seed,
             "prune_pairs": self.prune_pairs,
@@ -282,7 +306,7 @@ class _Context:
                 name = f"{ic.prefix}{i}"
                 runs = tuple(input_values(name, ic.shape, s) for s, _ in seeds)
                 kind = ACTIVATION if ic.kind == "activation" else WEIGHT
-                sig: Sig = (tuple(ic.shape), kind, ())
+                sig: Sig = (tuple(ic.shape), kind, ic.splits)
                 self.inputs.append(_Value(sig, runs, value_digest(ic.shape, runs), ic.prefix, name))
                 self.names.append(name)
                 self.cls.append(c)
@@ -319,13 +343,13 @@ class _Context:
         for other in self.forms:  # e.g. a SAME and a VALID conv of a 1x1 kernel: one node, built once
             if other is form:
                 break
-            if other.op == form.op and other.arity == form.arity and other.attrs(sigs) == attrs:
+            if (other.op, other.arity, other.cut) == (form.op, form.arity, form.cut) and other.attrs(sigs) == attrs:
                 return None
         types = [TensorType("float32", s[0]) for s in sigs]
         consts: list[np.ndarray | None] = [None] * len(sigs)
         n_out = 1
         if form.op == "Split":
-            sizes = dict(sigs[0][2])[attrs["axis"]]
+            sizes, _ = _cut(form, sigs[0], attrs["axis"])
             types.append(TensorType("int64", (len(sizes),)))
             consts.append(np.array(sizes, dtype=np.int64))
             n_out = len(sizes)
@@ -349,7 +373,7 @@ class _Context:
         for r, key in enumerate(self.keys):
             xs = [a.runs[r] for a in args]
             if form.op == "Split":
-                xs.append(np.array(dict(args[0].sig[2])[attrs["axis"]], dtype=np.int64))
+                xs.append(np.array(_cut(form, args[0].sig, attrs["axis"])[0], dtype=np.int64))
             outs_per_run.append(field_apply(form.op, xs, attrs, len(out_sigs), key))
         head_a = f"{form.name}({','.join(a.abstract for a in args)})"
         head_c = f"{form.name}({','.join(a.concrete for a in args)})"
@@ -372,7 +396,8 @@ def _splits_after(form: Form, attrs: dict, sigs: Sequence[Sig]) -> Splits | list
         return tuple(sorted(keep.items()))
     if op == "Split":
         rest = tuple(sorted((ax, v) for ax, v in s[0].items() if ax != attrs["axis"]))
-        return [rest] * len(dict(s[0])[attrs["axis"]])
+        _, again = _cut(form, sigs[0], attrs["axis"])
+        return [tuple(sorted([*rest, (attrs["axis"], p)])) if p else rest for p in again]
     if op in ("Add", "Mul") and form.name != "smul":
         return tuple(sorted((ax, v) for ax, v in s[0].items() if s[1].get(ax) == v))
     if op == "MatMul":
@@ -546,7 +571,7 @@ def _fingerprints(
         attrs, out_sigs = ctx.apply(f, sc)  # type: ignore[misc]
         xs = [np.stack([states[children[j][0]].values[children[j][2][p]].runs[0] for j in js]) for p in range(len(sc))]
         if ctx.forms[f].op == "Split":
-            xs.append(np.array(dict(sc[0][2])[attrs["axis"]], dtype=np.int64))
+            xs.append(np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64))
         for sig, out in zip(out_sigs, _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))):
             for j, d in zip(js, _row_digests(sig[0], out)):
                 new_digests[j].append(d)
@@ -1016,7 +1041,7 @@ def _graph(ctx: _Context, st: _State, outs: tuple[int, ...] | None) -> tuple[Gra
         ins = [names[a] for a in args]
         used.update(a for a in args if a < ctx.n_inputs)
         if form.op == "Split":
-            cut = dict(st.values[args[0]].sig[2])[attrs["axis"]]
+            cut, _ = _cut(form, st.values[args[0]].sig, attrs["axis"])
             name = "sizes_" + "_".join(map(str, cut))
             sizes[name] = WeightData(np.array(cut, dtype=np.int64))
             types[name] = TensorType("int64", (len(cut),))
@@ -1137,8 +1162,12 @@ def _settings_from(config: dict, ops: str | None, max_ops: int | None, seed: int
 
 def _input_class(i: int, c: object) -> InputClass:
     where = f"config inputs[{i}]"
-    if not isinstance(c, dict) or set(c) - {"prefix", "shape", "kind", "count"} or not {"prefix", "shape"} <= set(c):
-        raise BadInput(f"{where}: give prefix, shape and optionally kind (activation|weight) and count")
+    if (
+        not isinstance(c, dict)
+        or set(c) - {"prefix", "shape", "kind", "count", "splits"}
+        or not {"prefix", "shape"} <= set(c)
+    ):
+        raise BadInput(f"{where}: give prefix, shape and optionally kind (activation|weight), count and splits")
     prefix, kind, count = str(c["prefix"]), c.get("kind", "activation"), c.get("count", 1)
     if not prefix.isidentifier() or prefix[-1].isdigit():
         raise BadInput(f"{where}: prefix {prefix!r} must be a name not ending in a digit")
@@ -1149,7 +1178,24 @@ def _input_class(i: int, c: object) -> InputClass:
         raise BadInput(f"{where}: shape must be a list of positive integers")
     if not isinstance(count, int) or not 1 <= count <= 8:
         raise BadInput(f"{where}: count must be 1..8")
-    return InputClass(prefix, tuple(shape), kind, count)
+    return InputClass(prefix, tuple(shape), kind, count, _input_splits(where, shape, c.get("splits", {})))
+
+
+def _input_splits(where: str, shape: list[int], splits: object) -> Splits:
+    """``{axis: [part sizes]}`` from a config, checked against the shape."""
+    if not isinstance(splits, dict):
+        raise BadInput(f"{where}: splits must map an axis to a list of part sizes, e.g. {{1 = [4, 4]}}")
+    out = []
+    for axis, sizes in splits.items():
+        a = int(axis) if str(axis).isdigit() else -1
+        if not 0 <= a < len(shape):
+            raise BadInput(f"{where}: splits axis {axis!r} is not an axis of shape {shape}")
+        if not isinstance(sizes, list) or len(sizes) < 2 or not all(isinstance(d, int) and d > 0 for d in sizes):
+            raise BadInput(f"{where}: splits of axis {a} must list two or more positive sizes")
+        if sum(sizes) != shape[a]:
+            raise BadInput(f"{where}: splits of axis {a} add up to {sum(sizes)}, not the size {shape[a]}")
+        out.append((a, tuple(sizes)))
+    return tuple(sorted(out))
 
 
 # ---- the store ----------------------------------------------------------------------------------------------

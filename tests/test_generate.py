@@ -27,6 +27,7 @@ from taso.generate import (
     Settings,
     _build,
     _Context,
+    _cut,
     _field_batch,
     generate,
     parse_ops,
@@ -124,6 +125,41 @@ def test_relu_moves_through_channel_concat() -> None:
     assert lookup(rules, {"Relu": 2, "Concat": 1}, {"Concat": 1, "Relu": 1})
 
 
+HALVES = InputClass("Y", (2, 8, 5, 5), "activation", 1, ((1, (4, 4)),))
+THIRDS = InputClass("Z", (2, 12, 5, 5), "activation", 1, ((1, (4, 4, 4)),))
+"""Activations declared splittable: a merged conv's output, in two parts and in three."""
+SPLIT_MOVES = ("relu", "split1", "split1_head", "split1_tail")
+
+
+def test_relu_moves_before_the_split_of_a_merged_output() -> None:
+    """Split(y) then Relu on each part = Relu(y) then Split: what lets the merged conv fuse the Relu."""
+    rules = rules_of(SPLIT_MOVES, (HALVES, THIRDS), 3)
+    assert lookup(rules, {"Split": 1, "Relu": 2}, {"Relu": 1, "Split": 1})
+
+
+def test_a_split_of_a_split_is_one_split() -> None:
+    """Pairwise sibling merges nest Splits; one Split with all the sizes does the same in one kernel."""
+    rules = rules_of(SPLIT_MOVES, (THIRDS,), 2)
+    found = lookup(rules, {"Split": 2}, {"Split": 1})
+    assert len(found) == 2  # the inner split cuts the leading parts, or the trailing ones
+    for r in found:
+        one = r.src if len(r.src.nodes) == 1 else r.dst
+        assert [len(n.outputs) for n in one.nodes] == [3]
+
+
+def test_pruning_over_splittable_inputs_drops_only_derivable_pairs() -> None:
+    kept = rules_of(SPLIT_MOVES, (HALVES, THIRDS), 3)
+    kept_keys = {(r.src.key, r.dst.key) for r in kept}
+    dropped = [
+        r
+        for r in rules_of(SPLIT_MOVES, (HALVES, THIRDS), 3, prune_pairs=False, extend_all=True)
+        if (r.src.key, r.dst.key) not in kept_keys
+    ]
+    assert dropped
+    for r in dropped:
+        assert derivable(r.src, r.dst, kept), f"dropped but not derivable:\n{r}"
+
+
 @pytest.mark.slow
 def test_conv_followed_by_relu_siblings_merge() -> None:
     rules = rules_of(("conv_s1_same", "relu", "concat0", "split1"), (X, K), slow_ops(4))
@@ -193,7 +229,8 @@ def test_relu_is_not_distributed_over_add() -> None:
 def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     """Enumeration evaluates a form over many children at once: every row must be exactly what `field_apply`
     gives on its own, for every form and every argument signature of the pool and of one-op graphs."""
-    ctx = _Context(Settings(2, tuple(FORMS), (*TASO_POOL, BIASES)), 1)
+    thirds = InputClass("Z", (2, 12, 5, 5), "activation", 1, ((1, (4, 4, 4)),))  # for the split-of-split forms
+    ctx = _Context(Settings(2, tuple(FORMS), (*TASO_POOL, BIASES, thirds)), 1)
     values = list(ctx.inputs)
     for f, sc, _ in ctx.applicable(tuple(sorted({v.sig for v in values}))):
         args = [next(a for a, v in enumerate(ctx.inputs) if v.sig == s) for s in sc]
@@ -205,7 +242,7 @@ def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     for f, sc, (attrs, out_sigs) in ctx.applicable(tuple(sorted(by_sig))):
         op = ctx.forms[f].op
         rows = [[by_sig[s][(i + p) % len(by_sig[s])] for p, s in enumerate(sc)] for i in range(3)]
-        extra = [np.array(dict(sc[0][2])[attrs["axis"]], dtype=np.int64)] if op == "Split" else []
+        extra = [np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64)] if op == "Split" else []
         xs = [np.stack([r[p] for r in rows]) for p in range(len(sc))] + extra
         batch = _field_batch(op, xs, attrs, len(out_sigs), ctx.keys[0], len(rows))
         for i, r in enumerate(rows):
@@ -401,10 +438,17 @@ def test_parse_ops() -> None:
 def test_config_inputs_are_checked() -> None:
     s = settings_from({"inputs": [{"prefix": "a", "shape": [2, 2], "kind": "weight", "count": 2}], "ops": ["add"]})
     assert s.pool == (InputClass("a", (2, 2), "weight", 2),) and s.forms == ("add",)
+    s = settings_from({"inputs": [{"prefix": "y", "shape": [2, 8], "splits": {"1": [4, 4]}}], "ops": ["split1"]})
+    assert s.pool == (InputClass("y", (2, 8), "activation", 1, ((1, (4, 4)),)),)
+    assert s.as_dict()["pool"][0]["splits"] == {"1": [4, 4]}
     for bad in (
         {"prefix": "a1", "shape": [2]},
         {"prefix": "a", "shape": [0]},
         {"prefix": "a", "shape": [2], "kind": "x"},
+        {"prefix": "a", "shape": [2, 8], "splits": {"1": [4, 3]}},
+        {"prefix": "a", "shape": [2, 8], "splits": {"2": [4, 4]}},
+        {"prefix": "a", "shape": [2, 8], "splits": {"1": [8]}},
+        {"prefix": "a", "shape": [2, 8], "splits": [4, 4]},
     ):
         with pytest.raises(Exception, match="config inputs"):
             settings_from({"inputs": [bad]})
