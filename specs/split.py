@@ -95,6 +95,17 @@ def axioms(f):
             generic=True,
         ),
         Axiom(
+            "slice-of-slice",
+            f.slice(f.slice(x, axis=a, start=s, size=ln), axis=a, start=t, size=u),
+            f.slice(x, axis=a, start=s + t, size=u),
+            two,
+            when=(t + u <= ln,),
+            domains=axes,
+            generic=True,
+            oriented=True,
+            last_resort=True,
+        ),
+        Axiom(
             "slice-whole",
             f.slice(x, axis=a, start=0, size=ln),
             x,

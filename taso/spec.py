@@ -207,6 +207,10 @@ class Axiom:
     oriented: bool = False
     """Only the left side triggers it: a rewrite toward a normal form (slices move toward the inputs), which
     keeps the search from growing terms both ways."""
+    last_resort: bool = False
+    """Tried only on rules the other relevant axioms leave open: an axiom whose trigger also fires inside
+    proofs that do not need it (slices of slices appear as the slice axioms rewrite) would otherwise spend
+    their budget."""
     spec: str = ""
 
     @cached_property

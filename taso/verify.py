@@ -95,7 +95,10 @@ class Prover:
             )
         relevant = [a for a in self.specs.axioms if a.symbols <= used]
         left = _Allowance(self.budget, t0 + self.timeout)
-        stages = [("relevant axioms", relevant)]
+        first = [a for a in relevant if not a.last_resort]
+        stages = [("relevant axioms", first)]
+        if len(first) < len(relevant):
+            stages.append(("relevant axioms and last resorts", relevant))
         if len(relevant) < len(self.specs.axioms):
             stages.append(("all axioms", list(self.specs.axioms)))
         for stage, axioms in stages:

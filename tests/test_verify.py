@@ -48,6 +48,21 @@ def concat_split(sizes: tuple[int, int], cut: tuple[int, int]) -> Rule:
     )
 
 
+def split_of_split(sizes: tuple[int, int, int], claimed: tuple[int, int, int]) -> Rule:
+    """Split(x) into (a + b, c), its first part split into (a, b), claimed equal to Split(x) into ``claimed``."""
+    a, b, c = sizes
+    p, q, r = claimed
+    return rule(
+        f"""graph(%x: float32[2,{a + b + c}], %s: int64[2] = [{a + b}, {c}], %t: int64[2] = [{a}, {b}]):
+  %ab, %z = Split(%x, %s) {{axis=1}} : float32[2,{a + b}], float32[2,{c}]
+  %u, %v = Split(%ab, %t) {{axis=1}} : float32[2,{a}], float32[2,{b}]
+  return %u, %v, %z""",
+        f"""graph(%x: float32[2,{a + b + c}], %n: int64[3] = [{p}, {q}, {r}]):
+  %u, %v, %z = Split(%x, %n) {{axis=1}} : float32[2,{p}], float32[2,{q}], float32[2,{r}]
+  return %u, %v, %z""",
+    )
+
+
 def biased_merge(first: str, second: str) -> Rule:
     """Two biased 3x3 convs of one input, concatenated = one conv over the concatenated kernels and the biases
     ``first`` then ``second`` (true for b1, b2; false swapped)."""
@@ -256,6 +271,21 @@ def test_concat_split_is_proved_exactly_when_the_cut_is_the_seam(prover: Prover,
     c = data.draw(st.integers(1, a + b - 1)) if a + b > 1 else a
     v = prover.verdict(concat_split((a, b), (c, a + b - c)))
     assert v.status == ("proved" if c == a else "refuted"), v.detail
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)), st.permutations(range(3)))
+def test_a_split_of_a_split_is_proved_one_split_only_with_the_same_sizes(
+    prover: Prover, sizes: tuple[int, int, int], order: list[int]
+) -> None:
+    """Proved from slice-of-slice, a last-resort axiom: tried only after the others leave the rule open."""
+    claimed = tuple(sizes[i] for i in order)
+    v = prover.verdict(split_of_split(sizes, claimed))  # type: ignore[arg-type]
+    if claimed == sizes:
+        assert v.status == "proved", v.detail
+        assert "slice-of-slice" in v.detail["axioms"] and v.detail["stage"] == "relevant axioms and last resorts"
+    else:
+        assert v.status == "refuted", v.detail
 
 
 # ---- unknown ------------------------------------------------------------------------------------------------
