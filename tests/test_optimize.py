@@ -671,3 +671,31 @@ def test_the_shipped_store_merges_biased_sibling_convs_that_feed_no_concat(tmp_p
     assert sorted(new.data[split.inputs[1]].array.tolist()) == [16, 24]  # sizes of the real siblings
     out = onnx_io.save_model(new, tmp_path / "merged.onnx")
     assert compare(src, out, g, rtol=1e-4, atol=1e-5).ok
+
+
+def test_three_merged_reducers_end_as_one_conv_one_relu_one_split(tmp_path: Path) -> None:
+    """Pairwise merges of three siblings nest two Splits with a Relu after each part, where onnxruntime fuses
+    none of them into the conv; the shipped split moves (specs/pools/split-moves.toml) bring the graph to one
+    Conv, one Relu and one three-way Split, and it computes the same."""
+    src = _inception_reducers(tmp_path)
+    g = onnx_io.load_model(src)
+    order = ["Concat,Concat,Conv,Split => Conv,Conv~reverse", "Split,Relu,Relu => Relu,Split", "Split,Split => Split"]
+    by_name: dict[str, list[Rule]] = {}
+    for r in both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")):
+        by_name.setdefault(r.name, []).append(r)
+    applied = []
+    while True:  # the first rule in this order that matches, until none does
+        step = next(((n, m) for n in order for r in by_name[n] for m in find_matches(g, r)), None)
+        if step is None:
+            break
+        g = apply(g, step[1])
+        applied.append(step[0])
+    assert applied.count(order[0]) == 2 and order[1] in applied and order[2] in applied
+    ops = [n.op for n in g.nodes]
+    assert ops.count("Conv") == 3 and ops.count("Relu") == 1 and ops.count("Split") == 1
+    relu = next(n for n in g.nodes if n.op == "Relu")
+    split = next(n for n in g.nodes if n.op == "Split")
+    assert g.producers[relu.inputs[0]].op == "Conv" and split.inputs[0] == relu.outputs[0]
+    assert sorted(g.data[split.inputs[1]].array.tolist()) == [8, 16, 24]
+    out = onnx_io.save_model(g, tmp_path / "merged.onnx")
+    assert compare(src, out, onnx_io.load_model(src), rtol=1e-4, atol=1e-5).ok
