@@ -19,23 +19,50 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
-from variants import merge_sibling_convs  # noqa: E402
+from variants import fold_batchnorm, merge_sibling_convs  # noqa: E402
 
 from build import zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
+from taso.ir import Graph  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+
+
+def _bn_then(merge: bool, equal_only: bool = False):
+    def variant(g: Graph) -> tuple[Graph, dict]:
+        g, folded = fold_batchnorm(g)
+        groups = 0
+        if merge:
+            g, groups = merge_sibling_convs(g, equal_only)
+        return g, {"BatchNormalization folded": folded, "sibling groups merged": groups}
+
+    return variant
+
+
+HAND: dict[str, Callable[[Graph], tuple[Graph, dict]]] = {
+    "merge": lambda g: (lambda r: (r[0], {"sibling groups merged": r[1]}))(merge_sibling_convs(g)),
+    "bn": _bn_then(False),
+    "bn+merge": _bn_then(True),
+    "bn+equal-merge": _bn_then(True, equal_only=True),
+}
+"""Hand-applied variants (`bench/variants.py`): what a rule family could give before it is built."""
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="auto")
     ap.add_argument("--models", default="inception_v1")
-    ap.add_argument("--costs", required=True, help="comma-separated reference tables (export_reference's json)")
+    ap.add_argument("--costs", default="", help="comma-separated reference tables (export_reference's json)")
+    ap.add_argument(
+        "--hand",
+        default="merge",
+        help=f"comma-separated hand variants to time beside the tables: {', '.join(HAND)}",
+    )
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
@@ -58,11 +85,13 @@ def main() -> int:
                     "rules": report.rules_applied,
                     "predicted_speedup": report.cost["before_ms"] / report.cost["after_ms"],
                 }
-            hand, groups = merge_sibling_convs(onnx_io.load_model(path))
-            if groups:
-                variants["hand merge"] = tmp / f"{name}.hand.onnx"
-                onnx_io.save_model(hand, variants["hand merge"])
-                chosen["hand merge"] = {"rules": {"sibling groups merged by hand": groups}, "predicted_speedup": None}
+            for h in filter(None, args.hand.split(",")):
+                hand, done = HAND[h](onnx_io.load_model(path))
+                if any(done.values()):
+                    key = f"hand {h}"
+                    variants[key] = tmp / f"{name}.hand{len(variants)}.onnx"
+                    onnx_io.save_model(hand, variants[key])
+                    chosen[key] = {"rules": done, "predicted_speedup": None}
             graphs = [onnx_io.load_model(p) for p in variants.values()]
             rounds = cost.interleaved_rounds(list(variants.values()), graphs, device, args.rounds)
             ms = {k: statistics.median(r) for k, r in zip(variants, rounds)}
