@@ -33,22 +33,23 @@ from taso.ir import Graph  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 
 
-def _bn_then(merge: bool, equal_only: bool = False):
+def _hand(fold: bool, merge: bool, equal_only: bool = False) -> Callable[[Graph], tuple[Graph, dict]]:
     def variant(g: Graph) -> tuple[Graph, dict]:
-        g, folded = fold_batchnorm(g)
-        groups = 0
+        done: dict[str, int] = {}
+        if fold:
+            g, done["BatchNormalization folded"] = fold_batchnorm(g)
         if merge:
-            g, groups = merge_sibling_convs(g, equal_only)
-        return g, {"BatchNormalization folded": folded, "sibling groups merged": groups}
+            g, done["sibling groups merged"] = merge_sibling_convs(g, equal_only)
+        return g, done
 
     return variant
 
 
-HAND: dict[str, Callable[[Graph], tuple[Graph, dict]]] = {
-    "merge": lambda g: (lambda r: (r[0], {"sibling groups merged": r[1]}))(merge_sibling_convs(g)),
-    "bn": _bn_then(False),
-    "bn+merge": _bn_then(True),
-    "bn+equal-merge": _bn_then(True, equal_only=True),
+HAND = {
+    "merge": _hand(fold=False, merge=True),
+    "bn": _hand(fold=True, merge=False),
+    "bn+merge": _hand(fold=True, merge=True),
+    "bn+equal-merge": _hand(fold=True, merge=True, equal_only=True),
 }
 """Hand-applied variants (`bench/variants.py`): what a rule family could give before it is built."""
 
