@@ -158,9 +158,13 @@ def _concat(axis: int) -> Callable[[Sequence[Sig]], dict | None]:
     return lambda sigs: {"axis": axis} if _rank(sigs[0]) == _rank(sigs[1]) > axis else None
 
 
-def _split(axis: int, cut: str = "parts") -> Callable[[Sequence[Sig]], dict | None]:
+def _split(name: str, axis: int, doc: str, cut: str = "parts") -> Form:
     least = 2 if cut == "parts" else 3  # cutting two parts in two is the plain split
-    return lambda sigs: {"axis": axis} if len(dict(sigs[0][2]).get(axis, ())) >= least else None
+
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        return {"axis": axis} if len(dict(sigs[0][2]).get(axis, ())) >= least else None
+
+    return Form(name, "Split", 1, attrs, doc=doc, cut=cut)
 
 
 def _cut(form: Form, sig: Sig, axis: int) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
@@ -200,10 +204,10 @@ FORMS: dict[str, Form] = {
         Form("enlarge3", "Enlarge", 1, _enlarge, doc="zero-pad a weight kernel to 3x3"),
         Form("concat0", "Concat", 2, _concat(0)),
         Form("concat1", "Concat", 2, _concat(1)),
-        Form("split0", "Split", 1, _split(0), doc="at the boundary of the concat it descends from"),
-        Form("split1", "Split", 1, _split(1), doc="at the boundary of the concat it descends from"),
-        Form("split1_head", "Split", 1, _split(1, "head"), doc="in two, the leading parts kept together", cut="head"),
-        Form("split1_tail", "Split", 1, _split(1, "tail"), doc="in two, the trailing parts kept together", cut="tail"),
+        _split("split0", 0, "at the boundary of the concat it descends from"),
+        _split("split1", 1, "at the boundary of the concat it descends from"),
+        _split("split1_head", 1, "in two, the leading parts kept together", "head"),
+        _split("split1_tail", 1, "in two, the trailing parts kept together", "tail"),
         Form("transpose", "Transpose", 1, lambda s: {"perm": (1, 0)} if _rank(s[0]) == 2 else None),
         Form("ones", "Ones", 0, _constant((2, 4)), doc="shape 2x4"),
         Form("eye", "Eye", 0, _constant((4, 4)), doc="4x4"),
@@ -212,7 +216,9 @@ FORMS: dict[str, Form] = {
     ]
 }
 
-TASO_FORMS = tuple(f for f in FORMS if f not in ("sigmoid", "tanh") and not f.endswith(("_bias", "_head", "_tail")))
+TASO_FORMS = tuple(
+    f for f, form in FORMS.items() if f not in ("sigmoid", "tanh") and not f.endswith("_bias") and form.cut == "parts"
+)
 """The forms TASO's generator uses (its fused conv+relu is conv followed by relu here; a concat there has two
 parts, so the split forms that group three or more parts never apply)."""
 BIAS_FORMS = tuple(f for f in FORMS if f.endswith("_bias"))

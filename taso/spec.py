@@ -209,8 +209,8 @@ class Axiom:
     keeps the search from growing terms both ways."""
     last_resort: bool = False
     """Tried only on rules the other relevant axioms leave open: an axiom whose trigger also fires inside
-    proofs that do not need it (slices of slices appear as the slice axioms rewrite) would otherwise spend
-    their budget."""
+    proofs that do not need it (slices of slices can appear as the slice axioms rewrite) would otherwise
+    spend their budget."""
     spec: str = ""
 
     @cached_property
