@@ -14,7 +14,8 @@ from taso import store
 from taso.errors import BadInput
 from taso.generate import FORMS, Result, load_config, save, settings_from
 from taso.generate import generate as run_generate
-from taso.rules import STATUSES
+from taso.ir import IRError
+from taso.rules import STATUSES, parse_rules
 
 
 def _form_table() -> str:
@@ -167,6 +168,47 @@ def _where(op: str | None, max_ops: int | None, status: str | None) -> tuple[str
         where.append("status = ?")
         args.append(status)
     return " AND ".join(where) or None, args
+
+
+@rules.command("add")
+@store_option("Store to add the rules to (created if missing).")
+@click.argument("rules_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def add_rules(store_path: Path, rules_file: Path, as_json: bool) -> None:
+    """Add hand-written rules from RULES_FILE to the store as candidates; `subst verify` then proves them.
+
+    For identities the generator cannot find: ops without finite-field semantics (BatchNormalization), or
+    attributes that should be free (a rule that holds for every stride and padding). Each rule is a block:
+
+    \b
+      rule NAME
+      free: ATTR ...            (optional: attributes that match any value)
+      graph(...): ...           (the source, as `subst rules show` prints graphs)
+      =>
+      graph(...): ...           (the target)
+
+    The values written for free attributes are an example: the verifier's numeric pre-check runs it, z3
+    proves the rule for every value. Rules already in the store are left as they are.
+
+    \b
+    Example:
+      subst rules add specs/rules/batchnorm.rules && subst verify
+    """
+    try:
+        written = parse_rules(rules_file.read_text())
+    except OSError as e:
+        raise BadInput(f"{rules_file}: cannot read ({e.strerror})") from None
+    except IRError as e:
+        raise BadInput(f"{rules_file}: {e}") from None
+    db = store.open_store(store_path, create_missing=True)
+    have = store.known(db)
+    new = [r for r in written if (r.to_row()["src"], r.to_row()["dst"]) not in have]
+    store.add_rules(db, new, provenance={"written": rules_file.name})
+    data = {"file": str(rules_file), "rules": len(written), "added": len(new), "store": str(store_path)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{len(new)} of {len(written)} rules from {rules_file} added to {store_path} as candidates")
 
 
 @rules.command("list")

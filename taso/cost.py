@@ -172,7 +172,44 @@ def _footprint(g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple:
 
 def unit_key(ug: Graph) -> str:
     """Identity of a unit for the cache: ops, attributes, concrete types and small constant inputs, with
-    value names canonicalised so equal units in different places (or graphs) share one measurement."""
+    value names canonicalised so equal units in different places (or graphs) share one measurement. The unit
+    is keyed as onnxruntime runs it (`as_run`), so a rewrite onnxruntime makes itself leaves the key alone."""
+    return graph_digest(as_run(ug))
+
+
+def as_run(ug: Graph) -> Graph:
+    """``ug`` with each BatchNormalization whose parameters are weights folded into the Conv before it (when
+    nothing else reads the Conv's output), as onnxruntime folds it at load: the Conv with a bias runs, the
+    BatchNorm never does. A Conv+BatchNorm unit and the biased Conv that subst's fold leaves then share one
+    key, one measurement and one cost, so the search sees the fold as the free rewrite it is on onnxruntime."""
+    producers, consumers = ug.producers, ug.consumers
+    folded: dict[int, Node] = {}
+    for n in ug.nodes:
+        conv = producers.get(n.inputs[0]) if n.op == "BatchNormalization" else None
+        if (
+            conv is None
+            or conv.op != "Conv"
+            or not all(v in ug.weights for v in n.inputs[1:])
+            or len(consumers.get(n.inputs[0], ())) != 1
+            or n.inputs[0] in ug.outputs
+            or ug.types[n.inputs[2]].dtype != ug.types[n.inputs[0]].dtype
+        ):
+            continue
+        bias = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else n.inputs[2]
+        folded[id(conv)] = replace(conv, inputs=(*conv.inputs[:2], bias), outputs=n.outputs)
+        folded[id(n)] = n
+    if not folded:
+        return ug
+    nodes = tuple(folded.get(id(n), n) for n in ug.nodes if folded.get(id(n)) is not n)
+    produced = {o for n in nodes for o in n.outputs}
+    reads = dict.fromkeys(v for n in nodes for v in n.reads if v not in produced)
+    weights = tuple(v for v in reads if v in ug.weights)  # in order of first read, as `extract` lists them
+    data = {w: ug.data[w] for w in weights if w in ug.data}
+    return replace(ug, nodes=nodes, weights=weights, data=data)
+
+
+def graph_digest(ug: Graph) -> str:
+    """`unit_key` of a unit graph taken as it is."""
     names: dict[str, str] = {}
     for i, v in enumerate((*ug.inputs, *ug.weights)):
         names[v] = f"i{i}"

@@ -1230,7 +1230,7 @@ def save(result: Result, path: str | Path) -> tuple[int, int]:
         else:
             db = store.create(tmp)
         db.execute("PRAGMA synchronous = OFF")  # a scratch copy: durability comes from the rename
-        have = {(r["src"], r["dst"]) for r in db["rules"].rows_where(select="src, dst")}
+        have = store.known(db)
         groups: dict[str, list[Rule]] = {}
         kept = 0
         for fp, rule in result.rules:

@@ -4,15 +4,20 @@ Every input and weight becomes a tensor constant of its own name (the two sides 
 its concrete shape stated as facts about ``dim`` and ``rank``; every node becomes an application of its op's
 symbol, with the node's attributes as integer arguments. Ops whose mapping is not one to one (Split into one
 ``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have a lowering function in their spec.
+
+A rule's free attributes (`taso.rules.Rule.free_attrs`) become integer constants named by the attribute and
+its example value, shared by both sides like the inputs, so a proof holds for every value they can take.
 """
 
 from __future__ import annotations
 
 import functools
+import struct
+from dataclasses import dataclass, replace
 
 import z3
 
-from taso.ir import Graph, Node, TensorType
+from taso.ir import AttrValue, Graph, Node, TensorType
 from taso.spec import DIM, RANK, Specs, Symbol, T, Unsupported
 
 
@@ -37,11 +42,38 @@ class _Recorder:
         return self._symbols[name]
 
 
+@dataclass(frozen=True)
+class Free:
+    """A free attribute's value while a rule is lowered: a variable, named by the attribute and the example."""
+
+    attr: str
+    example: AttrValue
+
+    def ints(self, length: int | None) -> z3.ArithRef | tuple[z3.ArithRef, ...]:
+        name = f"{self.attr}={self.example}"
+        return z3.Int(name) if length is None else tuple(z3.Int(f"{name}[{i}]") for i in range(length))
+
+
+def attr_int(v: object) -> z3.ArithRef | int:
+    """A scalar attribute as a symbol's integer argument: a free one's variable, a float by its bits (equal
+    floats give equal integers, which is all a proof asks of them), an int as it is."""
+    if isinstance(v, Free):
+        return v.ints(None)  # type: ignore[return-value]
+    if isinstance(v, float):
+        return struct.unpack("<q", struct.pack("<d", v))[0]
+    return int(v)  # type: ignore[call-overload]
+
+
 def lower_graph(
-    g: Graph, specs: Specs, env: dict[str, z3.ExprRef], facts: list[z3.BoolRef], used: set[str]
+    g: Graph,
+    specs: Specs,
+    env: dict[str, z3.ExprRef],
+    facts: list[z3.BoolRef],
+    used: set[str],
+    free: frozenset[str] = frozenset(),
 ) -> list[z3.ExprRef]:
     """The terms of ``g``'s outputs; adds constants for its inputs to ``env``, their shapes to ``facts`` and the
-    names of the symbols the terms use to ``used``."""
+    names of the symbols the terms use to ``used``; attributes named in ``free`` are variables."""
     values: dict[str, z3.ExprRef] = {}
     f = _Recorder(specs, used)
     for name in (*g.inputs, *g.weights):
@@ -50,6 +82,8 @@ def lower_graph(
             facts.extend(shape_facts)
         values[name] = env[name]
     for n in g.nodes:
+        if free & n.attr.keys():
+            n = replace(n, attrs=tuple((k, Free(k, v) if k in free else v) for k, v in n.attrs))
         args = [values[v] for v in n.inputs if v]
         if n.op in specs.lowerings:
             terms = specs.lowerings[n.op](n, args, g.types, f)
@@ -68,6 +102,8 @@ def lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
     """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
     attrs = n.attr
     for k, v in attrs.items():
+        if k in sym.fixed and isinstance(v, Free):
+            raise Unsupported(f"{n.op} {k} cannot be free (only {sym.fixed[k]} is modelled)")
         if k in sym.fixed and _norm(sym.fixed[k]) != _norm(v):
             raise Unsupported(f"{n.op} with {k}={v} (only {sym.fixed[k]} is modelled)")
         if k not in sym.fixed and k not in sym.derived and k not in dict(sym.layout):
@@ -75,13 +111,15 @@ def lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
     if len(args) != sym.arity:
         raise Unsupported(f"{n.op} with {len(args)} inputs (the spec models {sym.arity})")
     try:
-        return sym(*args, **{k: _ints(attrs[k]) for k, _ in sym.layout})
+        return sym(*args, **{k: _ints(attrs[k], length) for k, length in sym.layout})
     except (KeyError, ValueError) as e:
         raise Unsupported(f"{n.op}: {e}") from None
 
 
-def _ints(v: object) -> object:
-    return tuple(int(x) for x in v) if isinstance(v, tuple) else int(v)  # type: ignore[call-overload]
+def _ints(v: object, length: int | None) -> object:
+    if isinstance(v, Free):
+        return v.ints(length)
+    return tuple(int(x) for x in v) if isinstance(v, tuple) else attr_int(v)  # type: ignore[union-attr]
 
 
 def _norm(v: object) -> object:

@@ -7,16 +7,18 @@ shapes), but ranks must agree, and element types too, except that a rule's float
 floating type (`FLOATS`), so float32 rules rewrite float16 models; a source weight binds only to a weight or a value
 computed from weights alone, so whatever the target does to it can be folded ahead of time. Commutative ops
 (declared in `taso.ops`) match their inputs in either order, so no rule needs to list swapped variants.
+A rule's free attributes (`Rule.free_attrs`) match any value, the same value wherever the rule's example
+value is the same, and the target takes the bound values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from taso import ops
-from taso.ir import Graph, Kind, Node
+from taso.ir import AttrValue, Graph, Kind, Node
 from taso.rules import Rule
 
 
@@ -27,6 +29,8 @@ class Match:
     """Index of each source node -> the model node it stands for."""
     values: dict[str, str]
     """Source value name -> model value name."""
+    attrs: dict[tuple[str, AttrValue], AttrValue] = field(default_factory=dict)
+    """(free attribute, the rule's example value) -> the model's value."""
 
 
 FLOATS = frozenset({"float16", "float32", "float64"})
@@ -58,14 +62,33 @@ def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
     return True
 
 
-def _node_ok(pattern: Node, candidate: Node) -> bool:
-    return (
-        not candidate.is_opaque
-        and candidate.op == pattern.op
-        and candidate.attrs == pattern.attrs
-        and len(candidate.inputs) == len(pattern.inputs)
-        and len([o for o in candidate.outputs if o]) == len(pattern.outputs)
-    )
+def _node_ok(pattern: Node, candidate: Node, free: frozenset[str], bound: Bindings) -> Bindings | None:
+    """The attribute bindings with ``candidate`` standing for ``pattern``, or None where it cannot."""
+    if (
+        candidate.is_opaque
+        or candidate.op != pattern.op
+        or len(candidate.inputs) != len(pattern.inputs)
+        or len([o for o in candidate.outputs if o]) != len(pattern.outputs)
+    ):
+        return None
+    if not free:
+        return bound if candidate.attrs == pattern.attrs else None
+    have = candidate.attr
+    if have.keys() != pattern.attr.keys():
+        return None
+    out = bound
+    for k, example in pattern.attrs:
+        if k not in free:
+            if have[k] != example:
+                return None
+        elif out.get((k, example), have[k]) != have[k]:
+            return None
+        elif (k, example) not in out:
+            out = {**out, (k, example): have[k]}
+    return out
+
+
+Bindings = dict[tuple[str, AttrValue], AttrValue]
 
 
 def _input_orders(pattern: Node) -> list[tuple[int, ...]]:
@@ -94,8 +117,8 @@ def find_matches(g: Graph, rule: Rule, index: dict[str, list[Node]] | None = Non
     anchor = min(range(len(src.nodes)), key=lambda i: (len(index[src.nodes[i].op]), -i))
     order = _plan(src, anchor)
     for candidate in index[src.nodes[anchor].op]:
-        for nodes, values in _extend(g, src, order, 0, {anchor: candidate}, {}):
-            yield Match(rule, nodes, values)
+        for nodes, values, attrs in _extend(g, rule, order, 0, {anchor: candidate}, {}, {}):
+            yield Match(rule, nodes, values, attrs)
 
 
 @cache
@@ -137,11 +160,19 @@ def _bind(src: Graph, g: Graph, values: dict[str, str], rv: str, mv: str) -> dic
 
 
 def _extend(
-    g: Graph, src: Graph, order: list[int], k: int, nodes: dict[int, Node], values: dict[str, str]
-) -> Iterator[tuple[dict[int, Node], dict[str, str]]]:
+    g: Graph,
+    rule: Rule,
+    order: list[int],
+    k: int,
+    nodes: dict[int, Node],
+    values: dict[str, str],
+    attrs: Bindings,
+) -> Iterator[tuple[dict[int, Node], dict[str, str], Bindings]]:
+    src = rule.src
     idx = order[k]
     pattern, candidate = src.nodes[idx], nodes[idx]
-    if not _node_ok(pattern, candidate) or any(candidate is other for j, other in nodes.items() if j != idx):
+    attrs_now = _node_ok(pattern, candidate, rule.free_attrs, attrs)
+    if attrs_now is None or any(candidate is other for j, other in nodes.items() if j != idx):
         return
     for perm in _input_orders(pattern):
         bound: dict[str, str] | None = values
@@ -155,13 +186,13 @@ def _extend(
             continue
         if k + 1 == len(order):
             if len(_bound_floats(src, g, bound)) <= 1:
-                yield dict(nodes), bound
+                yield dict(nodes), bound, attrs_now
             continue
         nxt = order[k + 1]
         yield from (
             found
             for option in _options(g, src.nodes[nxt], bound)
-            for found in _extend(g, src, order, k + 1, {**nodes, nxt: option}, bound)
+            for found in _extend(g, rule, order, k + 1, {**nodes, nxt: option}, bound, attrs_now)
         )
 
 
@@ -183,15 +214,17 @@ def _key(m: Match) -> tuple:
     return (id(m.rule), tuple(id(m.nodes[i]) for i in sorted(m.nodes)), tuple(sorted(m.values.items())))
 
 
-def _signature(g: Graph, n: Node) -> tuple:
+def _signature(g: Graph, n: Node, free: frozenset[str] = frozenset()) -> tuple:
     """What `_extend` requires of a model node standing for pattern node ``n`` before it looks at neighbours:
-    the same op and attributes, and inputs of the same element types and ranks (in any order where the op
-    commutes). Model nodes and pattern nodes with different signatures never match."""
+    the same op and attributes (but for the ``free`` ones, whose names alone count), and inputs of the same
+    element types and ranks (in any order where the op commutes). Model nodes and pattern nodes with different
+    signatures never match."""
     types = [g.types.get(v) for v in n.inputs]
     inputs = [None if t is None else (element_class(t.dtype), t.rank) for t in types]
     if len(_input_orders(n)) > 1:
         inputs.sort(key=str)
-    return n.op, n.attrs, tuple(inputs)
+    attrs = tuple((k, None if k in free else v) for k, v in n.attrs) if free else n.attrs
+    return n.op, attrs, tuple(inputs)
 
 
 Covered = tuple[tuple[tuple[str, int], ...], ...]
@@ -210,12 +243,16 @@ class RuleIndex:
         self.groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
         """Source op counts -> positions in ``rules`` of the rules whose source has exactly those counts."""
         self.anchors: dict[tuple, list[tuple[Rule, int, list[int]]]] = {}
-        """Signature -> every (rule, position of a source node with it, the matching order from there)."""
+        """(free attribute names, signature) -> every (rule, position of a source node with that signature, the
+        matching order from there)."""
+        self.free_sets = sorted({r.free_attrs for r in self.rules}, key=sorted)
+        """The rules' distinct sets of free attributes: a model node is looked up once under each."""
         for i, rule in enumerate(self.rules):
             self.groups.setdefault(tuple(sorted(_op_counts(rule.src).items())), []).append(i)
             for position, pattern in enumerate(rule.src.nodes):
                 anchor = (rule, position, _plan(rule.src, position))
-                self.anchors.setdefault(_signature(rule.src, pattern), []).append(anchor)
+                key = (rule.free_attrs, _signature(rule.src, pattern, rule.free_attrs))
+                self.anchors.setdefault(key, []).append(anchor)
         self._usable: dict[Covered, list[Rule]] = {}
         self._anchored: dict[tuple[tuple, Covered], list[tuple[Rule, int, list[int]]]] = {}
 
@@ -229,11 +266,18 @@ class RuleIndex:
             self._usable[covered] = [self.rules[i] for i in sorted(i for need in covered for i in self.groups[need])]
         return self._usable[covered]
 
-    def anchored(self, signature: tuple, covered: Covered) -> list[tuple[Rule, int, list[int]]]:
-        """The ``anchors`` for ``signature``, only of the rules of the ``covered`` groups."""
+    def anchored(self, g: Graph, node: Node, covered: Covered) -> list[tuple[Rule, int, list[int]]]:
+        """The ``anchors`` a model node of ``g`` could stand for, only of the rules of the ``covered`` groups."""
+        signature = _signature(g, node)
         if (signature, covered) not in self._anchored:
             usable = {id(r) for r in self.usable(covered)}
-            self._anchored[signature, covered] = [a for a in self.anchors.get(signature, ()) if id(a[0]) in usable]
+            found = [
+                a
+                for free in self.free_sets
+                for a in self.anchors.get((free, _signature(g, node, free)), ())
+                if id(a[0]) in usable
+            ]
+            self._anchored[signature, covered] = found
         return self._anchored[signature, covered]
 
 
@@ -258,9 +302,9 @@ def matches_after(g: Graph, rules: RuleIndex, parent: Graph, parent_matches: lis
     seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
     fresh: list[Match] = []
     for node in born:
-        for rule, position, plan in rules.anchored(_signature(g, node), covered):
-            for nodes, values in _extend(g, rule.src, plan, 0, {position: node}, {}):
-                m = Match(rule, nodes, values)
+        for rule, position, plan in rules.anchored(g, node, covered):
+            for nodes, values, attrs in _extend(g, rule, plan, 0, {position: node}, {}, {}):
+                m = Match(rule, nodes, values, attrs)
                 if _key(m) not in seen:
                     seen.add(_key(m))
                     fresh.append(m)

@@ -73,6 +73,11 @@ class OpDef:
     field: FieldRule | None = None
     """Finite-field semantics where ``compute`` followed by ``% p`` is not right (non-linear ops, division)."""
 
+    @property
+    def exportable(self) -> bool:
+        """Whether export can write it: an ONNX op of its name, or an export rule (others must be folded)."""
+        return self.onnx or self.export is not None
+
     def to_onnx(self, attrs: Attrs, in_types: Sequence[TensorType]) -> Export:
         if self.export is not None:
             return self.export(attrs, in_types)
@@ -720,6 +725,69 @@ BATCHNORM = _register(
         "Inference batch norm: (x - mean) / sqrt(var + eps) * scale + bias, per channel (axis 1).",
         normalize=_batchnorm_normalize,
         field=_no_field("BatchNormalization"),
+    )
+)
+
+
+def _bn_inverse(scale: np.ndarray, var: np.ndarray, attrs: Attrs) -> np.ndarray:
+    return scale / np.sqrt(var + np.asarray(attrs["epsilon"], var.dtype))  # type: ignore[arg-type]
+
+
+def _per_channel_shape(types: Sequence[TensorType], channels: Dim, what: str) -> None:
+    for t in types:
+        if t.rank != 1 or (isinstance(channels, int) and t.shape not in (None, (channels,))):
+            raise OpError(f"{what} needs one value per channel ({channels}), got {t}")
+
+
+def _bn_kernel_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    w = types[0]
+    if not w.rank:
+        raise OpError("BnKernel needs a kernel with an output-channel axis")
+    assert w.shape is not None
+    _per_channel_shape(types[1:], w.shape[0], "BnKernel")
+    return (w,)
+
+
+def _bn_bias_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    _per_channel_shape(types, types[0].shape[0] if types[0].shape else None, "BnBias")
+    return (types[0],)
+
+
+def _bn_kernel(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    w, scale, var = xs
+    return ((w * _bn_inverse(scale, var, attrs).reshape(-1, *(1,) * (w.ndim - 1))).astype(w.dtype),)
+
+
+def _bn_bias(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    scale, bias, mean, var = xs[:4]
+    before = xs[4] - mean if len(xs) > 4 else -mean
+    return ((before * _bn_inverse(scale, var, attrs) + bias).astype(scale.dtype),)
+
+
+BN_KERNEL = _register(
+    OpDef(
+        "BnKernel",
+        (3, 3),
+        {"epsilon": REQUIRED},
+        _bn_kernel_shape,
+        _bn_kernel,
+        "A conv kernel with an inference BatchNormalization folded in: (w, scale, var) -> w * scale / "
+        "sqrt(var + eps), per output channel. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        field=_no_field("BnKernel"),
+    )
+)
+BN_BIAS = _register(
+    OpDef(
+        "BnBias",
+        (4, 5),
+        {"epsilon": REQUIRED},
+        _bn_bias_shape,
+        _bn_bias,
+        "The bias of a conv with an inference BatchNormalization folded in: (scale, bias, mean, var[, b]) -> "
+        "(b - mean) * scale / sqrt(var + eps) + bias. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        field=_no_field("BnBias"),
     )
 )
 

@@ -17,7 +17,7 @@ from taso import check, cost, onnx_io, pet, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
-from taso.search import both_directions, optimize_graph
+from taso.search import apply_everywhere, both_directions, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
@@ -159,8 +159,9 @@ def _rewrite(
     if rewrite is not None:
         result, applied = rewrite(graph)
         return result, applied, {}, {}
-    rules = both_directions(store.load_rules(db, status="proved"))
-    if not rules:
+    proved = list(store.load_rules(db, status="proved"))
+    rules = both_directions(r for r in proved if not r.always)
+    if not proved:
         return graph, {}, {}, {}
     model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
 
@@ -168,6 +169,7 @@ def _rewrite(
         return model.graph_cost(h).total_ms
 
     folded, precomputed = precompute(graph)
+    folded, everywhere = apply_everywhere(folded, [r for r in proved if r.always])
     model.graph_cost(folded, progress=lambda done, units: progress("profiling units", done, units))
     measured, measuring = model.measured, model.measuring_s
     model.measure_until = measuring + settings.measure_limit
@@ -184,7 +186,7 @@ def _rewrite(
         clock=lambda: time.perf_counter() - model.measuring_s,
     )
     model.measure_until = None
-    result, applied = found.graph, dict(found.applied)
+    result, applied = found.graph, dict(everywhere + found.applied)
     if precomputed:
         applied["precompute weight-only nodes"] = precomputed
     # the input as onnxruntime runs it: it folds weight-only computation at load, so folding it here is no gain

@@ -58,6 +58,17 @@ def _constant_value(g: Graph, name: str) -> np.ndarray | None:
     return None if d is None else d.array
 
 
+def _bound_attrs(n: Node, match: Match) -> dict:
+    """A target node's attributes, free ones taken from what the match bound (`Declined` if it bound none)."""
+    attrs = n.attr
+    for k in match.rule.free_attrs & attrs.keys():
+        bound = match.attrs.get((k, attrs[k]))
+        if bound is None:
+            raise Declined(f"target's {n.op} {k}={attrs[k]} is bound by nothing in the source")
+        attrs[k] = bound
+    return attrs
+
+
 def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightData], dict[str, TensorType]]:
     """The target's nodes, new weights and types at the model's shapes; raises `Declined`."""
     src, dst = match.rule.src, match.rule.dst
@@ -76,7 +87,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
     floats = float_dtype(match, g)
     nodes: list[Node] = []
     for n in dst.nodes:
-        attrs = n.attr
+        attrs = _bound_attrs(n, match)
         if "constant" in ops.get(n.op).tags:
             shape = tuple(dims.get(d, d) if isinstance(d, int) else d for d in attrs["shape"])  # type: ignore[union-attr]
             if any(isinstance(d, int) and d not in dims for d in attrs["shape"]):  # type: ignore[union-attr]
@@ -189,13 +200,14 @@ _CHECKED: dict[tuple, bool | None] = {}
 def _checked(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_types: dict) -> bool | None:
     """`numerically_equal`, once per rule and bound input types: the same rule at the same shapes is the same
     question wherever in a model it matches (weights bound by value differ, but the check draws them at random
-    unless they are data, and data-dependent rules carry that data in the key)."""
+    unless they are data, and data-dependent rules carry that data in the key; free attributes are in it too)."""
     src = match.rule.src
     key = (
         match.rule.name,
         src.key,
         match.rule.dst.key,
         tuple(str(g.types.get(match.values[v])) for v in (*src.inputs, *src.weights) if v in match.values),
+        tuple(sorted(match.attrs.items(), key=str)),
     )
     if key not in _CHECKED:
         _CHECKED[key] = numerically_equal(g, match, new_nodes, new_data, new_types)
@@ -328,6 +340,10 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
         types={**g.types, **new_types},
     )
     out = fold_constants(out, {o for n in new_nodes for o in n.outputs if out.kinds.get(o) is Kind.CONSTANT}, folds)
+    pending = {o: n.op for n in new_nodes if not ops.get(n.op).exportable for o in n.outputs}
+    stuck = sorted({op for o, op in pending.items() if o in out.producers})
+    if stuck:
+        raise Declined(f"{', '.join(stuck)} has no ONNX form and must fold into weights, which it could not here")
     try:
         return lint(eliminate_dead(out))
     except IRError as e:

@@ -4,6 +4,15 @@
 and weights alike, named the same in both graphs). ``conditions`` are side conditions the claim needs, as text
 the verifier and matcher both read. A rule's ``status`` says how far it got: ``candidate`` (fingerprints
 agree), then ``proved``, ``refuted`` or ``unknown`` (see `taso.store`); only proved rules are ever applied.
+
+Attributes are fixed unless a condition frees them: ``free: strides pads`` makes every ``strides`` and
+``pads`` of either side a variable, the values written in the graphs being one example (the one the
+pre-check runs), and equal example values one variable. The verifier then proves the rule for every value
+(`taso.lowering`), and matching binds the variables to the model's values (`taso.match`).
+
+The condition ``always`` marks a rule `taso.optimize` applies wherever it matches before the search: one the
+cost model prices at nothing because onnxruntime makes it itself at load (a BatchNorm folded into its Conv),
+and that opens matches for others. Searching it would only spend the budget on rewrites that cannot pay.
 """
 
 from __future__ import annotations
@@ -14,6 +23,10 @@ from dataclasses import dataclass, field, replace
 from taso.ir import Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
+FREE = "free:"
+"""Prefix of the condition that names a rule's free attributes."""
+ALWAYS = "always"
+"""The condition of a rule applied everywhere before the search."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,15 @@ class Rule:
                 raise IRError(f"rule {self.name!r}: input {name!r} typed {a} in source, {b} in target")
         if self.status not in STATUSES:
             raise IRError(f"rule {self.name!r}: unknown status {self.status!r}")
+
+    @property
+    def free_attrs(self) -> frozenset[str]:
+        """Attribute names that are variables in this rule (its ``free:`` condition)."""
+        return frozenset(name for c in self.conditions if c.startswith(FREE) for name in c.removeprefix(FREE).split())
+
+    @property
+    def always(self) -> bool:
+        return ALWAYS in self.conditions
 
     @property
     def ops(self) -> list[str]:
@@ -70,6 +92,35 @@ class Rule:
             json.loads(row.get("detail") or "{}"),
             row.get("id"),
         )
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """Rules written by hand, as blocks of ``rule NAME``, condition lines (``free: ATTR ...``, ``always``),
+    the source graph, ``=>`` and the target graph (graph text as `format_graph` writes it); ``#`` starts a
+    comment line."""
+    rules: list[Rule] = []
+    blocks = [b for b in ("\n" + _strip_comments(text)).split("\nrule ")[1:]]
+    if _strip_comments(text).strip() and not blocks:
+        raise IRError("no rule in the text (each starts with a line `rule NAME`)")
+    for block in blocks:
+        head, _, body = block.partition("\n")
+        lines = body.split("\n")
+        first = next((i for i, line in enumerate(lines) if line.startswith("graph(")), len(lines))
+        conditions = tuple(line.strip() for line in lines[:first] if line.strip())
+        unknown = [c for c in conditions if c != ALWAYS and not c.startswith(FREE)]
+        if unknown:
+            raise IRError(
+                f"rule {head.strip()!r}: unknown condition {unknown[0]!r} (want `free: ATTR ...` or `always`)"
+            )
+        sides = "\n".join(lines[first:]).split("\n=>\n")
+        if len(sides) != 2:
+            raise IRError(f"rule {head.strip()!r}: want a source graph, a line `=>` and a target graph")
+        rules.append(Rule(parse_graph(sides[0]), parse_graph(sides[1]), head.strip(), conditions))
+    return rules
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
 BATCH_POLYMORPHIC = frozenset(

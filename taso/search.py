@@ -197,6 +197,31 @@ def _rewrites(
         yield from ((name, new, None) for name, new in mutate(g))
 
 
+def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
+    """``g`` with ``rules`` applied wherever they match, until none does (each rewrite removes the ops its rule
+    matched, so this ends), and how often each was applied: the rules marked ``always`` (`Rule.always`), which
+    cost nothing and open matches for the search."""
+    applied: Counter = Counter()
+    if not rules:
+        return g, applied
+    index, folds = RuleIndex(rules), {}
+    declined: set[tuple] = set()
+    while True:
+        for m in all_matches(g, index):
+            key = (m.rule.name, tuple(id(n) for n in m.nodes.values()))
+            if key in declined:
+                continue
+            try:
+                g = apply(g, m, folds)
+            except Declined:
+                declined.add(key)
+                continue
+            applied[m.rule.name] += 1
+            break
+        else:
+            return g, applied
+
+
 def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:
     """``g`` rewritten by ``steps`` found for a graph of the same form: each step's match carried over to the
     value in its place (`correspondence`), with ``g``'s own weights folded. None where a step does not carry
@@ -283,18 +308,22 @@ def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth
 def splice(g: Graph, old: Graph, new: Graph) -> Graph:
     """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names), placed where
     the region began, so the nodes after it keep their order (and a later region of the same form extracts as
-    the same graph). Values the region's rewrites named are renamed where another part of ``g`` already uses
-    the name."""
+    the same graph). A value the region's rewrites made is renamed where ``g`` uses its name for another value:
+    a rewrite names new values afresh within the region only, and can reuse the name of a weight it dropped."""
     gone = {id(n) for n in old.nodes}
     start = next((k for k, n in enumerate(g.nodes) if id(n) in gone), len(g.nodes))
     kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
     keep_ids = {id(n) for n in kept}
     added = [n for n in new.nodes if id(n) not in keep_ids]
-    new_weights = [w for w in new.weights if w not in old.weights]  # made by this region's rewrites
-    elsewhere = set(g.values()) - set(old.values())
-    made = ({o for n in added for o in n.outputs if o} | set(new_weights)) - set(new.outputs)
-    fresh = fresh_names({*g.values(), *new.values()}, "subst_")
-    rename = {v: next(fresh) for v in sorted(made & elsewhere)}
+    new_weights = [w for w in new.weights if new.data.get(w) is not g.data.get(w)]  # made by the region's rewrites
+    producers, taken = g.producers, set(g.values())
+    clashes = {w for w in new_weights if w in taken} | {
+        o for n in added for o in n.outputs if o in taken and producers.get(o) is not n
+    }
+    fresh = fresh_names(taken | set(new.values()), "subst_")
+    rename = {v: next(fresh) for v in sorted(clashes - set(new.outputs))}
+    data = {**g.data, **{rename.get(w, w): new.data[w] for w in new_weights}}
+    types = {**g.types, **{rename.get(v, v): new.types[v] for v in new.values() if v in new.types}}
     if rename:
         added = [
             replace(
@@ -303,8 +332,6 @@ def splice(g: Graph, old: Graph, new: Graph) -> Graph:
             for n in added
         ]
         new_weights = [rename.get(w, w) for w in new_weights]
-    data = {**g.data, **{rename.get(w, w): new.data[w] for w in new.weights if w not in old.weights}}
-    types = {**g.types, **{rename.get(k, k): v for k, v in new.types.items() if k not in old.types}}
     before = [n for n in g.nodes[:start] if id(n) in keep_ids]
     after = [n for n in g.nodes[start:] if id(n) in keep_ids]
     nodes = topological_order(before + added + after, set(g.inputs) | set(g.weights) | set(new_weights))

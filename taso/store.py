@@ -85,6 +85,11 @@ def proved_rule_count(db: sqlite_utils.Database) -> int:
     return db["rules"].count_where("status = ?", ["proved"])
 
 
+def known(db: sqlite_utils.Database) -> set[tuple[str, str]]:
+    """(source, target) text of every rule in the store: a rule found or written again is not added twice."""
+    return {(r["src"], r["dst"]) for r in db["rules"].rows_where(select="src, dst")}
+
+
 def add_rules(
     db: sqlite_utils.Database, rules: Iterable[Rule], fingerprint: str = "", provenance: dict | None = None
 ) -> int:

@@ -84,8 +84,8 @@ class Prover:
             env: dict[str, z3.ExprRef] = {}
             facts: list[z3.BoolRef] = []
             used: set[str] = set()
-            src = lower_graph(rule.src, self.specs, env, facts, used)
-            dst = lower_graph(rule.dst, self.specs, env, facts, used)
+            src = lower_graph(rule.src, self.specs, env, facts, used, rule.free_attrs)
+            dst = lower_graph(rule.dst, self.specs, env, facts, used, rule.free_attrs)
         except Unsupported as e:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
         goals = [(i, a, b) for i, (a, b) in enumerate(zip(src, dst)) if not a.eq(b)]

@@ -257,3 +257,16 @@ def test_float16_outputs_are_compared_at_float16_tolerance_unless_one_is_given(t
     assert default.ok and (default.rtol, default.atol) == (1e-2, 1e-3)
     assert not compare(a, b, g, rtol=1e-3, atol=1e-5).ok
     assert tolerance(np.dtype("float32"), None, None) == (1e-3, 1e-5)
+
+
+def test_rules_add_adds_written_rules_once_and_refuses_a_broken_file_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    rules_file = ROOT / "specs" / "rules" / "batchnorm.rules"
+    first = subst("rules", "add", rules_file, "--store", db, "--json")
+    again = subst("rules", "add", rules_file, "--store", db, "--json")
+    assert first.returncode == again.returncode == 0, first.stderr
+    assert (json.loads(first.stdout)["added"], json.loads(again.stdout)["added"]) == (2, 0)
+    broken = tmp_path / "broken.rules"
+    broken.write_text("rule half\nfree: pads\ngraph(%x: float32[2]):\n  return %x\n")
+    r = subst("rules", "add", broken, "--store", db)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "broken.rules" in r.stderr

@@ -60,8 +60,13 @@ CASES: dict[str, list[tuple]] = {
 }
 
 
+FOLDS = frozenset({"BnKernel", "BnBias"})
+"""Weight-only ops with no ONNX form: checked against the BatchNormalization they fold, as onnxruntime runs it."""
+
+
 def test_every_op_is_fully_described_and_tested() -> None:
-    assert set(CASES) == set(ops.OPS), "add a case here for every catalogue op"
+    assert set(CASES) | FOLDS == set(ops.OPS), "add a case here for every catalogue op"
+    assert not any(ops.get(op).exportable for op in FOLDS)
     for name, d in ops.OPS.items():
         assert d.doc and d.infer and d.compute, name
         assert d.arity[0] <= d.arity[1]
@@ -195,3 +200,44 @@ def test_shape_rules_refuse_bad_inputs() -> None:
         ops.infer("Split", [f32(2, 6), TensorType("int64", (2,))], {"axis": 1}, [None, np.array([2, 3])], 2)
     with pytest.raises(ops.OpError, match="unknown operator"):
         ops.get("Frobnicate")
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    group=st.sampled_from([1, 2]),
+    stride=st.integers(1, 2),
+    pad=st.integers(0, 1),
+    bias=st.booleans(),
+    eps=st.sampled_from([1e-5, 1e-3]),
+)
+def test_folded_batchnorm_weights_compute_what_onnxruntime_computes_unfolded(
+    group: int, stride: int, pad: int, bias: bool, eps: float, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Conv(x, BnKernel(w, scale, var), BnBias(scale, bias, mean, var[, b])) against Conv then
+    BatchNormalization in onnxruntime, for grouped, strided, padded, biased convs."""
+    rng = np.random.default_rng(group * 100 + stride * 10 + pad + bias)
+    c, m = 4, 6
+    x = rng.standard_normal((1, c, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((m, c // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    scale, shift, mean = (rng.standard_normal(m).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.1, 2.0, m).astype(np.float32)
+    attrs = {"kernel_shape": (3, 3), "strides": (stride,) * 2, "pads": (pad,) * 4, "dilations": (1, 1), "group": group}
+    conv_in = ["x", "w", "b"] if bias else ["x", "w"]
+    nodes = (
+        Node("Conv", tuple(conv_in), ("y",), make_attrs(attrs)),
+        Node("BatchNormalization", ("y", "s", "t", "mu", "v"), ("z",), make_attrs({"epsilon": eps})),
+    )
+    params = {"w": w, "b": b, "s": scale, "t": shift, "mu": mean, "v": var}
+    names = tuple(k for k in params if k != "b" or bias)
+    types = {k: TensorType("float32", params[k].shape) for k in names}
+    types |= {"x": TensorType("float32", x.shape)}
+    out = ops.infer("Conv", [types[v] for v in conv_in], attrs)[0]
+    types |= {"y": out, "z": out}
+    g = Graph(nodes, ("x",), ("z",), types, names, {k: WeightData(params[k]) for k in names})
+    path = onnx_io.save_model(g, tmp_path_factory.mktemp("bn") / "bn.onnx")
+    want = Runner(path)({"x": x})["z"]
+    kernel = ops.get("BnKernel").run([w, scale, var], {"epsilon": eps})[0]
+    folded_bias = ops.get("BnBias").run([scale, shift, mean, var, *([b] if bias else [])], {"epsilon": eps})[0]
+    got = ops.get("Conv").run([x, kernel, folded_bias], attrs)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -699,3 +699,80 @@ def test_three_merged_reducers_end_as_one_conv_one_relu_one_split(tmp_path: Path
     assert sorted(g.data[split.inputs[1]].array.tolist()) == [8, 16, 24]
     out = onnx_io.save_model(g, tmp_path / "merged.onnx")
     assert compare(src, out, onnx_io.load_model(src), rtol=1e-4, atol=1e-5).ok
+
+
+def _batchnormed_reducers(tmp: Path) -> Path:
+    """Inception-v3's reducers: sibling 1x1 convs without a bias, each followed by BatchNormalization and Relu."""
+    rng = np.random.default_rng(3)
+    inits, nodes = [], []
+    for i, c in enumerate((16, 24)):
+        inits.append(numpy_helper.from_array((rng.standard_normal((c, 12, 1, 1)) / 4).astype(np.float32), f"w{i}"))
+        params = [rng.standard_normal(c), rng.standard_normal(c), rng.standard_normal(c), rng.uniform(0.2, 2, c)]
+        inits += [numpy_helper.from_array(p.astype(np.float32), f"{k}{i}") for k, p in zip("stmv", params)]
+        nodes += [
+            helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], kernel_shape=[1, 1]),
+            helper.make_node(
+                "BatchNormalization", [f"c{i}", f"s{i}", f"t{i}", f"m{i}", f"v{i}"], [f"n{i}"], epsilon=1e-3
+            ),
+            helper.make_node("Relu", [f"n{i}"], [f"r{i}"]),
+        ]
+    nodes.append(
+        helper.make_node("Add", ["r0", "r1"], ["y"])
+        if False
+        else helper.make_node("Concat", ["r0", "r1"], ["y"], axis=1)
+    )
+    graph = helper.make_graph(
+        nodes,
+        "bn_reducers",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 7, 7])],
+        initializer=inits,
+    )
+    return write_graph(graph, tmp / "bn_reducers.onnx")
+
+
+def test_batchnorms_fold_into_their_convs_before_the_search_and_open_the_sibling_merge(tmp_path: Path) -> None:
+    """The shipped store's `always` rules (specs/rules/batchnorm.rules) fold every BatchNorm into its Conv,
+    the result computes the same, and the biased siblings it leaves match the merge no BatchNorm let through."""
+    src = _batchnormed_reducers(tmp_path)
+    g = onnx_io.load_model(src)
+    proved = list(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
+    always = [r for r in proved if r.always]
+    merge = [r for r in both_directions(proved) if r.name == "Concat,Concat,Conv,Split => Conv,Conv~reverse"]
+    folded, applied = taso_search.apply_everywhere(g, always)
+    assert applied == {"fold BatchNormalization into Conv": 2}
+    assert [n.op for n in folded.nodes].count("BatchNormalization") == 0
+    assert all(len(n.inputs) == 3 for n in folded.nodes if n.op == "Conv")
+    biased = [m for r in merge for m in find_matches(folded, r) if all(len(n.inputs) == 3 for n in m.nodes.values())]
+    assert biased  # the folded convs, each with its new bias, merge
+    out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
+    assert compare(src, out, g, rtol=1e-4, atol=1e-5).ok
+
+
+def test_a_rule_with_free_attributes_binds_them_alike_wherever_its_example_is_alike() -> None:
+    """Two sibling convs whose example pads are equal match only model siblings with equal pads, and the
+    target takes the model's pads."""
+    conv = "dilations=[1, 1], group=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]"
+    head = "graph(%x: float32[1,2,5,5], %a: float32[3,2,3,3] weight, %b: float32[3,2,3,3] weight):"
+    src = f"""{head}
+  %p = Conv(%x, %a) {{{conv}}} : float32[1,3,5,5]
+  %q = Conv(%x, %b) {{{conv}}} : float32[1,3,5,5]
+  %r = Add(%p, %q) : float32[1,3,5,5]
+  return %r"""
+    dst = f"""{head}
+  %s = Add(%a, %b) : float32[3,2,3,3]
+  %r = Conv(%x, %s) {{{conv}}} : float32[1,3,5,5]
+  return %r"""
+    rule = Rule(parse_graph(src), parse_graph(dst), "conv-add", ("free: pads",), "proved")
+    # paddings that keep 5x5 outputs, so both models are well-typed
+    for pads, other, matches in (((0, 1, 2, 1), (0, 1, 2, 1), True), ((1, 1, 1, 1), (2, 0, 0, 2), False)):
+        model = parse_graph(
+            src.replace("pads=[1, 1, 1, 1]", f"pads={list(pads)}", 1).replace(
+                "pads=[1, 1, 1, 1]", f"pads={list(other)}", 1
+            )
+        )
+        found = list(find_matches(model, rule))
+        assert bool(found) == matches
+        if matches:
+            new = apply(model, found[0])
+            assert next(n for n in new.nodes if n.op == "Conv").attr["pads"] == pads

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taso import precheck, store
-from taso.ir import parse_graph
-from taso.rules import Rule
+from taso.ir import make_attrs, parse_graph
+from taso.rules import Rule, parse_rules
 from taso.spec import Axiom, D, Specs, Symbol, ints, load_specs, tensors
 from taso.speccheck import check_axiom, check_specs
 from taso.verify import SAFETY_NET, SPECS_DIR, Prover, Summary
@@ -559,3 +560,39 @@ def test_declared_types_that_disagree_with_the_ops_are_never_proved(prover: Prov
     )
     v = prover.verdict(r)
     assert v.status == "unknown" and "the graph says" in v.detail["reason"]
+
+
+# ---- hand-written rules with free attributes ----------------------------------------------------------------
+
+
+def _written(name: str) -> Rule:
+    rules = {r.name: r for r in parse_rules((ROOT / "specs" / "rules" / "batchnorm.rules").read_text())}
+    return rules[name]
+
+
+def test_the_batchnorm_folds_are_proved_for_every_stride_padding_group_and_epsilon(prover: Prover) -> None:
+    for name in ("fold BatchNormalization into Conv", "fold BatchNormalization into a biased Conv"):
+        r = _written(name)
+        assert r.free_attrs == {"strides", "pads", "group", "kernel_shape", "epsilon"} and r.always
+        v = prover.verdict(r)
+        assert v.status == "proved" and "conv-chmul" in v.detail["axioms"], v.detail
+
+
+def test_a_fold_that_drops_the_convs_bias_is_refuted(prover: Prover) -> None:
+    r = _written("fold BatchNormalization into a biased Conv")
+    bias = next(n for n in r.dst.nodes if n.op == "BnBias")
+    wrong = replace(r.dst, nodes=tuple(replace(n, inputs=n.inputs[:4]) if n is bias else n for n in r.dst.nodes))
+    assert prover.verdict(replace(r, dst=wrong)).status == "refuted"
+
+
+def test_a_free_attribute_the_target_fixes_is_not_proved(prover: Prover, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source's strides are free, the target's pads are the example's: true at the example (the pre-check
+    passes), false for other values, so z3 must not prove it."""
+    r = _written("fold BatchNormalization into Conv")
+    monkeypatch.setattr("taso.verify.refute", lambda r: None)
+    assert prover.verdict(replace(r, conditions=("free: strides", "always"))).status == "proved"
+    loose = replace(r, conditions=("free: strides pads group kernel_shape epsilon",))
+    conv = next(n for n in loose.dst.nodes if n.op == "Conv")
+    fixed = {**conv.attr, "pads": (0, 0, 0, 0)}
+    dst = replace(r.dst, nodes=tuple(replace(n, attrs=make_attrs(fixed)) if n is conv else n for n in r.dst.nodes))
+    assert prover.verdict(replace(loose, dst=dst)).status == "unknown"
