@@ -202,7 +202,8 @@ def add_rules(store_path: Path, rules_file: Path, as_json: bool) -> None:
         raise BadInput(f"{rules_file}: {e}") from None
     db = store.open_store(store_path, create_missing=True)
     have = store.known(db)
-    new = [r for r in written if (r.to_row()["src"], r.to_row()["dst"]) not in have]
+    texts = [r.to_row() for r in written]
+    new = [r for r, row in zip(written, texts) if (row["src"], row["dst"]) not in have]
     store.add_rules(db, new, provenance={"written": rules_file.name})
     data = {"file": str(rules_file), "rules": len(written), "added": len(new), "store": str(store_path)}
     if as_json:

@@ -182,10 +182,14 @@ def as_run(ug: Graph) -> Graph:
     nothing else reads the Conv's output), as onnxruntime folds it at load: the Conv with a bias runs, the
     BatchNorm never does. A Conv+BatchNorm unit and the biased Conv that subst's fold leaves then share one
     key, one measurement and one cost, so the search sees the fold as the free rewrite it is on onnxruntime."""
+    norms = [n for n in ug.nodes if n.op == "BatchNormalization"]
+    if not norms:
+        return ug
     producers, consumers = ug.producers, ug.consumers
-    folded: dict[int, Node] = {}
-    for n in ug.nodes:
-        conv = producers.get(n.inputs[0]) if n.op == "BatchNormalization" else None
+    folded: dict[int, Node] = {}  # id of a Conv -> the Conv with its BatchNorm folded in
+    dropped: set[int] = set()
+    for n in norms:
+        conv = producers.get(n.inputs[0])
         if (
             conv is None
             or conv.op != "Conv"
@@ -197,10 +201,10 @@ def as_run(ug: Graph) -> Graph:
             continue
         bias = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else n.inputs[2]
         folded[id(conv)] = replace(conv, inputs=(*conv.inputs[:2], bias), outputs=n.outputs)
-        folded[id(n)] = n
+        dropped.add(id(n))
     if not folded:
         return ug
-    nodes = tuple(folded.get(id(n), n) for n in ug.nodes if folded.get(id(n)) is not n)
+    nodes = tuple(folded.get(id(n), n) for n in ug.nodes if id(n) not in dropped)
     produced = {o for n in nodes for o in n.outputs}
     reads = dict.fromkeys(v for n in nodes for v in n.reads if v not in produced)
     weights = tuple(v for v in reads if v in ug.weights)  # in order of first read, as `extract` lists them

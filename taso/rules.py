@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from taso.ir import Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
 
@@ -52,12 +53,13 @@ class Rule:
         if self.status not in STATUSES:
             raise IRError(f"rule {self.name!r}: unknown status {self.status!r}")
 
-    @property
+    @cached_property
     def free_attrs(self) -> frozenset[str]:
-        """Attribute names that are variables in this rule (its ``free:`` condition)."""
+        """Attribute names that are variables in this rule (its ``free:`` condition); cached, since matching
+        asks at every step."""
         return frozenset(name for c in self.conditions if c.startswith(FREE) for name in c.removeprefix(FREE).split())
 
-    @property
+    @cached_property
     def always(self) -> bool:
         return ALWAYS in self.conditions
 
@@ -99,8 +101,9 @@ def parse_rules(text: str) -> list[Rule]:
     the source graph, ``=>`` and the target graph (graph text as `format_graph` writes it); ``#`` starts a
     comment line."""
     rules: list[Rule] = []
-    blocks = [b for b in ("\n" + _strip_comments(text)).split("\nrule ")[1:]]
-    if _strip_comments(text).strip() and not blocks:
+    text = _strip_comments(text)
+    blocks = ("\n" + text).split("\nrule ")[1:]
+    if text.strip() and not blocks:
         raise IRError("no rule in the text (each starts with a line `rule NAME`)")
     for block in blocks:
         head, _, body = block.partition("\n")

@@ -205,20 +205,19 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
     if not rules:
         return g, applied
     index, folds = RuleIndex(rules), {}
-    declined: set[tuple] = set()
-    while True:
+    while True:  # a match whose nodes survive another's rewrite still holds (`matches_after`): one pass each
+        before = sum(applied.values())
+        alive = {id(n) for n in g.nodes}
         for m in all_matches(g, index):
-            key = (m.rule.name, tuple(id(n) for n in m.nodes.values()))
-            if key in declined:
+            if not all(id(n) in alive for n in m.nodes.values()):
                 continue
             try:
                 g = apply(g, m, folds)
             except Declined:
-                declined.add(key)
                 continue
             applied[m.rule.name] += 1
-            break
-        else:
+            alive = {id(n) for n in g.nodes}
+        if sum(applied.values()) == before:
             return g, applied
 
 
