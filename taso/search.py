@@ -205,19 +205,20 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
     if not rules:
         return g, applied
     index, folds = RuleIndex(rules), {}
-    while True:  # a match whose nodes survive another's rewrite still holds (`matches_after`): one pass each
-        before = sum(applied.values())
-        alive = {id(n) for n in g.nodes}
+    declined: set[tuple] = set()
+    while True:
         for m in all_matches(g, index):
-            if not all(id(n) in alive for n in m.nodes.values()):
+            key = (m.rule.name, tuple(id(n) for n in m.nodes.values()))
+            if key in declined:
                 continue
             try:
                 g = apply(g, m, folds)
             except Declined:
+                declined.add(key)
                 continue
             applied[m.rule.name] += 1
-            alive = {id(n) for n in g.nodes}
-        if sum(applied.values()) == before:
+            break
+        else:
             return g, applied
 
 
