@@ -172,10 +172,10 @@ def _where(op: str | None, max_ops: int | None, status: str | None) -> tuple[str
 
 @rules.command("add")
 @store_option("Store to add the rules to (created if missing).")
-@click.argument("rules_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("rules_files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def add_rules(store_path: Path, rules_file: Path, as_json: bool) -> None:
-    """Add hand-written rules from RULES_FILE to the store as candidates; `subst verify` then proves them.
+def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) -> None:
+    """Add hand-written rules from RULES_FILES to the store as candidates; `subst verify` then proves them.
 
     For identities the generator cannot find: ops without finite-field semantics (BatchNormalization), or
     attributes that should be free (a rule that holds for every stride and padding). Each rule is a block:
@@ -188,28 +188,37 @@ def add_rules(store_path: Path, rules_file: Path, as_json: bool) -> None:
       graph(...): ...           (the target)
 
     The values written for free attributes are an example: the verifier's numeric pre-check runs it, z3
-    proves the rule for every value. Rules already in the store are left as they are.
+    proves the rule for every value. A target attribute whose value no source node has is a literal
+    (`group=1` for a grouped conv made plain). Rules already in the store are left as they are; every file is
+    read before any rule is added, so a broken file adds nothing.
 
     \b
     Example:
-      subst rules add specs/rules/batchnorm.rules && subst verify
+      subst rules add specs/rules/*.rules && subst verify
     """
-    try:
-        written = parse_rules(rules_file.read_text())
-    except OSError as e:
-        raise BadInput(f"{rules_file}: cannot read ({e.strerror})") from None
-    except IRError as e:
-        raise BadInput(f"{rules_file}: {e}") from None
+    written: dict[Path, list] = {}
+    for path in rules_files:
+        try:
+            written[path] = parse_rules(path.read_text())
+        except OSError as e:
+            raise BadInput(f"{path}: cannot read ({e.strerror})") from None
+        except IRError as e:
+            raise BadInput(f"{path}: {e}") from None
     db = store.open_store(store_path, create_missing=True)
     have = store.known(db)
-    texts = [r.to_row() for r in written]
-    new = [r for r, row in zip(written, texts) if (row["src"], row["dst"]) not in have]
-    store.add_rules(db, new, provenance={"written": rules_file.name})
-    data = {"file": str(rules_file), "rules": len(written), "added": len(new), "store": str(store_path)}
+    files = []
+    for path, rules_in in written.items():
+        keys = [(row["src"], row["dst"]) for row in (r.to_row() for r in rules_in)]
+        new = [r for r, key in zip(rules_in, keys) if key not in have]
+        store.add_rules(db, new, provenance={"written": path.name})
+        have |= set(keys)
+        files.append({"file": str(path), "rules": len(rules_in), "added": len(new)})
+    data = {"files": files, "added": sum(f["added"] for f in files), "store": str(store_path)}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{len(new)} of {len(written)} rules from {rules_file} added to {store_path} as candidates")
+    for f in files:
+        click.echo(f"{f['added']} of {f['rules']} rules from {f['file']} added to {store_path} as candidates")
 
 
 @rules.command("list")

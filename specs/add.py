@@ -1,13 +1,21 @@
-"""Add: element-wise sum of two tensors of one shape (numpy broadcasting is not modelled: such rules stay unknown)."""
+"""Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
+``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py); other broadcasting is not modelled,
+and such rules stay unknown."""
 
+from taso.lowering import per_channel
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
 SYMBOLS = [Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Add")]
 
 
 def _lower(node, args, types, f):
-    if types[node.inputs[0]].shape != types[node.inputs[1]].shape:
-        raise Unsupported("Add with broadcasting")
+    tx, ty = (types[v] for v in node.inputs)
+    if per_channel(tx, ty):
+        return [f.add(args[0], f.bias(f.channels(args[1]), args[0]))]
+    if per_channel(ty, tx):
+        return [f.add(args[1], f.bias(f.channels(args[0]), args[1]))]
+    if tx.shape != ty.shape:
+        raise Unsupported("Add with broadcasting other than per channel")
     return [f.add(*args)]
 
 

@@ -7,9 +7,14 @@ compute the same ones); ``epsilon`` is their integer argument (a float by its bi
 variable). The weight-only ops a fold leaves lower to the same vocabulary: ``BnKernel`` scales a kernel's
 output channels (``kscale``), ``BnBias`` is ``b * inv + shift``.
 
+A Mul or Add by a per-channel tensor (C, 1, 1) after a BatchNormalization (Caffe2's exporters put one after
+every BN) lowers through ``channels``, that tensor as the (C,) vector ``ChannelVector`` folds it to (specs/mul.py,
+specs/add.py), so the rules that fold them into the BN's scale and bias are proved here too.
+
 Axioms: a per-channel scale distributes over an add, scales a conv's kernel instead of its output (any group,
-stride or padding: output channel o reads only kernel slice o), and scales a bias by its values; a bias
-depends only on the shape it spreads over.
+stride or padding: output channel o reads only kernel slice o), scales a bias by its values, and two in a row
+are one; a bias depends only on the shape it spreads over; ``bninv`` is linear in the scale, and ``bnshift``
+(``bias - mean * inv``) scales and shifts with the bias it starts from.
 """
 
 import numpy as np
@@ -43,6 +48,13 @@ SYMBOLS = [
         dims=lambda i, a, w, c: D(w, i),
         rank=lambda a, w, c: R(w),
         compute=lambda a, xs: xs[0] * _channels(xs[1], xs[0], 0),
+    ),
+    Symbol(
+        "channels",
+        1,
+        dims=lambda i, a, c: D(c, 0),
+        rank=lambda a, c: 1,
+        op="ChannelVector",
     ),
     Symbol("bninv", 2, dims=lambda i, a, s, v: D(s, i), rank=lambda a, s, v: R(s), attrs=("epsilon",), compute=_bninv),
     Symbol(
@@ -82,8 +94,8 @@ LOWER = {"BatchNormalization": _lower_bn, "BnKernel": _lower_kernel, "BnBias": _
 
 
 def axioms(f):
-    x, y, w, s, v = tensors("x y w s v")
-    b, c, h, k, m, d, kh, kw, sh, sw, pt, pl, pb, pr, g = ints("b c h k m d kh kw sh sw pt pl pb pr g")
+    x, y, w, s, v, t, u = tensors("x y w s v t u")
+    b, c, h, k, m, d, kh, kw, sh, sw, pt, pl, pb, pr, g, e = ints("b c h k m d kh kw sh sw pt pl pb pr g e")
     cv = dict(strides=(sh, sw), pads=(pt, pl, pb, pr), group=g)
     # the spec check tries grouped convs too (c = d * g holds only where the semantics accepts the instance)
     dom = {"b": (1, 2), "c": (2, 4), "d": (1, 2), "m": (2, 4), "h": (3, 4), "k": (3,), "kh": (1, 3), "kw": (1, 2)}
@@ -118,5 +130,34 @@ def axioms(f):
             {"s": (c,), "x": img, "y": img},
             domains=dom,
             oriented=True,
+        ),
+        Axiom(
+            "chmul-chmul",
+            f.chmul(f.chmul(x, s), v),
+            f.chmul(x, f.mul(s, v)),
+            {"x": img, "s": (c,), "v": (c,)},
+            domains=dom,
+        ),
+        Axiom(
+            "bninv-scale",
+            f.bninv(f.mul(s, v), w, epsilon=e),
+            f.mul(f.bninv(s, w, epsilon=e), v),
+            {"s": (c,), "v": (c,), "w": (c,)},
+            # a negative var + eps has no inverse (no instance): many epsilons and few channels find enough
+            domains={**dom, "c": (1, 2, 3), "e": tuple(attr_int(eps) for eps in (1e-5, 1e-3, 0.5, 1.0, 2.0))},
+        ),
+        Axiom(
+            "bnshift-scale",
+            f.bnshift(f.mul(t, v), u, f.mul(s, v)),
+            f.mul(f.bnshift(t, u, s), v),
+            {"t": (c,), "u": (c,), "s": (c,), "v": (c,)},
+            domains=dom,
+        ),
+        Axiom(
+            "bnshift-add",
+            f.bnshift(f.add(t, v), u, s),
+            f.add(f.bnshift(t, u, s), v),
+            {"t": (c,), "u": (c,), "s": (c,), "v": (c,)},
+            domains=dom,
         ),
     ]

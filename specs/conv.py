@@ -1,7 +1,8 @@
 """Conv: 2-D convolution ``conv(x, w, strides, pads, group)`` over NCHW, no dilation; a bias is an add of
 ``bias(b, y)``, the per-channel values ``b`` spread over the shape of the conv's output ``y``.
 
-Linear in the input and in the kernel; concatenating kernels is concatenating outputs only for group 1.
+Linear in the input and in the kernel; concatenating kernels is concatenating outputs only for group 1. A
+grouped conv is a plain one over its kernel made block-diagonal (``blockdiag``, the op ``BlockDiagonal``).
 """
 
 from dataclasses import replace
@@ -28,6 +29,15 @@ SYMBOLS = [
         op="Conv",
         fixed={"dilations": (1, 1)},
         derived={"kernel_shape": lambda xs: tuple(xs[1].shape[2:])},
+        requires=lambda a, x, w: D(x, 1) == D(w, 1) * a.group,
+    ),
+    Symbol(
+        "blockdiag",
+        1,
+        dims=lambda i, a, w: nchw(i, D(w, 0), D(w, 1) * a.group, D(w, 2), D(w, 3)),
+        rank=lambda a, w: 4,
+        attrs=("group",),
+        op="BlockDiagonal",
     ),
     Symbol("bias", 2, dims=lambda i, a, b, y: D(y, i), rank=lambda a, b, y: R(y), compute=lambda a, xs: _bias(*xs)),
 ]
@@ -217,6 +227,19 @@ def axioms(f):
             f.bias(s, f.subsample(x, strides=(sh, sw))),
             {"s": (c,), "x": img},
             domains=dom,
+        ),
+        # output channel o of group k reads input channels of group k only: the kernel's other columns are zeros.
+        # Triggered by the block-diagonal side alone: from a grouped conv's side, every conv would spawn a plain
+        # one, which matches again (a loop that made every rule with a conv spend its budget)
+        Axiom(
+            "conv-blockdiag",
+            f.conv(x, f.blockdiag(w, group=g), **one),
+            f.conv(x, w, **cv),
+            {"x": img, "w": (m, d, kh, kw)},
+            when=(D(x, 1) == d * g,),
+            domains=dom,
+            generic=True,
+            oriented=True,
         ),
         # grouped convs side by side are one grouped conv over both inputs, when the groups have one size (for
         # two plain convs it holds too, but would let every pair of convs spawn a grouped one)

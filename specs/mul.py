@@ -1,5 +1,7 @@
-"""Mul: element-wise product of one shape (``mul``), or by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``)."""
+"""Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), or by
+a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector)."""
 
+from taso.lowering import per_channel
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
 SYMBOLS = [
@@ -9,14 +11,19 @@ SYMBOLS = [
 
 
 def _lower(node, args, types, f):
-    sx, sy = (types[v].shape for v in node.inputs)
+    tx, ty = (types[v] for v in node.inputs)
+    sx, sy = tx.shape, ty.shape
+    if per_channel(tx, ty):
+        return [f.chmul(args[0], f.channels(args[1]))]
+    if per_channel(ty, tx):
+        return [f.chmul(args[1], f.channels(args[0]))]
     if sx == sy:
         return [f.mul(*args)]
     if sy == ():
         return [f.smul(args[0], args[1])]
     if sx == ():
         return [f.smul(args[1], args[0])]
-    raise Unsupported("Mul with broadcasting other than by a 0-d scalar")
+    raise Unsupported("Mul with broadcasting other than by a 0-d scalar or per channel")
 
 
 LOWER = {"Mul": _lower}

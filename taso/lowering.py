@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import z3
 
@@ -32,14 +33,32 @@ def tensor_const(name: str, t: TensorType | None) -> tuple[z3.ExprRef, tuple[z3.
 
 
 class _Recorder:
-    """The specs' symbols by name, as lowering functions see them, noting which ones they use."""
+    """The specs' symbols by name, as lowering functions see them, noting which ones they use and stating
+    what each application requires (`Symbol.requires`) as a fact."""
 
-    def __init__(self, specs: Specs, used: set[str]) -> None:
-        self._symbols, self._used = specs.symbols, used
+    def __init__(self, specs: Specs, used: set[str], facts: list[z3.BoolRef]) -> None:
+        self._symbols, self._used, self._facts = specs.symbols, used, facts
 
     def __getattr__(self, name: str) -> Symbol:
         self._used.add(name)
-        return self._symbols[name]
+        sym = self._symbols[name]
+        return sym if sym.requires is None else _Stated(sym, self._facts)
+
+
+@dataclass(frozen=True)
+class _Stated:
+    """A symbol whose applications add what they require to ``facts``; otherwise the symbol itself."""
+
+    sym: Symbol
+    facts: list[z3.BoolRef]
+
+    def __call__(self, *xs: z3.ExprRef, **attrs: object) -> z3.ExprRef:
+        assert self.sym.requires is not None
+        self.facts.append(self.sym.requires(SimpleNamespace(**attrs), *xs))
+        return self.sym(*xs, **attrs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.sym, name)
 
 
 @dataclass(frozen=True)
@@ -64,32 +83,39 @@ def attr_int(v: object) -> z3.ArithRef | int:
     return int(v)  # type: ignore[call-overload]
 
 
+def per_channel(x: TensorType | None, c: TensorType | None) -> bool:
+    """Whether ``c`` broadcasts over ``x`` as one value per channel (axis 1): shape (C, 1, ...), a rank lower."""
+    if x is None or c is None or x.shape is None or len(x.shape) < 2:
+        return False
+    return c.shape == (x.shape[1],) + (1,) * (len(x.shape) - 2)
+
+
 def lower_graph(
     g: Graph,
     specs: Specs,
     env: dict[str, z3.ExprRef],
     facts: list[z3.BoolRef],
     used: set[str],
-    free: frozenset[str] = frozenset(),
+    free: frozenset[tuple[str, AttrValue]] = frozenset(),
 ) -> list[z3.ExprRef]:
     """The terms of ``g``'s outputs; adds constants for its inputs to ``env``, their shapes to ``facts`` and the
-    names of the symbols the terms use to ``used``; attributes named in ``free`` are variables."""
+    names of the symbols the terms use to ``used``; an attribute whose (name, value) is in ``free`` is a
+    variable (`Rule.free_examples`)."""
     values: dict[str, z3.ExprRef] = {}
-    f = _Recorder(specs, used)
+    f = _Recorder(specs, used, facts)
     for name in (*g.inputs, *g.weights):
         if name not in env:
             env[name], shape_facts = tensor_const(name, g.types.get(name))
             facts.extend(shape_facts)
         values[name] = env[name]
     for n in g.nodes:
-        if free & n.attr.keys():
-            n = replace(n, attrs=tuple((k, Free(k, v) if k in free else v) for k, v in n.attrs))
+        if free and not free.isdisjoint(n.attrs):
+            n = replace(n, attrs=tuple((k, Free(k, v) if (k, v) in free else v) for k, v in n.attrs))
         args = [values[v] for v in n.inputs if v]
         if n.op in specs.lowerings:
             terms = specs.lowerings[n.op](n, args, g.types, f)
         elif n.op in specs.by_op:
-            terms = [lower_plain(specs.by_op[n.op], n, args)]
-            used.add(specs.by_op[n.op].name)
+            terms = [lower_plain(getattr(f, specs.by_op[n.op].name), n, args)]
         else:
             raise Unsupported(f"no spec for {n.op}")
         if len(terms) != len(n.outputs):
@@ -98,7 +124,7 @@ def lower_graph(
     return [values[o] for o in g.outputs]
 
 
-def lower_plain(sym: Symbol, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
+def lower_plain(sym: Symbol | _Stated, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
     """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
     attrs = n.attr
     for k, v in attrs.items():

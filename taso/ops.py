@@ -439,6 +439,41 @@ CONV = _register(
 )
 
 
+def _block_diagonal_shape(
+    types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int
+) -> tuple[TensorType, ...]:
+    w, group = types[0], attrs["group"]
+    if w.rank != 4 or w.shape is None:
+        raise OpError(f"BlockDiagonal needs a conv kernel (M, C/group, kh, kw), got {w}")
+    m, per, kh, kw = w.shape
+    if not isinstance(group, int) or group < 1 or (isinstance(m, int) and m % group):
+        raise OpError(f"BlockDiagonal: {m} output channels do not split into {group} groups")
+    return (TensorType(w.dtype, (m, per * group if isinstance(per, int) else None, kh, kw)),)
+
+
+def _block_diagonal(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    w, group = xs[0], int(attrs["group"])  # type: ignore[call-overload]
+    out, per = w.shape[0] // group, w.shape[1]
+    dense = np.zeros((w.shape[0], per * group, *w.shape[2:]), w.dtype)
+    for k in range(group):
+        dense[k * out : (k + 1) * out, k * per : (k + 1) * per] = w[k * out : (k + 1) * out]
+    return (dense,)
+
+
+BLOCK_DIAGONAL = _register(
+    OpDef(
+        "BlockDiagonal",
+        (1, 1),
+        {"group": REQUIRED},
+        _block_diagonal_shape,
+        _block_diagonal,
+        "A grouped conv's kernel as a plain conv's: output channels of group k read only input channels of "
+        "group k, zeros elsewhere. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+    )
+)
+
+
 def _pool_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     if not _is_2d(types[0]):
         return "only 2-D pooling (NCHW) is modelled"
@@ -775,6 +810,29 @@ BN_KERNEL = _register(
         "sqrt(var + eps), per output channel. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
         field=_no_field("BnKernel"),
+    )
+)
+
+
+def _channel_vector_shape(
+    types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int
+) -> tuple[TensorType, ...]:
+    c = types[0]
+    if not c.rank or c.shape is None or any(d != 1 for d in c.shape[1:]):
+        raise OpError(f"ChannelVector needs a per-channel tensor (C, 1, ..., 1), got {c}")
+    return (TensorType(c.dtype, c.shape[:1]),)
+
+
+CHANNEL_VECTOR = _register(
+    OpDef(
+        "ChannelVector",
+        (1, 1),
+        {},
+        _channel_vector_shape,
+        lambda xs, attrs, n: (xs[0].reshape(xs[0].shape[:1]),),
+        "A per-channel tensor (C, 1, ..., 1), which broadcasts over NCHW one value per channel, as the vector "
+        "(C,) that BatchNormalization takes. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
     )
 )
 BN_BIAS = _register(

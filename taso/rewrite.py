@@ -59,13 +59,11 @@ def _constant_value(g: Graph, name: str) -> np.ndarray | None:
 
 
 def _bound_attrs(n: Node, match: Match) -> dict:
-    """A target node's attributes, free ones taken from what the match bound (`Declined` if it bound none)."""
+    """A target node's attributes, free ones taken from what the match bound; a free attribute whose example
+    no source node has is a literal (`Rule.free_examples`), as the verifier read it."""
     attrs = n.attr
     for k in match.rule.free_attrs & attrs.keys():
-        bound = match.attrs.get((k, attrs[k]))
-        if bound is None:
-            raise Declined(f"target's {n.op} {k}={attrs[k]} is bound by nothing in the source")
-        attrs[k] = bound
+        attrs[k] = match.attrs.get((k, attrs[k]), attrs[k])
     return attrs
 
 

@@ -6,9 +6,11 @@ the verifier and matcher both read. A rule's ``status`` says how far it got: ``c
 agree), then ``proved``, ``refuted`` or ``unknown`` (see `taso.store`); only proved rules are ever applied.
 
 Attributes are fixed unless a condition frees them: ``free: strides pads`` makes every ``strides`` and
-``pads`` of either side a variable, the values written in the graphs being one example (the one the
-pre-check runs), and equal example values one variable. The verifier then proves the rule for every value
-(`taso.lowering`), and matching binds the variables to the model's values (`taso.match`).
+``pads`` of the source a variable, the values written in the graphs being one example (the one the
+pre-check runs), and equal example values one variable. A target value equal to a source example is that
+variable; one that no source node has is a literal (a grouped conv made plain writes ``group=1`` in the
+target under ``free: group``). The verifier then proves the rule for every value of the variables
+(`taso.lowering`), and matching binds them to the model's values (`taso.match`).
 
 The condition ``always`` marks a rule `taso.optimize` applies wherever it matches before the search: one the
 cost model prices at nothing because onnxruntime makes it itself at load (a BatchNorm folded into its Conv),
@@ -21,7 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from taso.ir import Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
+from taso.ir import AttrValue, Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
 FREE = "free:"
@@ -58,6 +60,12 @@ class Rule:
         """Attribute names that are variables in this rule (its ``free:`` condition); cached, since matching
         asks at every step."""
         return frozenset(name for c in self.conditions if c.startswith(FREE) for name in c.removeprefix(FREE).split())
+
+    @cached_property
+    def free_examples(self) -> frozenset[tuple[str, AttrValue]]:
+        """(free attribute, example value) pairs of the source: the rule's variables. A target attribute is
+        one of them when its pair is here, else a literal."""
+        return frozenset((k, v) for n in self.src.nodes for k, v in n.attrs if k in self.free_attrs)
 
     @cached_property
     def always(self) -> bool:

@@ -200,23 +200,26 @@ def _rewrites(
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
     """``g`` with ``rules`` applied wherever they match, until none does (each rewrite removes the ops its rule
     matched, so this ends), and how often each was applied: the rules marked ``always`` (`Rule.always`), which
-    cost nothing and open matches for the search."""
+    cost nothing or less and open matches for the search. One rewrite at a time, the matches of each graph
+    found from its parent's (`matches_after`): DenseNet-121's 183 folds rescanned whole took 5 s."""
     applied: Counter = Counter()
     if not rules:
         return g, applied
     index, folds = RuleIndex(rules), {}
     declined: set[tuple] = set()
+    found = all_matches(g, index)
     while True:
-        for m in all_matches(g, index):
+        for m in found:
             key = (m.rule.name, tuple(id(n) for n in m.nodes.values()))
             if key in declined:
                 continue
             try:
-                g = apply(g, m, folds)
+                new = apply(g, m, folds)
             except Declined:
                 declined.add(key)
                 continue
             applied[m.rule.name] += 1
+            g, found = new, matches_after(new, index, g, found)
             break
         else:
             return g, applied

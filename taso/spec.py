@@ -100,7 +100,9 @@ class Symbol:
     ``dims(i, a, *xs)`` and ``rank(a, *xs)`` give the result's shape from the attributes ``a`` (a namespace)
     and the tensor arguments (use `D` and `R`). The numpy semantics is the catalogue op ``op`` called with the
     attributes plus ``fixed`` ones and ``derived`` ones (computed from the argument arrays), unless ``compute``
-    overrides it.
+    overrides it. ``requires(a, *xs)``, where given, is what a well-typed application satisfies beyond its
+    shape rule (a conv's input channels are its kernel's times its group); lowering a rule states it as a fact,
+    which is what ties a free attribute to the sizes of the rule's example.
     """
 
     name: str
@@ -112,6 +114,7 @@ class Symbol:
     fixed: Mapping[str, object] = field(default_factory=dict)
     derived: Mapping[str, Callable[[Sequence[np.ndarray]], object]] = field(default_factory=dict)
     compute: Callable[[dict, Sequence[np.ndarray]], np.ndarray] | None = None
+    requires: Callable[..., z3.BoolRef] | None = None
 
     @cached_property
     def layout(self) -> tuple[tuple[str, int | None], ...]:

@@ -19,6 +19,7 @@ from taso.check import compare, tolerance
 from taso.errors import CheckFailed
 from taso.ir import Graph, Node
 from taso.optimize import optimize
+from taso.rules import parse_rules
 
 
 def _tiny(opset: int = 17, domain: str = "", op: str = "Relu") -> onnx.ModelProto:
@@ -265,7 +266,8 @@ def test_rules_add_adds_written_rules_once_and_refuses_a_broken_file_in_one_line
     first = subst("rules", "add", rules_file, "--store", db, "--json")
     again = subst("rules", "add", rules_file, "--store", db, "--json")
     assert first.returncode == again.returncode == 0, first.stderr
-    assert (json.loads(first.stdout)["added"], json.loads(again.stdout)["added"]) == (2, 0)
+    written = len(parse_rules(rules_file.read_text()))
+    assert written >= 2 and (json.loads(first.stdout)["added"], json.loads(again.stdout)["added"]) == (written, 0)
     broken = tmp_path / "broken.rules"
     broken.write_text("rule half\nfree: pads\ngraph(%x: float32[2]):\n  return %x\n")
     r = subst("rules", "add", broken, "--store", db)

@@ -60,8 +60,9 @@ CASES: dict[str, list[tuple]] = {
 }
 
 
-FOLDS = frozenset({"BnKernel", "BnBias"})
-"""Weight-only ops with no ONNX form: checked against the BatchNormalization they fold, as onnxruntime runs it."""
+FOLDS = frozenset({"BnKernel", "BnBias", "BlockDiagonal", "ChannelVector"})
+"""Weight-only ops with no ONNX form: checked against what they fold (BatchNormalization, a grouped Conv, a
+per-channel Mul and Add), as onnxruntime runs it."""
 
 
 def test_every_op_is_fully_described_and_tested() -> None:
@@ -198,6 +199,10 @@ def test_shape_rules_refuse_bad_inputs() -> None:
         )
     with pytest.raises(ops.OpError, match="add up"):
         ops.infer("Split", [f32(2, 6), TensorType("int64", (2,))], {"axis": 1}, [None, np.array([2, 3])], 2)
+    with pytest.raises(ops.OpError, match="do not split into 4 groups"):
+        ops.infer("BlockDiagonal", [f32(6, 2, 3, 3)], {"group": 4})
+    with pytest.raises(ops.OpError, match="per-channel tensor"):
+        ops.infer("ChannelVector", [f32(4, 1, 3)], {})
     with pytest.raises(ops.OpError, match="unknown operator"):
         ops.get("Frobnicate")
 
@@ -240,4 +245,76 @@ def test_folded_batchnorm_weights_compute_what_onnxruntime_computes_unfolded(
     kernel = ops.get("BnKernel").run([w, scale, var], {"epsilon": eps})[0]
     folded_bias = ops.get("BnBias").run([scale, shift, mean, var, *([b] if bias else [])], {"epsilon": eps})[0]
     got = ops.get("Conv").run([x, kernel, folded_bias], attrs)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _run_graph(nodes: tuple, x: np.ndarray, params: dict, out: str, tmp: Path) -> np.ndarray:
+    """``nodes`` over input ``x`` and weights ``params`` run by onnxruntime; the output ``out``."""
+    types = {k: TensorType(str(v.dtype), v.shape) for k, v in params.items()} | {"x": TensorType("float32", x.shape)}
+    for n in nodes:
+        types |= dict(zip(n.outputs, ops.infer(n.op, [types[v] for v in n.inputs], n.attr)))
+    g = Graph(nodes, ("x",), (out,), types, tuple(params), {k: WeightData(v) for k, v in params.items()})
+    return Runner(onnx_io.save_model(g, tmp / "g.onnx"))({"x": x})[out]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    group=st.sampled_from([1, 2, 3, 6]),
+    per=st.integers(1, 2),
+    kernel=st.sampled_from([1, 3]),
+    stride=st.integers(1, 2),
+    bias=st.booleans(),
+)
+def test_a_block_diagonal_kernel_makes_a_plain_conv_compute_the_grouped_one(
+    group: int, per: int, kernel: int, stride: int, bias: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Conv(x, BlockDiagonal(w){group}) with group 1, by the catalogue, against the grouped Conv in onnxruntime."""
+    rng = np.random.default_rng(group * 100 + per * 10 + kernel + stride)
+    x = rng.standard_normal((1, per * group, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((2 * group, per, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(2 * group).astype(np.float32)
+    pad = kernel // 2
+    attrs = {"kernel_shape": (kernel,) * 2, "strides": (stride,) * 2, "pads": (pad,) * 4, "dilations": (1, 1)}
+    params = {"w": w, "b": b} if bias else {"w": w}
+    conv = Node("Conv", ("x", *params), ("y",), make_attrs({**attrs, "group": group}))
+    want = _run_graph((conv,), x, params, "y", tmp_path_factory.mktemp("dense"))
+    dense = ops.get("BlockDiagonal").run([w], {"group": group})[0]
+    assert dense.shape == (2 * group, per * group, kernel, kernel)
+    got = ops.get("Conv").run([x, dense, *([b] if bias else [])], {**attrs, "group": 1})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(mul=st.booleans(), add=st.booleans(), eps=st.sampled_from([1e-5, 1e-3]))
+def test_a_per_channel_mul_and_add_fold_into_the_batchnorm_before_them(
+    mul: bool, add: bool, eps: float, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """BatchNormalization then Mul and/or Add by (C, 1, 1) weights in onnxruntime, against one BatchNormalization
+    whose scale and bias the catalogue's ChannelVector, Mul and Add computed (what the always rules fold)."""
+    rng = np.random.default_rng(mul * 2 + add)
+    c = 5
+    x = rng.standard_normal((2, c, 4, 3)).astype(np.float32)
+    scale, shift, mean, k, t = (rng.standard_normal(c).astype(np.float32) for _ in range(5))
+    var = rng.uniform(0.1, 2.0, c).astype(np.float32)
+    params = {"s": scale, "t": shift, "mu": mean, "v": var, "k": k.reshape(c, 1, 1), "a": t.reshape(c, 1, 1)}
+    nodes = [Node("BatchNormalization", ("x", "s", "t", "mu", "v"), ("z0",), make_attrs({"epsilon": eps}))]
+    if mul:
+        nodes.append(Node("Mul", (nodes[-1].outputs[0], "k"), ("z1",)))
+    if add:
+        nodes.append(Node("Add", ("a", nodes[-1].outputs[0]), ("z2",)))
+    used = {v for n in nodes for v in n.inputs}
+    want = _run_graph(
+        tuple(nodes),
+        x,
+        {n: v for n, v in params.items() if n in used},
+        nodes[-1].outputs[0],
+        tmp_path_factory.mktemp("affine"),
+    )
+    vector = ops.get("ChannelVector")
+    if mul:
+        kv = vector.run([params["k"]], {})[0]
+        scale, shift = (ops.get("Mul").run([p, kv], {})[0] for p in (scale, shift))
+    if add:
+        shift = ops.get("Add").run([shift, vector.run([params["a"]], {})[0]], {})[0]
+    got = ops.get("BatchNormalization").run([x, scale, shift, mean, var], {"epsilon": eps})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import subst, write_graph
+from conftest import ROOT, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler, store
@@ -21,7 +21,7 @@ from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.precheck import run_graph
 from taso.rewrite import Declined, apply
-from taso.rules import Rule, lifted
+from taso.rules import Rule, lifted, parse_rules
 from taso.search import both_directions, optimize_graph, splice, windows
 
 MERGE_MATMULS = Rule(
@@ -716,11 +716,7 @@ def _batchnormed_reducers(tmp: Path) -> Path:
             ),
             helper.make_node("Relu", [f"n{i}"], [f"r{i}"]),
         ]
-    nodes.append(
-        helper.make_node("Add", ["r0", "r1"], ["y"])
-        if False
-        else helper.make_node("Concat", ["r0", "r1"], ["y"], axis=1)
-    )
+    nodes.append(helper.make_node("Concat", ["r0", "r1"], ["y"], axis=1))
     graph = helper.make_graph(
         nodes,
         "bn_reducers",
@@ -776,3 +772,66 @@ def test_a_rule_with_free_attributes_binds_them_alike_wherever_its_example_is_al
         if matches:
             new = apply(model, found[0])
             assert next(n for n in new.nodes if n.op == "Conv").attr["pads"] == pads
+
+
+def _shipped_always_rules() -> list[Rule]:
+    return [r for r in store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved") if r.always]
+
+
+def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_search(tmp_path: Path) -> None:
+    """DenseNet's pre-activation as Caffe2 exports it: Concat, BatchNormalization, then Mul and Add by Unsqueezed
+    per-channel weights, then Relu and Conv. The shipped always rules leave one BatchNormalization (onnxruntime
+    would run three kernels), and the model computes the same."""
+    rng = np.random.default_rng(5)
+    c = 12
+    vectors = {k: rng.standard_normal(c) for k in ("s", "t", "m", "k", "a")} | {"v": rng.uniform(0.2, 2, c)}
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in vectors.items()]
+    inits += [numpy_helper.from_array(np.array([1, 2], np.int64), "axes")]
+    inits += [numpy_helper.from_array((rng.standard_normal((8, c, 1, 1)) / 4).astype(np.float32), "w")]
+    nodes = [
+        helper.make_node("Concat", ["x0", "x1"], ["cat"], axis=1),
+        helper.make_node("BatchNormalization", ["cat", "s", "t", "m", "v"], ["bn"], epsilon=1e-5),
+        helper.make_node("Unsqueeze", ["k", "axes"], ["k3"]),
+        helper.make_node("Mul", ["bn", "k3"], ["scaled"]),
+        helper.make_node("Unsqueeze", ["a", "axes"], ["a3"]),
+        helper.make_node("Add", ["a3", "scaled"], ["shifted"]),
+        helper.make_node("Relu", ["shifted"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["y"], kernel_shape=[1, 1]),
+    ]
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1, 6, 5, 5]) for i in range(2)]
+    out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 5, 5])]
+    src = write_graph(helper.make_graph(nodes, "preact", inputs, out, initializer=inits), tmp_path / "preact.onnx")
+    g = onnx_io.load_model(src)
+    folded, applied = taso_search.apply_everywhere(g, _shipped_always_rules())
+    assert applied == {
+        "fold a per-channel Mul into the BatchNormalization before it": 1,
+        "fold a per-channel Add into the BatchNormalization before it": 1,
+    }
+    assert [n.op for n in folded.nodes] == ["Concat", "BatchNormalization", "Relu", "Conv"]
+    written = onnx_io.save_model(folded, tmp_path / "folded.onnx")
+    assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok
+
+
+def test_a_grouped_conv_made_plain_takes_the_models_group_and_writes_the_literal_group_1(tmp_path: Path) -> None:
+    """The rule's example group is 2 and its target's Conv writes group=1: on a group-4 conv the kernel is made
+    block-diagonal over 4 groups, the conv is plain, and onnxruntime computes the same."""
+    rules = parse_rules((ROOT / "specs" / "rules" / "groups.rules").read_text())
+    rng = np.random.default_rng(6)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], group=4)
+    graph = helper.make_graph(
+        [conv],
+        "grouped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+        initializer=[w],
+    )
+    src = write_graph(graph, tmp_path / "grouped.onnx")
+    g = onnx_io.load_model(src)
+    (match,) = [m for r in rules for m in find_matches(g, r)]
+    plain = apply(g, match)
+    (new,) = [n for n in plain.nodes if n.op == "Conv"]
+    assert new.attr["group"] == 1 and new.attr["strides"] == (2, 2) and new.attr["pads"] == (1, 1, 1, 1)
+    assert plain.types[new.inputs[1]].shape == (8, 12, 3, 3)
+    written = onnx_io.save_model(plain, tmp_path / "plain.onnx")
+    assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok

@@ -566,7 +566,8 @@ def test_declared_types_that_disagree_with_the_ops_are_never_proved(prover: Prov
 
 
 def _written(name: str) -> Rule:
-    rules = {r.name: r for r in parse_rules((ROOT / "specs" / "rules" / "batchnorm.rules").read_text())}
+    files = sorted((ROOT / "specs" / "rules").glob("*.rules"))
+    rules = {r.name: r for f in files for r in parse_rules(f.read_text())}
     return rules[name]
 
 
@@ -596,3 +597,43 @@ def test_a_free_attribute_the_target_fixes_is_not_proved(prover: Prover, monkeyp
     fixed = {**conv.attr, "pads": (0, 0, 0, 0)}
     dst = replace(r.dst, nodes=tuple(replace(n, attrs=make_attrs(fixed)) if n is conv else n for n in r.dst.nodes))
     assert prover.verdict(replace(loose, dst=dst)).status == "unknown"
+
+
+def test_the_affine_folds_into_a_batchnorm_are_proved_for_every_epsilon(prover: Prover) -> None:
+    for name, axiom in (("Mul", "bninv-scale"), ("Add", "bnshift-add")):
+        r = _written(f"fold a per-channel {name} into the BatchNormalization before it")
+        assert r.free_attrs == {"epsilon"} and r.always
+        v = prover.verdict(r)
+        assert v.status == "proved" and axiom in v.detail["axioms"], v.detail
+
+
+def test_a_mul_fold_that_leaves_the_bias_unscaled_is_refuted(prover: Prover) -> None:
+    r = _written("fold a per-channel Mul into the BatchNormalization before it")
+    bn = next(n for n in r.dst.nodes if n.op == "BatchNormalization")
+    unscaled = replace(bn, inputs=(bn.inputs[0], bn.inputs[1], "bias", *bn.inputs[3:]))
+    dst = replace(r.dst, nodes=tuple(unscaled if n is bn else n for n in r.dst.nodes if n.outputs != ("b",)))
+    assert prover.verdict(replace(r, dst=dst)).status == "refuted"
+
+
+def test_a_grouped_conv_made_plain_is_proved_for_every_group_and_its_group_1_is_a_literal(prover: Prover) -> None:
+    """The target's Conv writes group=1 under `free: group`: no source node has that example, so it is the
+    literal 1, not a variable (as a variable the rule would claim any group gives the same result)."""
+    for name in (
+        "grouped Conv as a plain Conv over a block-diagonal kernel",
+        "grouped biased Conv as a plain Conv over a block-diagonal kernel",
+    ):
+        r = _written(name)
+        assert ("group", 2) in r.free_examples and ("group", 1) not in r.free_examples
+        v = prover.verdict(r)
+        assert v.status == "proved" and v.detail["axioms"] == ["conv-blockdiag"], v.detail
+
+
+def test_free_attributes_no_value_can_type_leave_a_rule_unknown(
+    prover: Prover, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 5 input channels and kernels of 2 per group, no group makes the source's Conv well-typed: what the
+    ops require contradicts itself, which would prove anything, so the verifier says unknown instead."""
+    text = (ROOT / "specs" / "rules" / "groups.rules").read_text().replace("float32[2,4,5,5]", "float32[2,5,5,5]")
+    monkeypatch.setattr("taso.verify.refute", lambda r: None)  # the pre-check would stop it first
+    v = prover.verdict(parse_rules(text)[0])
+    assert v.status == "unknown" and "no value of the free attributes" in v.detail["reason"]
