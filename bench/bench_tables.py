@@ -25,17 +25,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
-from variants import fold_batchnorm, merge_sibling_convs  # noqa: E402
+from variants import densify_groups, fold_affine_into_batchnorm, fold_batchnorm, merge_sibling_convs  # noqa: E402
 
 from build import zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.ir import Graph  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+from taso.precompute import precompute  # noqa: E402
 
 
-def _hand(fold: bool, merge: bool, equal_only: bool = False) -> Callable[[Graph], tuple[Graph, dict]]:
+def _hand(
+    fold: bool, merge: bool, equal_only: bool = False, dense: str = "", affine: bool = False
+) -> Callable[[Graph], tuple[Graph, dict]]:
     def variant(g: Graph) -> tuple[Graph, dict]:
         done: dict[str, int] = {}
+        g, _ = precompute(g)
+        if affine:
+            g, done["Mul/Add folded into BatchNormalization"] = fold_affine_into_batchnorm(g)
+        if dense:
+            g, done["grouped convs made dense"] = densify_groups(g, depthwise=dense == "all")
         if fold:
             g, done["BatchNormalization folded"] = fold_batchnorm(g)
         if merge:
@@ -50,6 +58,11 @@ HAND = {
     "bn": _hand(fold=True, merge=False),
     "bn+merge": _hand(fold=True, merge=True),
     "bn+equal-merge": _hand(fold=True, merge=True, equal_only=True),
+    "dense": _hand(fold=False, merge=False, dense="grouped"),
+    "dense-all": _hand(fold=False, merge=False, dense="all"),
+    "bn+dense+merge": _hand(fold=True, merge=True, dense="grouped"),
+    "affine": _hand(fold=False, merge=False, affine=True),
+    "affine+bn+merge": _hand(fold=True, merge=True, affine=True),
 }
 """Hand-applied variants (`bench/variants.py`): what a rule family could give before it is built."""
 

@@ -137,3 +137,90 @@ def merge_sibling_convs(g: Graph, equal_only: bool = False) -> tuple[Graph, int]
     if not merged:
         return g, 0
     return eliminate_dead(replace(g, nodes=tuple(nodes), types=types, data=data, weights=tuple(weights))), merged
+
+
+def densify_groups(g: Graph, depthwise: bool = False) -> tuple[Graph, int]:
+    """``g`` with each grouped Conv made a plain one over a block-diagonal kernel (zeros between the groups).
+
+    The dense conv does ``group`` times the arithmetic, but cuDNN may run it faster than the grouped kernel at
+    batch 1. Depthwise convs (one channel per group) are left alone unless ``depthwise``.
+    """
+    nodes = list(g.nodes)
+    types, data, weights = dict(g.types), dict(g.data), list(g.weights)
+    done = 0
+    for i, n in enumerate(g.nodes):
+        if n.op != "Conv" or n.attr.get("group", 1) == 1 or n.inputs[1] not in g.data:
+            continue
+        w = g.data[n.inputs[1]].array
+        groups, per = n.attr["group"], w.shape[1]
+        if per == 1 and not depthwise:
+            continue
+        out = w.shape[0] // groups
+        dense = np.zeros((w.shape[0], per * groups, *w.shape[2:]), w.dtype)
+        for k in range(groups):
+            dense[k * out : (k + 1) * out, k * per : (k + 1) * per] = w[k * out : (k + 1) * out]
+        name = f"dense{done}.w"
+        data[name] = WeightData(dense)
+        types[name] = TensorType(str(dense.dtype), dense.shape)
+        weights.append(name)
+        attrs = make_attrs({**n.attr, "group": 1})
+        nodes[i] = Node("Conv", (n.inputs[0], name, *n.inputs[2:]), n.outputs, attrs, name=f"dense{done}.conv")
+        done += 1
+    if not done:
+        return g, 0
+    return eliminate_dead(replace(g, nodes=tuple(nodes), types=types, data=data, weights=tuple(weights))), done
+
+
+def _per_channel(g: Graph, value: str, channels: int) -> np.ndarray | None:
+    """The weight ``value`` as one number per channel, when it broadcasts that way over an NCHW tensor."""
+    if value not in g.data or g.data[value].array.ndim > 4:
+        return None
+    a = g.data[value].array
+    if (1,) * (4 - a.ndim) + a.shape != (1, channels, 1, 1):
+        return None
+    return a.reshape(channels).astype(np.float64)
+
+
+def fold_affine_into_batchnorm(g: Graph) -> tuple[Graph, int]:
+    """``g`` with each per-channel Mul and Add of constants after a BatchNormalization folded into its scale and
+    bias (Caffe2's exporters put an affine Mul/Add after every BN; onnxruntime folds them only after a Conv)."""
+    nodes = list(g.nodes)
+    types, data, weights = dict(g.types), dict(g.data), list(g.weights)
+    done = 0
+    for bn in g.nodes:
+        if bn.op != "BatchNormalization" or any(v not in g.data for v in bn.inputs[1:]):
+            continue
+        channels = g.types[bn.inputs[0]].shape[1]
+        scale, beta = (g.data[v].array.astype(np.float64) for v in bn.inputs[1:3])
+        last, eaten = bn, []
+        while True:
+            uses = g.consumers.get(last.outputs[0], ())
+            if len(uses) != 1 or last.outputs[0] in g.outputs or uses[0].op not in ("Mul", "Add"):
+                break
+            nxt = uses[0]
+            other = nxt.inputs[1] if nxt.inputs[0] == last.outputs[0] else nxt.inputs[0]
+            c = _per_channel(g, other, channels)
+            if c is None or g.types[nxt.outputs[0]].shape != g.types[bn.outputs[0]].shape:
+                break
+            if nxt.op == "Mul":
+                scale, beta = scale * c, beta * c
+            else:
+                beta = beta + c
+            last, eaten = nxt, [*eaten, nxt]
+        if not eaten:
+            continue
+        dtype = g.data[bn.inputs[1]].array.dtype
+        names = []
+        for part, arr in (("scale", scale), ("bias", beta)):
+            name = f"bnaffine{done}.{part}"
+            data[name] = WeightData(arr.astype(dtype))
+            types[name] = TensorType(str(dtype), arr.shape)
+            weights.append(name)
+            names.append(name)
+        j = nodes.index(bn)
+        nodes[j] = Node(bn.op, (bn.inputs[0], *names, *bn.inputs[3:]), last.outputs, bn.attrs, name=f"bnaffine{done}")
+        nodes = [n for n in nodes if all(n is not e for e in eaten)]
+        done += 1
+    if not done:
+        return g, 0
+    return eliminate_dead(replace(g, nodes=tuple(nodes), types=types, data=data, weights=tuple(weights))), done
