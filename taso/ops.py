@@ -446,8 +446,10 @@ def _block_diagonal_shape(
     if w.rank != 4 or w.shape is None:
         raise OpError(f"BlockDiagonal needs a conv kernel (M, C/group, kh, kw), got {w}")
     m, per, kh, kw = w.shape
-    if not isinstance(group, int) or group < 1 or (isinstance(m, int) and m % group):
-        raise OpError(f"BlockDiagonal: {m} output channels do not split into {group} groups")
+    if not isinstance(group, int) or group < 2 or (isinstance(m, int) and m % group):
+        # group 1 is refused too: that kernel is plain already, and a rewrite to the same conv only spends the
+        # search's budget (SqueezeNet's plain convs all matched the rule that makes grouped ones plain)
+        raise OpError(f"BlockDiagonal: {m} output channels do not split into {group} groups (of at least 2)")
     return (TensorType(w.dtype, (m, per * group if isinstance(per, int) else None, kh, kw)),)
 
 
