@@ -374,7 +374,7 @@ def test_true_rules_outside_the_specs_are_unknown_with_the_reason(
     src: str, dst: str, reason: str, prover: Prover
 ) -> None:
     """Each is true (the pre-check passes), but no spec models it: an op, an identity, numpy broadcasting."""
-    head = "graph(%x: float32[4,4], %v: float32[4]):"
+    head = "graph(%x: float32[4,4], %v: float32[1,4]):"
     v = prover.verdict(rule(f"{head}\n  {src}\n  return %b", f"{head}\n  {dst}\n  return %b"))
     assert v.status == "unknown" and reason in v.detail["reason"], v.detail
 
