@@ -15,7 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from taso import ops
 from taso.ir import Graph, Node, TensorType, WeightData, eliminate_dead, make_attrs
+from taso.lowering import per_channel
 
 
 def _enlarged(w: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -155,10 +157,7 @@ def densify_groups(g: Graph, depthwise: bool = False) -> tuple[Graph, int]:
         groups, per = n.attr["group"], w.shape[1]
         if per == 1 and not depthwise:
             continue
-        out = w.shape[0] // groups
-        dense = np.zeros((w.shape[0], per * groups, *w.shape[2:]), w.dtype)
-        for k in range(groups):
-            dense[k * out : (k + 1) * out, k * per : (k + 1) * per] = w[k * out : (k + 1) * out]
+        (dense,) = ops.get("BlockDiagonal").run([w], {"group": groups})
         name = f"dense{done}.w"
         data[name] = WeightData(dense)
         types[name] = TensorType(str(dense.dtype), dense.shape)
@@ -171,14 +170,11 @@ def densify_groups(g: Graph, depthwise: bool = False) -> tuple[Graph, int]:
     return eliminate_dead(replace(g, nodes=tuple(nodes), types=types, data=data, weights=tuple(weights))), done
 
 
-def _per_channel(g: Graph, value: str, channels: int) -> np.ndarray | None:
-    """The weight ``value`` as one number per channel, when it broadcasts that way over an NCHW tensor."""
-    if value not in g.data or g.data[value].array.ndim > 4:
+def _per_channel(g: Graph, value: str, over: str) -> np.ndarray | None:
+    """The weight ``value`` as one number per channel, when it broadcasts that way over ``over``."""
+    if value not in g.data or not per_channel(g.types[over], g.types[value]):
         return None
-    a = g.data[value].array
-    if (1,) * (4 - a.ndim) + a.shape != (1, channels, 1, 1):
-        return None
-    return a.reshape(channels).astype(np.float64)
+    return g.data[value].array.reshape(-1).astype(np.float64)
 
 
 def fold_affine_into_batchnorm(g: Graph) -> tuple[Graph, int]:
@@ -190,7 +186,6 @@ def fold_affine_into_batchnorm(g: Graph) -> tuple[Graph, int]:
     for bn in g.nodes:
         if bn.op != "BatchNormalization" or any(v not in g.data for v in bn.inputs[1:]):
             continue
-        channels = g.types[bn.inputs[0]].shape[1]
         scale, beta = (g.data[v].array.astype(np.float64) for v in bn.inputs[1:3])
         last, eaten = bn, []
         while True:
@@ -199,7 +194,7 @@ def fold_affine_into_batchnorm(g: Graph) -> tuple[Graph, int]:
                 break
             nxt = uses[0]
             other = nxt.inputs[1] if nxt.inputs[0] == last.outputs[0] else nxt.inputs[0]
-            c = _per_channel(g, other, channels)
+            c = _per_channel(g, other, bn.outputs[0])
             if c is None or g.types[nxt.outputs[0]].shape != g.types[bn.outputs[0]].shape:
                 break
             if nxt.op == "Mul":

@@ -39,7 +39,7 @@ class _Recorder:
     def __init__(self, specs: Specs, used: set[str], facts: list[z3.BoolRef]) -> None:
         self._symbols, self._used, self._facts = specs.symbols, used, facts
 
-    def __getattr__(self, name: str) -> Symbol:
+    def __getattr__(self, name: str) -> Symbol | _Stated:
         self._used.add(name)
         sym = self._symbols[name]
         return sym if sym.requires is None else _Stated(sym, self._facts)

@@ -816,6 +816,21 @@ BN_KERNEL = _register(
 )
 
 
+BN_BIAS = _register(
+    OpDef(
+        "BnBias",
+        (4, 5),
+        {"epsilon": REQUIRED},
+        _bn_bias_shape,
+        _bn_bias,
+        "The bias of a conv with an inference BatchNormalization folded in: (scale, bias, mean, var[, b]) -> "
+        "(b - mean) * scale / sqrt(var + eps) + bias. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        field=_no_field("BnBias"),
+    )
+)
+
+
 def _channel_vector_shape(
     types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int
 ) -> tuple[TensorType, ...]:
@@ -835,19 +850,6 @@ CHANNEL_VECTOR = _register(
         "A per-channel tensor (C, 1, ..., 1), which broadcasts over NCHW one value per channel, as the vector "
         "(C,) that BatchNormalization takes. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
-    )
-)
-BN_BIAS = _register(
-    OpDef(
-        "BnBias",
-        (4, 5),
-        {"epsilon": REQUIRED},
-        _bn_bias_shape,
-        _bn_bias,
-        "The bias of a conv with an inference BatchNormalization folded in: (scale, bias, mean, var[, b]) -> "
-        "(b - mean) * scale / sqrt(var + eps) + bias. Weight-only, so always folded; it has no ONNX form.",
-        onnx=False,
-        field=_no_field("BnBias"),
     )
 )
 

@@ -644,14 +644,19 @@ def _inception_reducers(tmp: Path) -> Path:
         inits.append(numpy_helper.from_array((rng.standard_normal((4, c, 3, 3)) / 8).astype(np.float32), f"k{i}"))
         nodes.append(helper.make_node("Conv", [f"r{i}", f"k{i}"], [f"y{i}"], kernel_shape=[3, 3], pads=[1] * 4))
     nodes.append(helper.make_node("Concat", ["r0", "y1", "y2"], ["y"], axis=1))
+    return _reducers_model(tmp / "reducers.onnx", nodes, inits, 24)
+
+
+def _reducers_model(path: Path, nodes: list, inits: list, channels: int) -> Path:
+    """Reducers read x (1, 12, 7, 7) and write y (1, ``channels``, 7, 7)."""
     graph = helper.make_graph(
         nodes,
-        "reducers",
+        path.stem,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 7, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 7, 7])],
         initializer=inits,
     )
-    return write_graph(graph, tmp / "reducers.onnx")
+    return write_graph(graph, path)
 
 
 def test_the_shipped_store_merges_biased_sibling_convs_that_feed_no_concat(tmp_path: Path) -> None:
@@ -718,14 +723,7 @@ def _batchnormed_reducers(tmp: Path) -> Path:
             helper.make_node("Relu", [f"n{i}"], [f"r{i}"]),
         ]
     nodes.append(helper.make_node("Concat", ["r0", "r1"], ["y"], axis=1))
-    graph = helper.make_graph(
-        nodes,
-        "bn_reducers",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 7, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 7, 7])],
-        initializer=inits,
-    )
-    return write_graph(graph, tmp / "bn_reducers.onnx")
+    return _reducers_model(tmp / "bn_reducers.onnx", nodes, inits, 40)
 
 
 def test_batchnorms_fold_into_their_convs_before_the_search_and_open_the_sibling_merge(tmp_path: Path) -> None:
