@@ -1,0 +1,75 @@
+"""Matching's shortcuts never hide a match: the census of signatures that skips rules with a source node no
+model node could stand for, and the incremental matching of a rewritten graph from its parent's matches."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+import onnx
+import pytest
+from conftest import ROOT, zoo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taso import onnx_io, store
+from taso.ir import Graph
+from taso.match import Match, RuleIndex, _extend, _key, _plan, all_matches, matches_after, nodes_by_op
+from taso.precompute import precompute
+from taso.rewrite import Declined, apply
+from taso.search import both_directions
+
+MODELS = ("squeezenet", "shufflenet")
+"""Small CNNs whose ops most rules mention: thousands of rule variants reach an anchor, few match."""
+
+
+@functools.cache
+def _rules() -> RuleIndex:
+    proved = store.load_rules(store.open_store(ROOT / "substitutions.db"), status="proved")
+    return RuleIndex(both_directions(r for r in proved if not r.always))
+
+
+@functools.cache
+def _model(name: str) -> Graph:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.onnx"
+        onnx.save_model(zoo.ZOO[name](), str(path))
+        return precompute(onnx_io.load_model(path))[0]
+
+
+def _every_match(g: Graph, rules: RuleIndex) -> set[tuple]:
+    """Every match found the slow way: each rule anchored at its first source node on every model node of that
+    op, nothing skipped."""
+    index, found = nodes_by_op(g), set()
+    for rule in rules.rules:
+        for candidate in index.get(rule.src.nodes[0].op, ()):
+            for nodes, values, attrs in _extend(g, rule, _plan(rule.src, 0), 0, {0: candidate}, {}, {}):
+                found.add(_key(Match(rule, nodes, values, attrs)))
+    return found
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_census_skips_no_rule_that_matches(name: str) -> None:
+    g, rules = _model(name), _rules()
+    fast = all_matches(g, rules)
+    assert fast, "the model should have matches for the check to mean anything"
+    assert {_key(m) for m in fast} == _every_match(g, rules)
+    assert len({_key(m) for m in fast}) == len(fast)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(MODELS), st.lists(st.integers(0, 10_000), min_size=1, max_size=3))
+def test_a_rewritten_graph_has_the_matches_a_full_scan_finds(name: str, picks: list[int]) -> None:
+    """Rewrite a model by randomly picked matches, each graph's matches found from its parent's."""
+    g, rules = _model(name), _rules()
+    found = all_matches(g, rules)
+    for pick in picks:
+        for m in found[pick % len(found) :] + found[: pick % len(found)]:
+            try:
+                child = apply(g, m)
+            except Declined:
+                continue
+            g, found = child, matches_after(child, rules, g, found)
+            break
+        assert {_key(m) for m in found} == {_key(m) for m in all_matches(g, rules)}
