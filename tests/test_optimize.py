@@ -560,8 +560,8 @@ def test_the_time_limit_is_shared_so_every_window_is_searched(tmp_path: Path, mo
     assert found.applied == {"matmul-distributes": 8}
 
 
-def test_regions_that_will_be_replayed_take_no_share_of_the_time(monkeypatch) -> None:
-    """Four regions of one form: the one searched gets the whole limit, not a quarter of it."""
+def _shares(monkeypatch, g: Graph) -> tuple[taso_search.SearchResult, list[float]]:
+    """Sibling MatMuls merged in every region of ``g`` under an 8 s limit, and the time each search was given."""
     given: list[float] = []
 
     def recording(*args, **kwargs):
@@ -570,9 +570,33 @@ def test_regions_that_will_be_replayed_take_no_share_of_the_time(monkeypatch) ->
 
     searching = taso_search.search
     monkeypatch.setattr(taso_search, "search", recording)
-    found = optimize_graph(_sibling_pairs(4), [MERGE_MATMULS], _kernels, alpha=1.0, budget=10, time_limit=8.0)
+    return optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10, time_limit=8.0), given
+
+
+def test_regions_that_will_be_replayed_take_no_share_of_the_time(monkeypatch) -> None:
+    """Four regions of one form: the one searched gets the whole limit, not a quarter of it."""
+    found, given = _shares(monkeypatch, _sibling_pairs(4))
     assert found.regions == 4 and found.replayed == 3
     assert len(given) == 1 and given[0] > 7.0
+
+
+def test_the_time_limit_is_shared_in_proportion_to_each_regions_nodes(monkeypatch) -> None:
+    """A region of two sibling MatMuls and one of six: the small one, searched first, gets a quarter of the
+    limit (2 of 8 nodes), not half, and the large one what is left."""
+    g = parse_graph(
+        """graph(%x: float32[2,4], %v: float32[4,4] weight, %u: float32[4,4] weight, %y: float32[2,4], """
+        + ", ".join(f"%w{i}: float32[4,4] weight" for i in range(6))
+        + "):\n  %a = MatMul(%x, %v) : float32[2,4]\n  %b = MatMul(%x, %u) : float32[2,4]\n"
+        + "".join(f"  %c{i} = MatMul(%y, %w{i}) : float32[2,4]\n" for i in range(6))
+        + "  return %a, %b, "
+        + ", ".join(f"%c{i}" for i in range(6))
+    )
+    rng = np.random.default_rng(0)
+    g = replace(g, data={w: WeightData(rng.standard_normal((4, 4)).astype(np.float32)) for w in g.weights})
+    found, given = _shares(monkeypatch, g)
+    assert found.regions == 2 and len(given) == 2
+    assert given[0] == pytest.approx(2.0, rel=0.05)
+    assert given[1] > 5.0
 
 
 def test_the_float64_check_compares_a_source_output_with_the_input_that_replaces_it() -> None:
