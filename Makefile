@@ -27,8 +27,10 @@ run: setup build/store.db
 	@echo
 	$(BIN)/subst optimize $(MODEL) -o build/$(notdir $(MODEL:.onnx=.opt.onnx)) --store build/store.db --dim batch=1 --dim seq=32
 
+# Two workers, one test module each at a time (a module's fixtures, such as the zoo run, are made once): most
+# checks are single-threaded, so this halves the suite's time on CI's two cores.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 lint: setup
 	$(BIN)/ruff check .
