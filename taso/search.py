@@ -420,11 +420,11 @@ def optimize_graph(
     if progress is not None:
         progress(0, len(pieces))
     for k, (nodes, windowed) in enumerate(pieces):
-        pending: dict[str, int] = {}  # form still to search -> nodes of its first region
-        for form, (piece, _) in zip(forms[k:], pieces[k:]):
+        pending = {forms[k]: len(nodes)}  # this region, then each form still to search -> its first region's nodes
+        for form, (piece, _) in zip(forms[k + 1 :], pieces[k + 1 :]):
             if form not in searched:
                 pending.setdefault(form, len(piece))
-        share = (time_limit - (clock() - t0)) * pending.get(forms[k], 1) / (sum(pending.values()) or 1)
+        share = (time_limit - (clock() - t0)) * pending[forms[k]] / (sum(pending.values()) or 1)
         if windowed:  # a window's context may have been rewritten by the window before it
             alive = {id(n) for n in current.nodes}
             nodes = [n for n in nodes if id(n) in alive]
