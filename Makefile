@@ -45,8 +45,8 @@ zoo-update: setup
 	$(BIN)/python models/regress.py --update
 
 # The shipped store from nothing: TASO's op set with biased convs to 3 ops, then the 4-op sibling merges of
-# biased convs (one side needs two Concats), then Relu moved across a Split of a merged conv's output, then the
-# hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
+# biased convs (one side needs two Concats), then Relu moved across a Split of a merged conv's output, then a
+# Split concatenated back as its input, then the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain), then a verdict for every rule (about 75 s on 2 cores).
 store: setup
 	rm -f build/new-store.db
@@ -54,6 +54,7 @@ store: setup
 	$(BIN)/subst generate --ops +bias --store build/new-store.db
 	$(BIN)/subst generate --config specs/pools/sibling-merges.toml --store build/new-store.db
 	$(BIN)/subst generate --config specs/pools/split-moves.toml --store build/new-store.db
+	$(BIN)/subst generate --config specs/pools/split-concat.toml --store build/new-store.db
 	$(BIN)/subst rules add specs/rules/*.rules --store build/new-store.db
 	$(BIN)/subst verify --store build/new-store.db
 	mv build/new-store.db substitutions.db
