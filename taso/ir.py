@@ -16,7 +16,7 @@ import heapq
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
@@ -141,9 +141,10 @@ class ModelMeta:
 class WeightData:
     """A read-only array with a digest computed once, so hashing a graph never rehashes weights. Equal digests
     mean equal data: the digest is of the content, or, for data computed from other weights, of how it was
-    computed (`computed`)."""
+    computed (`computed`). Data that only rearranges other data can be left to compute when first read
+    (`deferred`): a search costs thousands of candidates by their shapes and keeps a few."""
 
-    __slots__ = ("array", "__dict__")
+    __slots__ = ("_array", "_make", "dtype", "shape", "__dict__")
 
     def __init__(self, array: np.ndarray, owned: bool = False) -> None:
         """``owned``: the caller made ``array`` for this and keeps no other reference, so it is frozen in place
@@ -152,7 +153,19 @@ class WeightData:
         if array.flags.writeable:
             array = array if owned else array.copy()
             array.flags.writeable = False
-        self.array = array
+        self._array: np.ndarray | None = array
+        self._make: Callable[[], np.ndarray] | None = None
+        self.dtype, self.shape = array.dtype, array.shape
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            assert self._make is not None
+            made = WeightData(self._make(), owned=True).array
+            if (made.dtype, made.shape) != (self.dtype, self.shape):
+                raise ValueError(f"deferred data made {made.dtype}{made.shape}, promised {self.dtype}{self.shape}")
+            self._array, self._make = made, None
+        return self._array
 
     @classmethod
     def computed(cls, array: np.ndarray, recipe: tuple) -> WeightData:
@@ -160,18 +173,25 @@ class WeightData:
         `WeightData`), owned by the caller. Its digest is the recipe's: a search folds thousands of weights
         (NasRNN: 980 concatenated gate matrices, 2.9 GB to hash by content) and equal recipes give equal data."""
         data = cls(array, owned=True)
-        parts = [p.digest if isinstance(p, WeightData) else p for p in recipe]
-        data.__dict__["digest"] = hashlib.sha256(
-            repr(("computed", str(data.array.dtype), data.array.shape, parts)).encode()
-        ).hexdigest()
+        data.__dict__["digest"] = _recipe_digest(data.dtype, data.shape, recipe)
+        return data
+
+    @classmethod
+    def deferred(cls, dtype: str, shape: tuple[int, ...], make: Callable[[], np.ndarray], recipe: tuple) -> WeightData:
+        """`computed` data of a known type whose array ``make`` computes when it is first read."""
+        data = cls.__new__(cls)
+        data._array, data._make = None, make
+        data.dtype, data.shape = np.dtype(dtype), tuple(shape)
+        data.__dict__["digest"] = _recipe_digest(data.dtype, data.shape, recipe)
         return data
 
     @property
     def spelled(self) -> str | None:
         """The values where they say what a graph computes rather than hold learned numbers: small integer
         tensors (shapes, axes, split sizes). Unit costs (`taso.cost.unit_key`) and `Graph.form` include them."""
-        arr = self.array
-        return str(arr.tolist()) if arr.size <= 16 and arr.dtype.kind in "iu" else None
+        if int(np.prod(self.shape)) > 16 or self.dtype.kind not in "iu":
+            return None
+        return str(self.array.tolist())
 
     @cached_property
     def digest(self) -> str:
@@ -184,6 +204,11 @@ class WeightData:
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+
+def _recipe_digest(dtype: np.dtype, shape: tuple[int, ...], recipe: tuple) -> str:
+    parts = [p.digest if isinstance(p, WeightData) else p for p in recipe]
+    return hashlib.sha256(repr(("computed", str(dtype), shape, parts)).encode()).hexdigest()
 
 
 @dataclass(frozen=True, eq=False)

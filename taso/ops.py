@@ -44,6 +44,11 @@ class Export:
     extra_inputs: tuple[np.ndarray, ...] = ()
 
 
+REARRANGES = "rearranges"
+"""Tag of an op whose output holds only its inputs' values, moved, and zeros: folding it into a weight cannot
+overflow, so a search may leave the folded array to be made when first read (`taso.rewrite.fold_constants`)."""
+
+
 @dataclass(frozen=True)
 class OpDef:
     """Everything subst knows about one operator."""
@@ -472,6 +477,7 @@ BLOCK_DIAGONAL = _register(
         "A grouped conv's kernel as a plain conv's: output channels of group k read only input channels of "
         "group k, zeros elsewhere. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
+        tags=frozenset({REARRANGES}),
     )
 )
 
@@ -596,6 +602,7 @@ CONCAT = _register(
         _concat_shape,
         lambda xs, a, n: (np.concatenate(list(xs), axis=int(a["axis"])),),  # type: ignore[arg-type]
         "Join tensors along an axis.",
+        tags=frozenset({REARRANGES}),
     )
 )
 
@@ -646,6 +653,7 @@ SPLIT = _register(
         outputs=None,
         static_inputs=(1,),
         normalize=_split_normalize,
+        tags=frozenset({REARRANGES}),
     )
 )
 
@@ -677,6 +685,7 @@ TRANSPOSE = _register(
         lambda xs, a, n: (np.transpose(xs[0], a["perm"]),),  # type: ignore[arg-type]
         "Permute axes.",
         normalize=_transpose_normalize,
+        tags=frozenset({REARRANGES}),
     )
 )
 
@@ -722,6 +731,7 @@ RESHAPE = _register(
         _reshape,
         "Give a tensor a new shape read from the second input (0 copies a dimension, -1 infers one).",
         static_inputs=(1,),
+        tags=frozenset({REARRANGES}),
     )
 )
 
@@ -946,6 +956,7 @@ ENLARGE = _register(
         "Zero-pad a conv kernel, centred, to a larger odd size (TASO's enlarge); exported as Pad.",
         export=_enlarge_export,
         onnx=False,
+        tags=frozenset({REARRANGES}),
     )
 )
 
