@@ -296,6 +296,14 @@ class RuleIndex:
                 self.anchors.setdefault(key, []).append(anchor)
         self._usable: dict[Covered, list[Rule]] = {}
         self._anchored: dict[tuple[tuple, Covered], list[tuple[Rule, int, list[int]]]] = {}
+        self._shrinking: RuleIndex | None = None
+
+    @property
+    def shrinking(self) -> RuleIndex:
+        """The index of the rules that shrink (`Rule.shrinks`), made when first asked for."""
+        if self._shrinking is None:
+            self._shrinking = RuleIndex([r for r in self.rules if r.shrinks])
+        return self._shrinking
 
     def covered(self, census: dict[str, list[Node]]) -> Covered:
         """The op-count groups a graph with these nodes by op (`nodes_by_op`) has enough nodes for."""
@@ -335,10 +343,20 @@ def matches_after(g: Graph, rules: RuleIndex, parent: Graph, parent_matches: lis
     Nodes are immutable and shared, so a parent match whose nodes all survive is still a match (the types and
     kinds of the values it binds are unchanged); every other match contains a node the rewrite made, and is
     found by anchoring each pattern (`RuleIndex.anchored`) at those nodes."""
+    return surviving(g, parent_matches) + fresh_matches(g, rules, parent)
+
+
+def surviving(g: Graph, parent_matches: list[Match]) -> list[Match]:
+    """The matches of a parent graph that ``g``, its rewrite, still has: those whose nodes all survive."""
     alive = {id(n) for n in g.nodes}
+    return [m for m in parent_matches if all(id(n) in alive for n in m.nodes.values())]
+
+
+def fresh_matches(g: Graph, rules: RuleIndex, parent: Graph) -> list[Match]:
+    """The matches in ``g``, a rewrite of ``parent``, that hold a node the rewrite made: what the rewrite
+    opened (`matches_after` adds the parent's matches that survive)."""
     before = {id(p) for p in parent.nodes}
     born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
-    kept = [m for m in parent_matches if all(id(n) in alive for n in m.nodes.values())]
     census = Census(g)
     covered = rules.covered(census.by_op)
     seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
@@ -352,4 +370,4 @@ def matches_after(g: Graph, rules: RuleIndex, parent: Graph, parent_matches: lis
                 if _key(m) not in seen:
                     seen.add(_key(m))
                     fresh.append(m)
-    return kept + fresh
+    return fresh

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from taso.ir import AttrValue, Graph, IRError, TensorType, format_graph, make_attrs, parse_graph
+from taso.ir import AttrValue, Graph, IRError, Kind, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
 FREE = "free:"
@@ -71,6 +71,12 @@ class Rule:
     def always(self) -> bool:
         return ALWAYS in self.conditions
 
+    @cached_property
+    def shrinks(self) -> bool:
+        """Whether the target runs fewer ops on activations than the source (weight-only ops fold away): the
+        rewrites that can repay one that costs (`taso.search`)."""
+        return _live_ops(self.dst) < _live_ops(self.src)
+
     @property
     def ops(self) -> list[str]:
         return sorted({n.op for n in (*self.src.nodes, *self.dst.nodes)})
@@ -102,6 +108,11 @@ class Rule:
             json.loads(row.get("detail") or "{}"),
             row.get("id"),
         )
+
+
+def _live_ops(g: Graph) -> int:
+    kinds = g.kinds
+    return sum(any(kinds.get(o) is Kind.ACTIVATION for o in n.outputs) for n in g.nodes)
 
 
 def parse_rules(text: str) -> list[Rule]:

@@ -34,7 +34,7 @@ from taso.ir import (
     lint,
     topological_order,
 )
-from taso.match import Match, RuleIndex, all_matches, find_matches, matches_after
+from taso.match import Match, RuleIndex, all_matches, find_matches, fresh_matches, matches_after, surviving
 from taso.rewrite import Declined, Folds, apply
 from taso.rules import Rule, lifted
 
@@ -106,6 +106,7 @@ def search(
     time_limit: float = 10.0,
     mutate: Mutate | None = None,
     clock: Clock = time.perf_counter,
+    lookahead: bool = True,
 ) -> SearchResult:
     """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
     `RuleIndex` of them when searching many graphs with one rule set), with ``mutate``'s rewrites as further
@@ -116,13 +117,13 @@ def search(
     ``time_limit`` is in ``clock``'s seconds."""
     t0 = clock()
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
-    result = _search_pass(g, index, cost, alpha, budget, time_limit, mutate, clock)
+    result = _search_pass(g, index, cost, alpha, budget, time_limit, mutate, clock, lookahead)
     last = result
     while last.expanded >= budget and last.cost_after < last.cost_before:
         left = time_limit - (clock() - t0)
         if left <= 0:
             break
-        last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate, clock)
+        last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate, clock, lookahead)
         result.graph, result.cost_after = last.graph, last.cost_after
         result.steps += last.steps
         result.applied.update(last.applied)
@@ -142,8 +143,10 @@ def _search_pass(
     time_limit: float,
     mutate: Mutate | None,
     clock: Clock,
+    lookahead: bool = True,
 ) -> SearchResult:
-    """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept."""
+    """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept.
+    With ``lookahead``, a rewrite that does not pay is also tried with each rewrite it opens (`_repaid`)."""
     t0 = clock()
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
@@ -154,8 +157,17 @@ def _search_pass(
     folds: Folds = {}  # the same weights are folded again in every graph that keeps a match
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
+
+    def consider(new: Graph, c: float, steps: tuple[Step, ...], parent: Graph) -> None:
+        nonlocal best, best_cost, best_history
+        result.candidates += 1
+        if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
+            heapq.heappush(queue, (c, next(tick), new, steps, parent))
+        if c < best_cost:
+            best, best_cost, best_history = new, c, steps
+
     while queue and result.expanded < budget and clock() - t0 < time_limit:
-        _, _, current, history, parent = heapq.heappop(queue)
+        current_cost, _, current, history, parent = heapq.heappop(queue)
         result.expanded += 1
         if parent is None:
             found = all_matches(current, index)
@@ -166,15 +178,15 @@ def _search_pass(
             if new.structure in seen:
                 continue
             seen.add(new.structure)
-            result.candidates += 1
             c = cost(new)
             if not history:
                 result.note_miss(c - start_cost, name)
             steps = (*history, Step(name, match, current))
-            if c < alpha * best_cost and len(new.nodes) < max_nodes:  # judged against the best before it
-                heapq.heappush(queue, (c, next(tick), new, steps, current))
-            if c < best_cost:
-                best, best_cost, best_history = new, c, steps
+            consider(new, c, steps, current)
+            if lookahead and match is not None and current_cost <= c < alpha * best_cost:
+                for pair in _repaid(new, current, current_cost, index, found, cost, folds, seen, result.declined):
+                    matches[id(new)] = pair.matches  # for expanding the pair's graph: its parent is ``new``
+                    consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
             if clock() - t0 >= time_limit:
                 break
     result.graph, result.cost_after = best, best_cost
@@ -182,6 +194,49 @@ def _search_pass(
     result.applied = Counter(step.name for step in best_history)
     result.seconds = clock() - t0
     return result
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """The second rewrite of a pair that pays (`_repaid`): the graph after both, its cost, and the second step."""
+
+    graph: Graph
+    cost: float
+    name: str
+    match: Match
+    matches: list[Match]
+    """Every match in the graph between the two rewrites (its `matches_after`)."""
+
+
+def _repaid(
+    new: Graph,
+    current: Graph,
+    current_cost: float,
+    index: RuleIndex,
+    found: list[Match],
+    cost: Cost,
+    folds: Folds,
+    seen: set,
+    declined: Counter,
+) -> Iterator[_Pair]:
+    """Each rewrite that ``new`` (a rewrite of ``current`` that costs as much or more) opens, where the two
+    together cost less than ``current``. A best-first queue reaches such a pair late: SqueezeNet's fire merge
+    is an enlarge (a 1x1 conv padded to 3x3, +12 us) then a merge of the two convs (-54 us), and with float16
+    unit costs of one H100 lease the queue spent its budget on combinations of eight cheaper Relu moves
+    (+1.7 us each) and never expanded an enlarged graph: the merges, 1.33x measured, were not found. Only
+    rules that shrink the graph (`Rule.shrinks`) are tried second: one that runs as many ops seldom repays,
+    and matching every rule at every candidate made SqueezeNet's search 1.7x as long."""
+    every: list[Match] | None = None
+    for name, after, match in _rewrites(new, fresh_matches(new, index.shrinking, current), folds, None, declined):
+        if after.structure in seen:
+            continue
+        c = cost(after)
+        if c < current_cost:
+            seen.add(after.structure)
+            if every is None:  # the pair's graph is expanded from ``new``: it needs all of new's matches
+                every = surviving(new, found) + fresh_matches(new, index, current)
+            assert match is not None
+            yield _Pair(after, c, name, match, every)
 
 
 def _rewrites(
@@ -397,6 +452,7 @@ def optimize_graph(
     mutate: Mutate | None = None,
     max_nodes: int = MAX_REGION,
     clock: Clock = time.perf_counter,
+    lookahead: bool = True,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`; cut into
     `windows` of ``max_nodes``) and splice the results. The time limit is shared out: each form of region
@@ -434,7 +490,9 @@ def optimize_graph(
             twin = searched.get(region.form)
             r = _replayed(region, twin, cost) if twin is not None else None
             if r is None:
-                r = searched[region.form] = search(region, index, cost, alpha, budget, max(share, 0.0), mutate, clock)
+                r = searched[region.form] = search(
+                    region, index, cost, alpha, budget, max(share, 0.0), mutate, clock, lookahead
+                )
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)
                 if (after := cost(spliced)) < whole:

@@ -170,11 +170,13 @@ def test_target_that_does_not_type_check_is_declined(tmp_path: Path) -> None:
 
 def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> None:
     src, out = _two_branches(tmp_path), tmp_path / "out.onnx"
-    db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
-    greedy = optimize(src, out, db, settings=Settings(device="estimate", alpha=1.0, dims={"batch": 64}))
-    assert greedy.rules_applied == {}  # the first step alone makes things worse
+    (tmp_path / "alone").mkdir()
+    alone = _store(tmp_path / "alone", MERGE_MATMULS)
+    greedy = optimize(src, out, alone, settings=Settings(device="estimate", alpha=1.0, dims={"batch": 64}))
+    assert greedy.rules_applied == {}  # the merge alone makes things worse, and opens no rewrite that repays it
     assert greedy.search["nearest"]["rule"] == "merge-matmuls" and greedy.search["nearest"]["added_ms"] > 0
     assert any(line.startswith("nearest   merge-matmuls: +") for line in greedy.lines())
+    db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
     assert report.check is not None and report.check.ok
     assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
@@ -330,6 +332,40 @@ def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: 
     assert found.expanded == pairs + 1  # one pass per merge, and the last that found nothing cheaper
     assert found.cost_after == pytest.approx(found.cost_before - 0.9 * pairs)
     assert [step.name for step in found.steps] == ["merge-matmuls"] * pairs
+
+
+@pytest.mark.parametrize(
+    ("rule", "shrinks"),
+    [(MERGE_MATMULS, False), (RELU_OF_SPLIT, True), (CONCAT_OF_SPLIT, True), (MATMUL_DISTRIBUTES, True)],
+)
+def test_a_rule_shrinks_when_its_target_runs_fewer_ops_on_activations(rule: Rule, shrinks: bool) -> None:
+    """Weight-only ops fold away: the MatMul merge runs a MatMul and a Split for two MatMuls (as many), the
+    distributed MatMul one for two and an Add."""
+    assert rule.shrinks is shrinks
+
+
+def _kernels_split_dear(h: Graph) -> float:
+    """A Split dearer than the MatMul a merge saves: merging two branches' MatMuls pays only once their two
+    Relus are one."""
+    return sum({"MatMul": 1.0, "Split": 1.1, "Relu": 0.3, "Concat": 0.5}.get(n.op, 0.0) for n in h.nodes)
+
+
+@pytest.mark.parametrize("lookahead", [False, True])
+def test_a_rewrite_that_does_not_pay_is_tried_with_each_rewrite_it_opens(tmp_path: Path, lookahead: bool) -> None:
+    """One graph expanded per pass: the merge alone costs more (3.2 against 3.1, within alpha), so a plain
+    search queues it and stops; with lookahead the merge is also tried with each rewrite it opens, and with
+    the Relu moved before its Split the two pay together (2.9). The steps replay to the result."""
+    g = onnx_io.load_model(_two_branches(tmp_path))
+    rules = [MERGE_MATMULS, RELU_OF_SPLIT]
+    found = taso_search.search(g, rules, _kernels_split_dear, 1.05, 1, 60.0, lookahead=lookahead)
+    if not lookahead:
+        assert found.graph is g and found.applied == {} and found.expanded == 1
+        return
+    assert [step.name for step in found.steps] == ["merge-matmuls", "relu-before-split"]
+    assert [n.op for n in found.graph.nodes] == ["MatMul", "Relu", "Split", "Concat"]
+    assert found.cost_after == pytest.approx(2.9)
+    replayed = taso_search.replay(g, found.steps)
+    assert replayed is not None and replayed.structure == found.graph.structure
 
 
 def test_the_time_limit_leaves_out_what_the_clock_is_told_to() -> None:
