@@ -3,7 +3,9 @@
 A priority queue holds graphs by predicted cost. Each popped graph is rewritten by every match of every rule
 (both directions: a proved rule is an equality); a new graph is kept if no graph with the same structure was
 seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1 lets the search pass through
-slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. The search
+slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. A rewrite
+that does not pay (but is within alpha) is also tried at once with each shrinking rewrite it opens, and a
+pair that pays is a candidate of its own: the queue would reach it late or never. The search
 stops when the queue empties, after ``budget`` expansions, or at the time limit. Rules and matches are tried
 in a fixed order, so a given store and model always give the same result.
 
@@ -452,7 +454,6 @@ def optimize_graph(
     mutate: Mutate | None = None,
     max_nodes: int = MAX_REGION,
     clock: Clock = time.perf_counter,
-    lookahead: bool = True,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`; cut into
     `windows` of ``max_nodes``) and splice the results. The time limit is shared out: each form of region
@@ -490,9 +491,7 @@ def optimize_graph(
             twin = searched.get(region.form)
             r = _replayed(region, twin, cost) if twin is not None else None
             if r is None:
-                r = searched[region.form] = search(
-                    region, index, cost, alpha, budget, max(share, 0.0), mutate, clock, lookahead
-                )
+                r = searched[region.form] = search(region, index, cost, alpha, budget, max(share, 0.0), mutate, clock)
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)
                 if (after := cost(spliced)) < whole:
