@@ -149,10 +149,7 @@ class WeightData:
     def __init__(self, array: np.ndarray, owned: bool = False) -> None:
         """``owned``: the caller made ``array`` for this and keeps no other reference, so it is frozen in place
         rather than copied (a search folds megabytes of weights per candidate)."""
-        array = np.asarray(array)
-        if array.flags.writeable:
-            array = array if owned else array.copy()
-            array.flags.writeable = False
+        array = _read_only(array, owned)
         self._array: np.ndarray | None = array
         self._make: Callable[[], np.ndarray] | None = None
         self.dtype, self.shape = array.dtype, array.shape
@@ -161,7 +158,7 @@ class WeightData:
     def array(self) -> np.ndarray:
         if self._array is None:
             assert self._make is not None
-            made = WeightData(self._make(), owned=True).array
+            made = _read_only(self._make(), owned=True)
             if (made.dtype, made.shape) != (self.dtype, self.shape):
                 raise ValueError(f"deferred data made {made.dtype}{made.shape}, promised {self.dtype}{self.shape}")
             self._array, self._make = made, None
@@ -204,6 +201,15 @@ class WeightData:
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+
+def _read_only(array: np.ndarray, owned: bool) -> np.ndarray:
+    """``array`` frozen: in place when ``owned`` (nothing else holds it), else a frozen copy."""
+    array = np.asarray(array)
+    if array.flags.writeable:
+        array = array if owned else array.copy()
+        array.flags.writeable = False
+    return array
 
 
 def _recipe_digest(dtype: np.dtype, shape: tuple[int, ...], recipe: tuple) -> str:
