@@ -837,18 +837,27 @@ def _shipped_always_rules() -> list[Rule]:
     return [r for r in store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved") if r.always]
 
 
-def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_search(tmp_path: Path) -> None:
-    """DenseNet's pre-activation as Caffe2 exports it: Concat, BatchNormalization, then Mul and Add by Unsqueezed
-    per-channel weights, then Relu and Conv. The shipped always rules leave one BatchNormalization (onnxruntime
-    would run three kernels), and the model computes the same."""
+@pytest.mark.parametrize("after", ["Concat", "Conv"])
+def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_search(tmp_path: Path, after: str) -> None:
+    """Caffe2's BatchNormalization, then Mul and Add by Unsqueezed per-channel weights, then Relu and Conv: after a
+    Concat (DenseNet's pre-activation) the shipped always rules leave one BatchNormalization (onnxruntime would
+    run three kernels); after a Conv (Inception-v2) the Mul and Add go into the BN first and the BN into the Conv,
+    leaving Conv, Relu (folded the other way round the Mul and Add would sit between them). The model computes
+    the same."""
     rng = np.random.default_rng(5)
     c = 12
     vectors = {k: rng.standard_normal(c) for k in ("s", "t", "m", "k", "a")} | {"v": rng.uniform(0.2, 2, c)}
     inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in vectors.items()]
     inits += [numpy_helper.from_array(np.array([1, 2], np.int64), "axes")]
     inits += [numpy_helper.from_array((rng.standard_normal((8, c, 1, 1)) / 4).astype(np.float32), "w")]
+    inits += [numpy_helper.from_array((rng.standard_normal((c, 6, 1, 1)) / 4).astype(np.float32), "k0")]
+    first = (
+        helper.make_node("Concat", ["x0", "x1"], ["cat"], axis=1)
+        if after == "Concat"
+        else helper.make_node("Conv", ["x0", "k0"], ["cat"], kernel_shape=[1, 1])
+    )
     nodes = [
-        helper.make_node("Concat", ["x0", "x1"], ["cat"], axis=1),
+        first,
         helper.make_node("BatchNormalization", ["cat", "s", "t", "m", "v"], ["bn"], epsilon=1e-5),
         helper.make_node("Unsqueeze", ["k", "axes"], ["k3"]),
         helper.make_node("Mul", ["bn", "k3"], ["scaled"]),
@@ -863,11 +872,16 @@ def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_sea
     g = onnx_io.load_model(src)
     ran, _ = precompute(g)  # as optimize does first: the Unsqueezes of weights become weights
     folded, applied = taso_search.apply_everywhere(ran, _shipped_always_rules())
-    assert applied == {
+    into_bn = {
         "fold a per-channel Mul into the BatchNormalization before it": 1,
         "fold a per-channel Add into the BatchNormalization before it": 1,
     }
-    assert [n.op for n in folded.nodes] == ["Concat", "BatchNormalization", "Relu", "Conv"]
+    if after == "Concat":
+        assert applied == into_bn
+        assert [n.op for n in folded.nodes] == ["Concat", "BatchNormalization", "Relu", "Conv"]
+    else:
+        assert applied == {**into_bn, "fold BatchNormalization into Conv": 1}
+        assert [n.op for n in folded.nodes] == ["Conv", "Relu", "Conv"]
     written = onnx_io.save_model(folded, tmp_path / "folded.onnx")
     assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok
 
