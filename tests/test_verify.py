@@ -615,6 +615,21 @@ def test_a_mul_fold_that_leaves_the_bias_unscaled_is_refuted(prover: Prover) -> 
     assert prover.verdict(replace(r, dst=dst)).status == "refuted"
 
 
+@pytest.mark.parametrize(
+    "name", ["three Relus then Concat as Concat then Relu", "four Relus then Concat as Concat then Relu"]
+)
+def test_a_concat_of_relus_is_the_relu_of_the_concat_and_not_of_fewer(prover: Prover, name: str) -> None:
+    """Proved from relu-cat; with one branch's Relu left out of the source the claim is false and refuted."""
+    r = _written(name)
+    v = prover.verdict(r)
+    assert v.status == "proved" and "relu-cat" in v.detail["axioms"], v.detail
+    first = next(n for n in r.src.nodes if n.op == "Relu")
+    cat = next(n for n in r.src.nodes if n.op == "Concat")
+    bare = replace(cat, inputs=(first.inputs[0], *cat.inputs[1:]))
+    src = replace(r.src, nodes=tuple(bare if n is cat else n for n in r.src.nodes if n is not first))
+    assert prover.verdict(replace(r, src=src)).status == "refuted"
+
+
 def test_a_grouped_conv_made_plain_is_proved_for_every_group_and_its_group_1_is_a_literal(prover: Prover) -> None:
     """The target's Conv writes group=1 under `free: group`: no source node has that example, so it is the
     literal 1, not a variable (as a variable the rule would claim any group gives the same result)."""
