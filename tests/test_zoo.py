@@ -1,7 +1,8 @@
 """Every zoo model builds, is valid ONNX, runs in onnxruntime and survives subst's import/export losslessly.
 
 The zoo is what the optimizer is held against, so a builder that quietly produced an invalid or degenerate
-model (all-equal weights, a shape the checker rejects) would make every later result meaningless.
+model (all-equal weights, a shape the checker rejects) would make every later result meaningless. The tool that
+grows the committed cost table (models/merge_costs.py) is held here too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 import onnx
 import pytest
 from conftest import zoo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import numpy_helper
 
 from taso import onnx_io
@@ -82,3 +85,24 @@ def test_builders_follow_the_zoo_conventions(built: Built) -> None:
         assert all(d.dim_param == "batch" for d in dims)
     else:
         assert all(d.dim_value == 1 for d in dims)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    base=st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.floats(0.001, 10.0), min_size=1, max_size=12),
+    extra=st.dictionaries(st.text("uvwxyz", min_size=1, max_size=3), st.floats(0.001, 10.0), max_size=12),
+    scale=st.floats(0.5, 2.0),
+)
+def test_a_newer_cost_table_adds_only_its_new_units_scaled_onto_the_committed_one(
+    base: dict[str, float], extra: dict[str, float], scale: float
+) -> None:
+    """models/merge_costs.py: a newer lease measured every unit ``scale`` times quicker; the committed values
+    stand, and the units only the newer table holds come in at the committed table's speed."""
+    import merge_costs
+
+    newer = {k: ms / scale for k, ms in base.items()} | extra
+    merged, added = merge_costs.merge({"device": {"name": "x"}, "costs": base}, [{"costs": newer}])
+    assert merged["device"] == {"name": "x"}
+    assert added[0][0] == len(extra) and added[0][1] == pytest.approx(scale)
+    assert {k: merged["costs"][k] for k in base} == base
+    assert all(merged["costs"][k] == pytest.approx(ms * scale) for k, ms in extra.items())

@@ -1,0 +1,52 @@
+"""Add the units of newer reference tables to the committed one (models/reference_costs.json, what CI costs with).
+
+    python models/merge_costs.py models/reference_costs.json bench/results-...-costs.json ... -o models/reference_costs.json
+
+Every table holds unit costs at its host's quick speed, yet hosts differ between leases, so each newer table is
+scaled onto the first by the median ratio over the units both hold (0.99 to 1.05 for the H100 leases of
+2026-11-24) and gives only the units the first lacks: the first table's values, calibration and device stand.
+Then `make zoo-update`, since the predicted ratios move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def merge(base: dict, newer: list[dict]) -> tuple[dict, list[tuple[int, float]]]:
+    """``base`` with the units of each ``newer`` table it lacks, scaled; and per table (units added, scale)."""
+    costs = dict(base["costs"])
+    added = []
+    for table in newer:
+        shared = [k for k in table["costs"] if k in costs]
+        if not shared:
+            raise ValueError("a table shares no unit with the merged one: no scale to put it on")
+        scale = statistics.median(costs[k] / table["costs"][k] for k in shared)
+        new = {k: ms * scale for k, ms in table["costs"].items() if k not in costs}
+        costs.update(new)
+        added.append((len(new), scale))
+    return {**base, "costs": dict(sorted(costs.items()))}, added
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tables", nargs="+", type=Path, help="the table to add to, then the newer tables")
+    ap.add_argument("-o", "--output", type=Path, required=True)
+    args = ap.parse_args()
+    base, *newer = (json.loads(p.read_text()) for p in args.tables)
+    merged, added = merge(base, newer)
+    for path, (n, scale) in zip(args.tables[1:], added):
+        print(f"{path}: {n} units added, scaled by {scale:.3f}")
+    tmp = args.output.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    tmp.replace(args.output)
+    print(f"wrote {args.output}: {len(merged['costs'])} units")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
