@@ -44,7 +44,9 @@ EPILOGUES: dict[str, frozenset[str]] = {
 weights, fuses bias, activations, GELU chains and Add+LayerNormalization; on the CUDA EP it runs attention
 scores MatMul+Mul+Add+Softmax as FusedMatMul + BiasSoftmax and a projection with its residual and LayerNorm
 as Gemm + SkipLayerNormalization). A unit is timed as one model, so joining ops ORT happens not to fuse costs
-no accuracy, while splitting ops it does fuse would charge kernels that never run."""
+no accuracy, while splitting ops it does fuse would charge kernels that never run: ORT 1.31's CUDA provider
+runs a Conv's Relu as a kernel of its own (it fuses Conv and Relu on the CPU only), and the Conv+Relu unit's
+time includes it."""
 
 
 @dataclass(frozen=True)
