@@ -228,6 +228,19 @@ def axioms(f):
             {"s": (c,), "x": img},
             domains=dom,
         ),
+        # a (N,) bias over a matrix spreads one value per column (a transformer's projection bias, specs/add.py):
+        # the columns are its channels, and a split along them splits the bias too. Last resort: its trigger
+        # is the NCHW one's too, and spent budget that two conv rules' proofs needed
+        Axiom(
+            "bias-slice-columns",
+            f.slice(f.bias(s, x), axis=1, start=e, size=n),
+            f.bias(f.slice(s, axis=0, start=e, size=n), f.slice(x, axis=1, start=e, size=n)),
+            {"s": (c,), "x": (b, c)},
+            when=(e + n <= c,),
+            domains={**dom, "e": (0, 1), "n": (1, 2)},
+            oriented=True,
+            last_resort=True,
+        ),
         # output channel o of group k reads input channels of group k only: the kernel's other columns are zeros.
         # Triggered by the block-diagonal side alone: from a grouped conv's side, every conv would spawn a plain
         # one, which matches again (a loop that made every rule with a conv spend its budget)

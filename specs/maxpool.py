@@ -1,6 +1,8 @@
 """MaxPool: 2-D max pooling (padding is -inf). Commutes with relu (monotone) while every window holds a real
 element, and with batch or channel concat."""
 
+import z3
+
 from taso.spec import Axiom, D, Symbol, ints, pool_dims, tensors
 
 SYMBOLS = [
@@ -11,6 +13,8 @@ SYMBOLS = [
         rank=lambda a, x: 4,
         attrs=("kernel_shape[2]", "strides[2]", "pads[4]"),
         op="MaxPool",
+        # ONNX's rule: a pad shorter than the window, so every window holds a real element (maxpool-relu's case)
+        requires=lambda a, x: z3.And(*(p < a.kernel_shape[i % 2] for i, p in enumerate(a.pads))),
     )
 ]
 

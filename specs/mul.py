@@ -1,7 +1,7 @@
 """Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), or by
 a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector)."""
 
-from taso.lowering import per_channel
+from taso.lowering import channel_values, per_channel
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
 SYMBOLS = [
@@ -14,9 +14,9 @@ def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
     sx, sy = tx.shape, ty.shape
     if per_channel(tx, ty):
-        return [f.chmul(args[0], f.channels(args[1]))]
+        return [f.chmul(args[0], channel_values(f, args[1], ty))]
     if per_channel(ty, tx):
-        return [f.chmul(args[1], f.channels(args[0]))]
+        return [f.chmul(args[1], channel_values(f, args[0], tx))]
     if sx == sy:
         return [f.mul(*args)]
     if sy == ():

@@ -90,6 +90,12 @@ def per_channel(x: TensorType | None, c: TensorType | None) -> bool:
     return c.shape == (x.shape[1],) + (1,) * (len(x.shape) - 2)
 
 
+def channel_values(f: Specs, c: z3.ExprRef, t: TensorType) -> z3.ExprRef:
+    """The per-channel tensor ``c`` (of type ``t``) as its (C,) vector: itself where it is one already (a bias
+    over a matrix's columns), else ``channels`` of it (a (C, 1, 1) tensor over NCHW)."""
+    return c if t.rank == 1 else f.channels(c)
+
+
 def lower_graph(
     g: Graph,
     specs: Specs,

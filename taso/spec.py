@@ -211,9 +211,10 @@ class Axiom:
     """Only the left side triggers it: a rewrite toward a normal form (slices move toward the inputs), which
     keeps the search from growing terms both ways."""
     last_resort: bool = False
-    """Tried only on rules the other relevant axioms leave open: an axiom whose trigger also fires inside
-    proofs that do not need it (slices of slices can appear as the slice axioms rewrite) would otherwise
-    spend their budget."""
+    """Tried only on rules the other relevant axioms leave open, and never on a rule that does not mention its
+    symbols (not even in the verifier's last stage, which tries every other axiom): an axiom whose trigger
+    also fires inside proofs that do not need it (slices of slices can appear as the slice axioms rewrite)
+    would otherwise spend their budget."""
     spec: str = ""
 
     @cached_property

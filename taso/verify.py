@@ -103,8 +103,9 @@ class Prover:
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
             stages.append(("relevant axioms and last resorts", relevant))
-        if len(relevant) < len(self.specs.axioms):
-            stages.append(("all axioms", list(self.specs.axioms)))
+        everything = [a for a in self.specs.axioms if not a.last_resort or a in relevant]
+        if len(relevant) < len(everything):
+            stages.append(("all axioms", everything))
         for stage, axioms in stages:
             outcome = self._prove(goals, axioms, facts, left)
             if outcome[0] == "proved":

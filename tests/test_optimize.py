@@ -767,6 +767,68 @@ def test_three_merged_reducers_end_as_one_conv_one_relu_one_split(tmp_path: Path
     assert compare(src, out, onnx_io.load_model(src), rtol=1e-4, atol=1e-5).ok
 
 
+def test_merged_projections_end_as_one_matmul_one_bias_add_one_split(tmp_path: Path, bert_path: Path) -> None:
+    """BERT's Q, K and V projections merged pairwise leave two nested Splits and a bias Add after each part;
+    the shipped bias and split moves (specs/rules/bias-split.rules, specs/pools/split-moves.toml, lifted to
+    [batch, seq, hidden]) leave one MatMul, one Add of the concatenated biases and one three-way Split per
+    layer, the MatMul+Add that onnxruntime runs as one Gemm, and the model computes the same."""
+    g = onnx_io.load_model(bert_path)
+    layers = sum(n.op == "Softmax" for n in g.nodes)
+    order = [
+        "Concat,MatMul,Split => MatMul,MatMul~reverse",
+        "a bias Add on each part of a Split as one Add before the Split",
+        "Split,Split => Split",
+    ]
+    by_name: dict[str, list[Rule]] = {}
+    for r in both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")):
+        by_name.setdefault(r.name, []).append(r)
+    applied = []
+    while True:  # the first rule in this order that matches, until none does
+        step = next(((n, m) for n in order for r in by_name[n] for m in find_matches(g, r)), None)
+        if step is None:
+            break
+        g = apply(g, step[1])
+        applied.append(step[0])
+    assert [applied.count(n) for n in order] == [2 * layers, 2 * layers, layers]
+    splits = [n for n in g.nodes if n.op == "Split"]
+    assert len(splits) == layers
+    for split in splits:
+        add = g.producers[split.inputs[0]]
+        assert add.op == "Add" and g.producers[add.inputs[0]].op == "MatMul"
+        assert len(set(g.data[split.inputs[1]].array.tolist())) == 1 and len(split.outputs) == 3
+    out = onnx_io.save_model(g, tmp_path / "merged.onnx")
+    assert compare(bert_path, out, onnx_io.load_model(bert_path), rtol=1e-4, atol=1e-5).ok
+
+
+@pytest.mark.parametrize(("window", "also_read"), [((2, 0), False), ((3, 1), False), ((3, 1), True)])
+def test_a_relu_moves_after_a_max_pool_it_alone_feeds(tmp_path: Path, window: tuple[int, int], also_read: bool) -> None:
+    """VGG's 2x2 and the ResNets' padded 3x3 stride-2 pools bind the rule's free window, and the Relu then
+    runs on a quarter of the elements; a Relu that is also a graph output stays where it is."""
+    k, pad = window
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[k, k], strides=[2, 2], pads=[pad] * 4),
+    ]
+    side = (12 + 2 * pad - k) // 2 + 1
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, side, side])]
+    if also_read:
+        outs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 8, 12, 12]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])
+    src = write_graph(helper.make_graph(nodes, "pool", [x], outs), tmp_path / "pool.onnx")
+    g = onnx_io.load_model(src)
+    rules = both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
+    rule = next(r for r in rules if r.name == "Relu then MaxPool as MaxPool then Relu")
+    (match,) = find_matches(g, rule)
+    if also_read:
+        with pytest.raises(Declined, match="graph output"):
+            apply(g, match)
+        return
+    new = apply(g, match)
+    assert [n.op for n in new.nodes] == ["MaxPool", "Relu"]
+    assert new.types[new.nodes[1].outputs[0]].shape == (1, 8, side, side)
+    assert compare(src, onnx_io.save_model(new, tmp_path / "moved.onnx"), g).ok
+
+
 def _batchnormed_reducers(tmp: Path) -> Path:
     """Inception-v3's reducers: sibling 1x1 convs without a bias, each followed by BatchNormalization and Relu."""
     rng = np.random.default_rng(3)
