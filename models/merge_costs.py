@@ -3,7 +3,7 @@
     python models/merge_costs.py models/reference_costs.json bench/results-...-costs.json ... -o models/reference_costs.json
 
 Every table holds unit costs at its host's quick speed, yet hosts differ between leases, so each newer table is
-scaled onto the first by the median ratio over the units both hold (0.99 to 1.05 for the H100 leases of
+scaled onto the first by the median ratio over the units both hold (0.97 to 1.08 for the H100 leases of
 2026-11-24) and gives only the units the first lacks: the first table's values, calibration and device stand.
 Then `make zoo-update`, since the predicted ratios move.
 """
