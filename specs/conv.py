@@ -229,8 +229,8 @@ def axioms(f):
             domains=dom,
         ),
         # a (N,) bias over a matrix spreads one value per column (a transformer's projection bias, specs/add.py):
-        # the columns are its channels, and a split along them splits the bias too. Last resort: its trigger
-        # is the NCHW one's too, and spent budget that two conv rules' proofs needed
+        # the columns are its channels, and a split along them splits the bias too. Last resort: the sibling
+        # merges of biased convs mention bias and slice as well, and never need it
         Axiom(
             "bias-slice-columns",
             f.slice(f.bias(s, x), axis=1, start=e, size=n),
