@@ -739,6 +739,21 @@ def test_the_shipped_store_merges_biased_sibling_convs_that_feed_no_concat(tmp_p
     assert compare(src, out, g, rtol=1e-4, atol=1e-5).ok
 
 
+def _rewrite_in_order(g: Graph, order: list[str]) -> tuple[Graph, list[str]]:
+    """``g`` rewritten by the shipped store's proved rules of these names (both directions, lifted), the first
+    in ``order`` that matches each time, until none does; and the names applied, in turn."""
+    by_name: dict[str, list[Rule]] = {}
+    for r in both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")):
+        by_name.setdefault(r.name, []).append(r)
+    applied = []
+    while True:
+        step = next(((n, m) for n in order for r in by_name[n] for m in find_matches(g, r)), None)
+        if step is None:
+            return g, applied
+        g = apply(g, step[1])
+        applied.append(step[0])
+
+
 def test_three_merged_reducers_end_as_one_conv_one_relu_one_split(tmp_path: Path) -> None:
     """Pairwise merges of three siblings nest two Splits with a Relu after each part, where onnxruntime fuses
     none of them into the conv; the shipped split moves (specs/pools/split-moves.toml) bring the graph to one
@@ -746,16 +761,7 @@ def test_three_merged_reducers_end_as_one_conv_one_relu_one_split(tmp_path: Path
     src = _inception_reducers(tmp_path)
     g = onnx_io.load_model(src)
     order = ["Concat,Concat,Conv,Split => Conv,Conv~reverse", "Split,Relu,Relu => Relu,Split", "Split,Split => Split"]
-    by_name: dict[str, list[Rule]] = {}
-    for r in both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")):
-        by_name.setdefault(r.name, []).append(r)
-    applied = []
-    while True:  # the first rule in this order that matches, until none does
-        step = next(((n, m) for n in order for r in by_name[n] for m in find_matches(g, r)), None)
-        if step is None:
-            break
-        g = apply(g, step[1])
-        applied.append(step[0])
+    g, applied = _rewrite_in_order(g, order)
     assert applied.count(order[0]) == 2 and order[1] in applied and order[2] in applied
     ops = [n.op for n in g.nodes]
     assert ops.count("Conv") == 3 and ops.count("Relu") == 1 and ops.count("Split") == 1
@@ -779,16 +785,7 @@ def test_merged_projections_end_as_one_matmul_one_bias_add_one_split(tmp_path: P
         "a bias Add on each part of a Split as one Add before the Split",
         "Split,Split => Split",
     ]
-    by_name: dict[str, list[Rule]] = {}
-    for r in both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")):
-        by_name.setdefault(r.name, []).append(r)
-    applied = []
-    while True:  # the first rule in this order that matches, until none does
-        step = next(((n, m) for n in order for r in by_name[n] for m in find_matches(g, r)), None)
-        if step is None:
-            break
-        g = apply(g, step[1])
-        applied.append(step[0])
+    g, applied = _rewrite_in_order(g, order)
     assert [applied.count(n) for n in order] == [2 * layers, 2 * layers, layers]
     splits = [n for n in g.nodes if n.op == "Split"]
     assert len(splits) == layers
