@@ -103,7 +103,7 @@ class Prover:
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
             stages.append(("relevant axioms and last resorts", relevant))
-        everything = [a for a in self.specs.axioms if not a.last_resort or a in relevant]
+        everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= used]
         if len(relevant) < len(everything):
             stages.append(("all axioms", everything))
         for stage, axioms in stages:

@@ -28,8 +28,9 @@ def test_shipped_store_was_verified_by_the_pinned_z3_and_that_z3_is_installed() 
 
 def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> None:
     """CI regenerates the store as `make store` does (TASO's set and convs with a bias, `--ops +bias`, then the
-    sibling-merge, split-move and split-concat pools, then the hand-written rules in specs/rules) and compares every rule and verdict: a change to the generator, the fingerprints, the
-    specs or the verifier that alters the store must come with a regenerated store (and then `make zoo-update`)."""
+    sibling-merge, split-move and split-concat pools, then the hand-written rules in specs/rules) and compares
+    every rule and verdict: a change to the generator, the fingerprints, the specs or the verifier that alters
+    the store must come with a regenerated store (and then `make zoo-update`)."""
     from conftest import subst
 
     from taso import store
