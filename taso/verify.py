@@ -25,7 +25,7 @@ from pathlib import Path
 import sqlite_utils
 import z3
 
-from taso import store
+from taso import provenance, store
 from taso.lowering import lower_graph
 from taso.precheck import refute
 from taso.rules import Rule
@@ -63,10 +63,14 @@ class Prover:
     scope of their own, dropped afterwards. (A fresh solver per rule gives the same verdicts, 20 % slower.)
     """
 
-    def __init__(self, specs: Specs, budget: int = DEFAULT_BUDGET, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, specs: Specs, budget: int = DEFAULT_BUDGET, timeout: float = DEFAULT_TIMEOUT, precheck: bool = True
+    ) -> None:
         self.specs = specs
         self.budget = budget
         self.timeout = timeout
+        self.precheck = precheck  # without it z3 alone decides: an audit that no proof leans on the pre-check
+        self.record = provenance.record(provenance.specs_digest(specs.root))
         self.solver = z3.Solver()
         self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
         for sym in specs.symbols.values():
@@ -76,9 +80,14 @@ class Prover:
             self.solver.add(z3.Implies(self.literals[a.name], a.formula))
 
     def verdict(self, rule: Rule) -> Verdict:
+        """The rule's verdict, its detail carrying the provenance (`taso.provenance`)."""
+        v = self._decide(rule)
+        return Verdict(v.status, {**v.detail, "proof": self.record})
+
+    def _decide(self, rule: Rule) -> Verdict:
         t0 = time.perf_counter()
         try:
-            counterexample = refute(rule)
+            counterexample = refute(rule) if self.precheck else None
             if counterexample is not None:
                 return Verdict("refuted", {"counterexample": counterexample, "seconds": _since(t0)})
             env: dict[str, z3.ExprRef] = {}
