@@ -109,23 +109,26 @@ def search(
     mutate: Mutate | None = None,
     clock: Clock = time.perf_counter,
     lookahead: bool = True,
+    outside: Sequence[Node] = (),
 ) -> SearchResult:
     """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
     `RuleIndex` of them when searching many graphs with one rule set), with ``mutate``'s rewrites as further
-    candidates of every graph expanded. A pass that spends its ``budget`` having found a cheaper graph is
+    candidates of every graph expanded. ``g`` may be a region of a larger graph: ``outside`` stands for the
+    paths through the rest of it (`outside_links`), and a rewrite that would close a cycle with them is
+    declined. A pass that spends its ``budget`` having found a cheaper graph is
     followed by another from that graph, with a fresh budget, while time is left: with alpha's slack the queue
     fills with near-equal variants (SqueezeNet: every subset of its eight fire modules enlarged), and one budget
     reached four to eight of the eight fire merges under noisy unit costs (bench_perturb.py, sigma 0.4).
     ``time_limit`` is in ``clock``'s seconds."""
     t0 = clock()
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
-    result = _search_pass(g, index, cost, alpha, budget, time_limit, mutate, clock, lookahead)
+    result = _search_pass(g, index, cost, alpha, budget, time_limit, mutate, clock, lookahead, outside)
     last = result
     while last.expanded >= budget and last.cost_after < last.cost_before:
         left = time_limit - (clock() - t0)
         if left <= 0:
             break
-        last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate, clock, lookahead)
+        last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate, clock, lookahead, outside)
         result.graph, result.cost_after = last.graph, last.cost_after
         result.steps += last.steps
         result.applied.update(last.applied)
@@ -146,6 +149,7 @@ def _search_pass(
     mutate: Mutate | None,
     clock: Clock,
     lookahead: bool = True,
+    outside: Sequence[Node] = (),
 ) -> SearchResult:
     """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept.
     With ``lookahead``, a rewrite that does not pay is also tried with each rewrite it opens (`_repaid`)."""
@@ -176,7 +180,7 @@ def _search_pass(
         else:
             found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
-        for name, new, match in _rewrites(current, found, folds, mutate, result.declined):
+        for name, new, match in _rewrites(current, found, folds, mutate, result.declined, outside):
             if new.structure in seen:
                 continue
             seen.add(new.structure)
@@ -186,7 +190,7 @@ def _search_pass(
             steps = (*history, Step(name, match, current))
             consider(new, c, steps, current)
             if lookahead and match is not None and current_cost <= c < alpha * best_cost:
-                for pair in _repaid(new, current, current_cost, index, found, cost, folds, seen, result.declined):
+                for pair in _repaid(new, current, current_cost, index, found, cost, folds, seen, result, outside):
                     matches[id(new)] = pair.matches  # for expanding the pair's graph: its parent is ``new``
                     consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
             if clock() - t0 >= time_limit:
@@ -219,7 +223,8 @@ def _repaid(
     cost: Cost,
     folds: Folds,
     seen: set,
-    declined: Counter,
+    result: SearchResult,
+    outside: Sequence[Node],
 ) -> Iterator[_Pair]:
     """Each rewrite that ``new`` (a rewrite of ``current`` that costs as much or more) opens, where the two
     together cost less than ``current``. A best-first queue reaches such a pair late: SqueezeNet's fire merge
@@ -229,7 +234,8 @@ def _repaid(
     rules that shrink the graph (`Rule.shrinks`) are tried second: one that runs as many ops seldom repays,
     and matching every rule at every candidate made SqueezeNet's search 1.7x as long."""
     every: list[Match] | None = None
-    for name, after, match in _rewrites(new, fresh_matches(new, index.shrinking, current), folds, None, declined):
+    shrinking = fresh_matches(new, index.shrinking, current)
+    for name, after, match in _rewrites(new, shrinking, folds, None, result.declined, outside):
         if after.structure in seen:
             continue
         c = cost(after)
@@ -241,17 +247,58 @@ def _repaid(
             yield _Pair(after, c, name, match, every)
 
 
+CYCLE = "would close a cycle through the rest of the graph"
+"""Why a region's rewrite is declined when it reads a value computed, outside the region, from its own result."""
+
+
 def _rewrites(
-    g: Graph, found: list, folds: Folds, mutate: Mutate | None, declined: Counter
+    g: Graph, found: list, folds: Folds, mutate: Mutate | None, declined: Counter, outside: Sequence[Node] = ()
 ) -> Iterator[tuple[str, Graph, Match | None]]:
-    """Each match applied (counting why a match was declined), then ``mutate``'s rewrites."""
+    """Each match applied (counting why a match was declined), then ``mutate``'s rewrites; none that would
+    close a cycle with the ``outside`` paths."""
     for m in found:
         try:
-            yield m.rule.name, apply(g, m, folds), m
+            new = apply(g, m, folds)
         except Declined as e:
             declined[str(e).split(":")[0]] += 1
-    if mutate is not None:
-        yield from ((name, new, None) for name, new in mutate(g))
+            continue
+        if closes_cycle(new, outside):
+            declined[CYCLE] += 1
+        else:
+            yield m.rule.name, new, m
+    for name, new in mutate(g) if mutate is not None else ():
+        if closes_cycle(new, outside):
+            declined[CYCLE] += 1
+        else:
+            yield name, new, None
+
+
+def outside_links(g: Graph, region: Graph) -> tuple[Node, ...]:
+    """For each input of ``region`` (a part of ``g``) that ``g`` computes from the region's outputs through
+    nodes outside the region, a stand-in node that reads those outputs and makes the input. A region need not
+    be convex: BERT-tiny's attention scores of two layers are one region (they share the mask they add), and
+    the second layer's Q and K are computed from the first layer's scores outside it. Searched alone, merging
+    the two layers' scaling Muls looks sound and closes a cycle once spliced (`closes_cycle`)."""
+    inside = {id(n) for n in region.nodes}
+    inputs = set(region.inputs)
+    made_from: dict[str, list[str]] = {}
+    for o in region.outputs:
+        reached, frontier = set(), [o]
+        while frontier:
+            for c in g.consumers.get(frontier.pop(), ()):
+                if id(c) in inside:
+                    continue
+                fresh = [v for v in c.outputs if v and v not in reached]
+                reached.update(fresh)
+                frontier.extend(fresh)
+        for i in sorted(inputs & reached):
+            made_from.setdefault(i, []).append(o)
+    return tuple(Node("outside", tuple(os), (i,)) for i, os in sorted(made_from.items()))
+
+
+def closes_cycle(region: Graph, outside: Sequence[Node]) -> bool:
+    """Whether ``region``'s nodes, with the ``outside`` paths (`outside_links`), depend on themselves."""
+    return bool(outside) and topological_order([*region.nodes, *outside], set()) is None
 
 
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
@@ -305,11 +352,12 @@ def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:
     return g
 
 
-def _replayed(region: Graph, twin: SearchResult, cost: Cost) -> SearchResult | None:
-    """``region`` rewritten as its twin was, if that carries over and costs no more than the region."""
+def _replayed(region: Graph, twin: SearchResult, cost: Cost, outside: Sequence[Node]) -> SearchResult | None:
+    """``region`` rewritten as its twin was, if that carries over, closes no cycle with the ``outside`` paths
+    and costs no more than the region."""
     before = cost(region)
     new = replay(region, twin.steps)
-    if new is None:
+    if new is None or closes_cycle(new, outside):
         return None
     after = cost(new) if new is not region else before
     if after > before:
@@ -368,11 +416,13 @@ def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth
     return sorted(nodes, key=lambda n: order[id(n)])
 
 
-def splice(g: Graph, old: Graph, new: Graph) -> Graph:
+def splice(g: Graph, old: Graph, new: Graph) -> Graph | None:
     """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names), placed where
     the region began, so the nodes after it keep their order (and a later region of the same form extracts as
-    the same graph). A value the region's rewrites made is renamed where ``g`` uses its name for another value:
-    a rewrite names new values afresh within the region only, and can reuse the name of a weight it dropped."""
+    the same graph); None where that would make a cycle (a rewrite that did not know the paths outside the
+    region, `outside_links`). A value the region's rewrites made is renamed where ``g`` uses its name for
+    another value: a rewrite names new values afresh within the region only, and can reuse the name of a
+    weight it dropped."""
     gone = {id(n) for n in old.nodes}
     start = next((k for k, n in enumerate(g.nodes) if id(n) in gone), len(g.nodes))
     kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
@@ -399,7 +449,7 @@ def splice(g: Graph, old: Graph, new: Graph) -> Graph:
     after = [n for n in g.nodes[start:] if id(n) in keep_ids]
     nodes = topological_order(before + added + after, set(g.inputs) | set(g.weights) | set(new_weights))
     if nodes is None:
-        raise ValueError("region splice created a cycle")
+        return None
     return lint(
         eliminate_dead(replace(g, nodes=tuple(nodes), weights=(*g.weights, *new_weights), data=data, types=types))
     )
@@ -491,16 +541,19 @@ def optimize_graph(
             nodes = with_context(current, nodes, context_ops) if nodes else []
         if nodes:
             region = extract(current, nodes)
+            outside = outside_links(current, region)
             twin = searched.get(region.form)
-            r = _replayed(region, twin, cost) if twin is not None else None
+            r = _replayed(region, twin, cost, outside) if twin is not None else None
             if r is None:
-                r = searched[region.form] = search(region, index, cost, alpha, budget, max(share, 0.0), mutate, clock)
+                r = searched[region.form] = search(
+                    region, index, cost, alpha, budget, max(share, 0.0), mutate, clock, outside=outside
+                )
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)
-                if (after := cost(spliced)) < whole:
+                if spliced is not None and (after := cost(spliced)) < whole:
                     current, whole = spliced, after
                 else:  # a region is costed apart from the units it borders: the whole graph decides
-                    total.declined["no cheaper in the whole graph"] += 1
+                    total.declined[CYCLE if spliced is None else "no cheaper in the whole graph"] += 1
                     searched[region.form] = SearchResult(region, r.cost_before, r.cost_before)
                     r = replace(r, graph=region, cost_after=r.cost_before, applied=Counter())
             total.replayed += r.replayed
