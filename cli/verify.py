@@ -12,9 +12,10 @@ import click
 from cli.options import store_option
 from taso import store
 from taso.errors import CheckFailed
+from taso.provenance import SPECS_DIR
 from taso.spec import Specs, load_specs
 from taso.speccheck import DEFAULT_LIMIT, check_specs
-from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, SPECS_DIR, pending, verify_rows
+from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
 
 
 @click.command()

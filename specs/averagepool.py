@@ -29,6 +29,7 @@ def axioms(f):
             f.conv(x, f.poolk(shape=(c, 1, kh, kw)), strides=(sh, sw), pads=(pt, pl, pb, pr), group=c),
             f.avgpool(x, **win, count_include_pad=1),
             {"x": img},
+            when=(pt < kh, pb < kh, pl < kw, pr < kw),  # ONNX pooling: each pad smaller than the window
             domains=dom,
         ),
         Axiom(

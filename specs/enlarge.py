@@ -7,7 +7,7 @@ only settle by case splits (measured: seconds instead of milliseconds for a merg
 """
 
 from taso.ops import OPS
-from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+from taso.spec import Axiom, D, If, R, Symbol, Unsupported, ints, tensors
 
 
 def _enlarge(attrs, xs):
@@ -17,6 +17,8 @@ def _enlarge(attrs, xs):
 
 
 def _lower(node, args, types, f):
+    if f.symbolic:
+        raise Unsupported("an Enlarge's kernel size over symbolic sizes (a rule with free attributes)")
     size = types[node.inputs[0]].shape[2:]
     return [f.enlarge(args[0], kernel_shape=tuple(node.attr["kernel_shape"]), from_shape=tuple(size))]
 

@@ -6,7 +6,7 @@ that cuts a concat elsewhere than its seam is simply a different term: no axiom 
 
 import numpy as np
 
-from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+from taso.spec import Axiom, D, If, R, Symbol, Unsupported, ints, tensors
 
 
 def _slice(attrs, xs):
@@ -30,6 +30,8 @@ SYMBOLS = [
 
 
 def _lower(node, args, types, f):
+    if f.symbolic:
+        raise Unsupported("a Split's sizes over symbolic sizes (a rule with free attributes)")
     rank = types[node.inputs[0]].rank
     axis = int(node.attr.get("axis", 0)) % rank
     out, start = [], 0

@@ -501,6 +501,10 @@ def _pool_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: 
     if x.rank != 4:
         raise OpError("pooling needs a 4-D input")
     assert x.shape is not None
+    k, pads = attrs["kernel_shape"], attrs["pads"]
+    if any(p >= k[i % 2] for i, p in enumerate(pads)):  # type: ignore[index, operator, arg-type]
+        # ONNX requires it, and the specs assume it of every window (a window of padding only has no value)
+        raise OpError(f"pooling pads {pads} must each be smaller than the kernel {k}")
     oh, ow = _spatial_out(x, attrs["kernel_shape"], attrs)  # type: ignore[arg-type]
     return (TensorType(x.dtype, (x.shape[0], x.shape[1], oh, ow)),)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, cost, onnx_io, pet, profiler, store
+from taso import check, cost, onnx_io, pet, profiler, provenance, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
@@ -46,6 +46,8 @@ class Settings:
     measure_limit: float = 60.0
     """Seconds the search may spend measuring units it meets that the cache lacks; past it they are estimated
     (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
+    specs: str | Path = provenance.SPECS_DIR
+    """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
 
 
 @dataclass
@@ -107,6 +109,14 @@ class Report:
         verdict = "kept the original: the rewrite was not clearly faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
         return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end; {verdict}"]  # type: ignore[index]
 
+    def _untrusted_lines(self) -> list[str]:
+        """Proved rules not applied because their proof record does not match the specs (`taso.provenance`)."""
+        skipped = self.search.get("untrusted_rules") or {}
+        return [
+            f"skipped   {n} rule(s) marked proved but not applied: {why}; run `subst verify --force`"
+            for why, n in sorted(skipped.items())  # type: ignore[union-attr]
+        ]
+
     def lines(self) -> list[str]:
         rules = {k: v for k, v in self.rules_applied.items() if not k.startswith(pet.PREFIX)}
         mutants = sorted(k.removeprefix(pet.PREFIX) for k in self.rules_applied if k.startswith(pet.PREFIX))
@@ -116,6 +126,7 @@ class Report:
             f"output    {self.output}",
             f"nodes     {self.nodes_before} -> {self.nodes_after} ({self.opaque_nodes} passed through untouched)",
             f"rules     {self.proved_rules} proved in store; applied: {applied}",
+            *self._untrusted_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),
             f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}",
@@ -159,10 +170,11 @@ def _rewrite(
     if rewrite is not None:
         result, applied = rewrite(graph)
         return result, applied, {}, {}
-    proved = list(store.load_rules(db, status="proved"))
+    digest = provenance.specs_digest(settings.specs)
+    proved, untrusted = provenance.trusted(store.load_rules(db, status="proved"), digest)
     rules = both_directions(r for r in proved if not r.always)
     if not proved:
-        return graph, {}, {}, {}
+        return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
     model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
 
     def predicted(h: Graph) -> float:
@@ -215,6 +227,7 @@ def _rewrite(
         "measured_units": model.measured - measured,
         "measuring_s": model.measuring_s - measuring,
         "nearest": None,
+        "untrusted_rules": dict(untrusted),
     }
     if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
         search_facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}

@@ -10,10 +10,16 @@ a proof by another z3 is still a proof from the same axioms; only which rules en
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import z3
 
+from taso.rules import Rule
+
+SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
+"""The shipped specs: what `subst verify` proves from and `subst optimize` trusts proofs from by default."""
 VERIFIER_VERSION = 2
 """Raised whenever lowering or the proof's meaning changes: verdicts of an older verifier are then stale.
 2: sizes and free attributes symbolic, conditions a proof needs recorded with it."""
@@ -43,3 +49,16 @@ def why_untrusted(detail: dict, digest: str) -> str | None:
     if proof.get("specs") != digest:
         return "proved under other specs"
     return None
+
+
+def trusted(rules: Iterable[Rule], digest: str) -> tuple[list[Rule], Counter[str]]:
+    """The rules that may be applied under specs of ``digest``, and how many were skipped, by reason."""
+    kept: list[Rule] = []
+    skipped: Counter[str] = Counter()
+    for r in rules:
+        why = why_untrusted(r.detail, digest) if r.status == "proved" else f"status {r.status}"
+        if why is None:
+            kept.append(r)
+        else:
+            skipped[why] += 1
+    return kept, skipped

@@ -11,6 +11,7 @@ weight-only computation (concatenated, enlarged, transposed weights) is folded i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
@@ -31,6 +32,7 @@ from taso.ir import (
     topological_order,
 )
 from taso.match import Match, float_dtype
+from taso.rules import OUTPUT, AttrIs, Condition, Size, SizeIs
 
 CHECK_LIMIT = 20_000_000
 """Multiply-adds above which the float64 instantiation check is skipped (the final onnxruntime check stays)."""
@@ -68,9 +70,64 @@ def _bound_attrs(n: Node, match: Match) -> dict:
     return attrs
 
 
+def _bound_size(g: Graph, match: Match, s: Size) -> int | str | None:
+    src = match.rule.src
+    name = src.outputs[int(s.value.removeprefix(OUTPUT))] if s.value.startswith(OUTPUT) else s.value
+    t = g.types.get(match.values.get(name, ""))
+    return None if t is None or t.shape is None or s.axis >= len(t.shape) else t.shape[s.axis]
+
+
+def _unmet(g: Graph, match: Match, conditions: tuple[Condition, ...]) -> Condition | None:
+    """The first condition of the rule's proof this match does not meet (a symbolic dim meets an equality
+    only with itself, and no size)."""
+    for c in conditions:
+        if isinstance(c, AttrIs):
+            ok = _same_value(match.attrs.get((c.attr, c.example), c.example), c.example)
+        elif isinstance(c, SizeIs):
+            ok = _bound_size(g, match, c.a) == c.n
+        else:
+            a, b = _bound_size(g, match, c.a), _bound_size(g, match, c.b)
+            ok = a is not None and a == b
+        if not ok:
+            return c
+    return None
+
+
+def _same_value(a: object, b: object) -> bool:
+    return (tuple(a) if isinstance(a, list | tuple) else a) == (tuple(b) if isinstance(b, list | tuple) else b)
+
+
+def _broadcast_changed(
+    nodes: list[Node], example: Graph, types: Mapping[str, TensorType], names: Mapping[str, str]
+) -> Node | None:
+    """A node whose operands broadcast otherwise than in the rule's example (``names``: example value ->
+    instance value): a proof over symbolic sizes lowered each element-wise node by how its example broadcasts
+    (same shape, per channel, by a scalar), so an instance must broadcast the same way."""
+    for n in nodes:
+        if not ops.get(n.op).elementwise or len(n.inputs) < 2:
+            continue
+        shapes = [example.types[v].shape or () for v in n.inputs]
+        bound = [t.shape or () if (t := types.get(names.get(v, ""))) else None for v in n.inputs]
+        if None in bound:
+            return n
+        for (x, y), (bx, by) in zip(itertools.combinations(shapes, 2), itertools.combinations(bound, 2)):
+            for p, q, bp, bq in zip(reversed(x), reversed(y), reversed(bx), reversed(by)):
+                if (p == q and bp != bq) or (p == 1 != q and bp != 1) or (q == 1 != p and bq != 1):
+                    return n
+    return None
+
+
 def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightData], dict[str, TensorType]]:
     """The target's nodes, new weights and types at the model's shapes; raises `Declined`."""
     src, dst = match.rule.src, match.rule.dst
+    covered = match.rule.covered
+    if covered is not None:
+        unmet = _unmet(g, match, covered)
+        if unmet is not None:
+            raise Declined(f"outside what the rule's proof covers: it needs {unmet}")
+        changed = _broadcast_changed(list(src.nodes), src, g.types, match.values)
+        if changed is not None:
+            raise Declined(f"outside what the rule's proof covers: {changed.op} broadcasts otherwise here")
     out_name = {d: match.values[s] for s, d in zip(src.outputs, dst.outputs)}
     out_type = {d: g.types[match.values[s]] for s, d in zip(src.outputs, dst.outputs)}
     fresh = fresh_names(g.values(), "subst_")
@@ -131,6 +188,10 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         got = g.types.get(match.values[d]) if d in dst.inputs else types.get(name)
         if got != out_type[d]:
             raise Declined(f"target output {d} would be {got}, the source gives {out_type[d]}")
+    if covered is not None:
+        changed = _broadcast_changed(list(dst.nodes), dst, {**g.types, **types}, names)
+        if changed is not None:
+            raise Declined(f"outside what the rule's proof covers: the target's {changed.op} broadcasts otherwise")
     return nodes, data, types
 
 

@@ -26,6 +26,65 @@ from functools import cached_property
 from taso.ir import AttrValue, Graph, IRError, Kind, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
+OUTPUT = "out:"
+"""Prefix naming a rule's output by position in a `Size` (the names differ between the sides, positions not)."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """One dimension the matcher binds: of a rule input or weight by name, or of output K as ``out:K``."""
+
+    value: str
+    axis: int
+
+
+@dataclass(frozen=True)
+class SameSize:
+    """Two bound dimensions are equal."""
+
+    a: Size
+    b: Size
+
+
+@dataclass(frozen=True)
+class SizeIs:
+    """A bound dimension has this size."""
+
+    a: Size
+    n: int
+
+
+@dataclass(frozen=True)
+class AttrIs:
+    """A free attribute binds its example value (the proof needed that value)."""
+
+    attr: str
+    example: AttrValue
+
+
+Condition = SameSize | SizeIs | AttrIs
+"""What a proof over symbolic sizes and attributes needed of the example (`taso.lowering`); the rule is applied
+only where each holds (`taso.rewrite`)."""
+
+
+def condition_to_json(c: Condition) -> list:
+    if isinstance(c, SameSize):
+        return ["same", c.a.value, c.a.axis, c.b.value, c.b.axis]
+    if isinstance(c, SizeIs):
+        return ["size", c.a.value, c.a.axis, c.n]
+    return ["attr", c.attr, list(c.example) if isinstance(c.example, tuple) else c.example]
+
+
+def condition_from_json(j: list) -> Condition:
+    if j[0] == "same":
+        return SameSize(Size(j[1], j[2]), Size(j[3], j[4]))
+    if j[0] == "size":
+        return SizeIs(Size(j[1], j[2]), j[3])
+    if j[0] == "attr":
+        return AttrIs(j[1], tuple(j[2]) if isinstance(j[2], list) else j[2])
+    raise IRError(f"unknown proof condition {j!r}")
+
+
 FREE = "free:"
 """Prefix of the condition that names a rule's free attributes."""
 ALWAYS = "always"
@@ -66,6 +125,14 @@ class Rule:
         """(free attribute, example value) pairs of the source: the rule's variables. A target attribute is
         one of them when its pair is here, else a literal."""
         return frozenset((k, v) for n in self.src.nodes for k, v in n.attrs if k in self.free_attrs)
+
+    @cached_property
+    def covered(self) -> tuple[Condition, ...] | None:
+        """The conditions a proof over symbolic sizes recorded (`taso.lowering`), or None where the proof was
+        made at the example's sizes."""
+        if self.detail.get("sizes") != "symbolic":
+            return None
+        return tuple(condition_from_json(j) for j in self.detail.get("conditions", []))
 
     @cached_property
     def always(self) -> bool:
@@ -162,6 +229,8 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
     """
     from taso import ops  # here: rules are data, and only this transform needs shape rules
 
+    if rule.covered is not None:  # its conditions name axes of the unlifted values
+        return None
     sides = []
     for g in (rule.src, rule.dst):
         if any(n.op not in BATCH_POLYMORPHIC for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):

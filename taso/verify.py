@@ -15,6 +15,7 @@ expiry is reported as a reason of its own.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import time
 from collections import Counter
@@ -26,10 +27,12 @@ import sqlite_utils
 import z3
 
 from taso import provenance, store
-from taso.lowering import lower_graph
+from taso.errors import CheckFailed
+from taso.lowering import Tracked, lower_rule
 from taso.precheck import refute
-from taso.rules import Rule
+from taso.rules import Rule, condition_to_json
 from taso.spec import Axiom, Specs, Unsupported, load_specs
+from taso.speccheck import check_specs
 
 DEFAULT_BUDGET = 20_000_000
 """z3 resource units (its deterministic ``rlimit`` count) per rule, spread over the rule's checks. With z3 5.4.1
@@ -46,7 +49,6 @@ Z3_VERSION_KEY = "z3_version"
 """The store's meta key naming the z3 of the last verify run."""
 FLUSH_SECONDS = 1.0
 """Verdicts are written at least this often, so an interrupted run keeps nearly all its work."""
-SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
 
 
 @dataclass(frozen=True)
@@ -90,36 +92,40 @@ class Prover:
             counterexample = refute(rule) if self.precheck else None
             if counterexample is not None:
                 return Verdict("refuted", {"counterexample": counterexample, "seconds": _since(t0)})
-            env: dict[str, z3.ExprRef] = {}
-            facts: list[z3.BoolRef] = []
-            used: set[str] = set()
-            src = lower_graph(rule.src, self.specs, env, facts, used, rule.free_examples)
-            dst = lower_graph(rule.dst, self.specs, env, facts, used, rule.free_examples)
+            low = lower_rule(rule, self.specs)
         except Unsupported as e:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
-        if rule.free_examples and z3.Solver().check(*facts) == z3.unsat:
-            # what the ops require pins the free attributes; with no value left, every goal would hold
-            reason = "no value of the free attributes makes the example well-typed"
+        sizes = {"sizes": "symbolic"} if low.symbolic else {}
+        if low.symbolic and z3.Solver().check(*low.facts, *(t.fact for t in low.tracked)) == z3.unsat:
+            # the example contradicts what the ops require: every goal would hold
+            reason = "the example is not well-typed under the specs' requirements"
             return Verdict("unknown", {"reason": reason, "seconds": _since(t0)})
-        goals = [(i, a, b) for i, (a, b) in enumerate(zip(src, dst)) if not a.eq(b)]
+        goals = [(i, a, b) for i, (a, b) in enumerate(zip(low.src, low.dst)) if not a.eq(b)]
         if not goals:
-            return Verdict(
-                "proved", {"axioms": [], "note": "both sides lower to the same terms", "seconds": _since(t0)}
-            )
-        relevant = [a for a in self.specs.axioms if a.symbols <= used]
+            note = "both sides lower to the same terms"
+            return Verdict("proved", {"axioms": [], "note": note, **sizes, "conditions": [], "seconds": _since(t0)})
+        relevant = [a for a in self.specs.axioms if a.symbols <= low.used]
         left = _Allowance(self.budget, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
             stages.append(("relevant axioms and last resorts", relevant))
-        everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= used]
+        everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= low.used]
         if len(relevant) < len(everything):
             stages.append(("all axioms", everything))
-        for stage, axioms in stages:
-            outcome = self._prove(goals, axioms, facts, left)
-            if outcome[0] == "proved":
-                detail = {"axioms": outcome[1], "stage": stage}
-                return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
+        # over symbolic sizes: first with only the example's equal sizes to assume, then with its values too
+        phases = [[t for t in low.tracked if t.general], low.tracked] if low.symbolic else [[]]
+        for assumable in phases:
+            for stage, axioms in stages:
+                outcome = self._prove(goals, axioms, low.facts, assumable, left)
+                if outcome[0] == "proved":
+                    names, needed = outcome[1]  # type: ignore[misc]
+                    detail = {"axioms": names, "stage": stage, **sizes}
+                    if low.symbolic:
+                        detail["conditions"] = [condition_to_json(t.condition) for t in needed]
+                    return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
+                if outcome[0] != "open":
+                    break
             if outcome[0] != "open":
                 break
         reasons = {
@@ -134,27 +140,34 @@ class Prover:
         goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
         axioms: Sequence[Axiom],
         facts: list[z3.BoolRef],
+        assumable: Sequence[Tracked],
         left: _Allowance,
     ) -> tuple[str, object]:
-        """("proved", axiom names) | ("budget" | "timeout", None) | ("open", the output not proved)."""
+        """("proved", (axiom names, the tracked facts used)) | ("budget" | "timeout", None) | ("open", the output
+        not proved). Each tracked fact is guarded by a literal of its own, so the unsat core names those a proof
+        assumed, as it names the axioms."""
         s = self.solver
-        assumed = [self.literals[a.name] for a in axioms]
+        facts_on = [z3.Bool(f"fact {k}") for k in range(len(assumable))]
+        assumed = [self.literals[a.name] for a in axioms] + facts_on
         core: set[str] = set()
+        s.set("core.minimize", bool(assumable))  # name only the facts a proof needs: they restrict where it applies
         s.push()
         try:
             s.add(*facts)
+            s.add(*(z3.Implies(on, t.fact) for on, t in zip(facts_on, assumable)))
             for i, a, b in goals:
                 s.push()
                 s.add(a != b)
                 result = left.check(s, assumed)
                 if result == z3.unsat:
-                    core.update(c.decl().name().removeprefix("axiom ") for c in s.unsat_core())
+                    core.update(c.decl().name() for c in s.unsat_core())
                 s.pop()
                 if isinstance(result, str):
                     return result, None
                 if result != z3.unsat:
                     return "open", i
-            return "proved", sorted(core)
+            needed = [t for k, t in enumerate(assumable) if f"fact {k}" in core]
+            return "proved", (sorted(c.removeprefix("axiom ") for c in core if c.startswith("axiom ")), needed)
         finally:
             s.pop()
 
@@ -253,6 +266,22 @@ class Summary:
         return out
 
 
+@functools.cache
+def _failing_axioms(root: Path, digest: str) -> tuple[str, ...]:
+    """The axioms of the specs under ``root`` (as of ``digest``) that fail the spec check; checked once."""
+    return tuple(r.name for r in check_specs(load_specs(root)) if not r.ok)
+
+
+def require_sound(specs: Specs) -> None:
+    """Raise `CheckFailed` unless every axiom holds against the ops' semantics (`subst verify --check-specs`)."""
+    failing = _failing_axioms(specs.root, provenance.specs_digest(specs.root))
+    if failing:
+        raise CheckFailed(
+            f"{len(failing)} axiom(s) in {specs.root} fail against the ops' semantics ({', '.join(failing)}): "
+            "no rule is proved from them; see `subst verify --check-specs`"
+        )
+
+
 def pending(db: sqlite_utils.Database, force: bool = False) -> list[dict]:
     """The rules to decide: candidates, or every rule with ``force``."""
     return [r for r in db["rules"].rows_where(order_by="id") if force or r["status"] == "candidate"]
@@ -267,8 +296,12 @@ def verify_rows(
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> Summary:
-    """Decide ``rows`` (from `pending`), storing verdicts as they come, so an interrupted run keeps its work."""
+    """Decide ``rows`` (from `pending`), storing verdicts as they come, so an interrupted run keeps its work.
+    Refuses (`CheckFailed`, nothing written) specs whose axioms fail `taso.speccheck`: a wrong axiom proves
+    wrong rules."""
     t0 = time.perf_counter()
+    if rows:
+        require_sound(specs)
     if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
         store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)

@@ -56,3 +56,22 @@ def subst(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "cli.main", *map(str, args)], capture_output=True, text=True, cwd=cwd or ROOT
     )
+
+
+def prove_into(path: Path, rules) -> Path:  # noqa: ANN001 (iterable of taso.rules.Rule)
+    """A new store at ``path`` holding ``rules``; those marked proved are proved for real by the verifier (a
+    status alone is not trusted by optimize), and must be."""
+    from dataclasses import replace
+
+    from taso import store
+    from taso.provenance import SPECS_DIR
+    from taso.spec import load_specs
+    from taso.verify import verify_rows
+
+    db = store.create(path)
+    rules = list(rules)
+    store.add_rules(db, [replace(r, status="candidate") if r.status == "proved" else r for r in rules])
+    rows = [row for row, r in zip(db["rules"].rows_where(order_by="id"), rules) if r.status == "proved"]
+    summary = verify_rows(db, rows, load_specs(SPECS_DIR))
+    assert summary.counts["proved"] == len(rows), summary.lines()
+    return path

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, subst, write_graph
+from conftest import ROOT, prove_into, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler, store
@@ -137,9 +137,10 @@ def _mlp(tmp: Path, hidden: tuple[int, int] = (48, 80)) -> Path:
 
 
 def _store(tmp: Path, *rules: Rule) -> Path:
+    """A store of ``rules``, the ones marked proved proved again by the verifier, as optimize trusts only a proof
+    made from the current specs (`taso.provenance`)."""
     path = tmp / "rules.db"
-    store.add_rules(store.create(path), rules)
-    return path
+    return prove_into(path, rules)
 
 
 def test_rule_matches_at_other_sizes_and_commuted_inputs(tmp_path: Path) -> None:

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 
 from taso import precheck, store
 from taso.ir import make_attrs, parse_graph
+from taso.provenance import SPECS_DIR
 from taso.rules import Rule, parse_rules
 from taso.spec import Axiom, D, Specs, Symbol, ints, load_specs, tensors
 from taso.speccheck import check_axiom, check_specs
-from taso.verify import SAFETY_NET, SPECS_DIR, Prover, Summary
+from taso.verify import SAFETY_NET, Prover, Summary
 
 CONV3 = "dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
 CONV1 = "dilations=[1,1], group=1, kernel_shape=[1,1], pads=[0,0,0,0], strides=[1,1]"
@@ -313,8 +314,9 @@ SHARD_RUN = """
 import json, os, sys
 from taso import store
 from taso.rules import Rule
+from taso.provenance import SPECS_DIR
 from taso.spec import load_specs
-from taso.verify import SHARDS, SPECS_DIR, Prover
+from taso.verify import SHARDS, Prover
 if sys.argv[2] == "slowed":  # one core, shared with a busy loop that ends with this process: z3 at half speed
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     parent = os.getpid()
@@ -643,15 +645,15 @@ def test_a_grouped_conv_made_plain_is_proved_for_every_group_and_its_group_1_is_
         assert v.status == "proved" and v.detail["axioms"] == ["conv-blockdiag"], v.detail
 
 
-def test_free_attributes_no_value_can_type_leave_a_rule_unknown(
+def test_an_example_the_ops_requirements_contradict_leaves_a_rule_unknown(
     prover: Prover, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With 5 input channels and kernels of 2 per group, no group makes the source's Conv well-typed: what the
-    ops require contradicts itself, which would prove anything, so the verifier says unknown instead."""
+    """With 5 input channels and kernels of 2 per group, no group makes the source's Conv well-typed: the
+    example contradicts what the ops require, which would prove anything, so the verifier says unknown."""
     text = (ROOT / "specs" / "rules" / "groups.rules").read_text().replace("float32[2,4,5,5]", "float32[2,5,5,5]")
     monkeypatch.setattr("taso.verify.refute", lambda r: None)  # the pre-check would stop it first
     v = prover.verdict(parse_rules(text)[0])
-    assert v.status == "unknown" and "no value of the free attributes" in v.detail["reason"]
+    assert v.status == "unknown" and "not well-typed" in v.detail["reason"]
 
 
 def test_a_bias_on_each_part_of_a_split_is_one_bias_before_it_in_that_order(prover: Prover) -> None:
@@ -692,9 +694,9 @@ def test_the_last_stage_leaves_out_last_resorts_a_rule_does_not_mention(
     tried: list[set[str]] = []
     real = Prover._prove
 
-    def spy(self: Prover, goals, axioms, facts, left):  # type: ignore[no-untyped-def]
+    def spy(self: Prover, goals, axioms, facts, assumable, left):  # type: ignore[no-untyped-def]
         tried.append({a.name for a in axioms})
-        return real(self, goals, axioms, facts, left)
+        return real(self, goals, axioms, facts, assumable, left)
 
     monkeypatch.setattr(Prover, "_prove", spy)
     monkeypatch.setattr("taso.verify.refute", lambda r: None)

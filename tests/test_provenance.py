@@ -1,0 +1,254 @@
+"""Only proofs subst can trust are applied: made by the verifier from the current specs (`taso.provenance`), at
+the sizes and attribute values they cover (`taso.lowering`, enforced in `taso.rewrite`). Each guard here has a
+positive control, so a test fails when its guard is removed rather than passing because nothing applies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import ROOT, prove_into, write_graph
+from onnx import TensorProto, helper, numpy_helper
+
+from taso import onnx_io, store
+from taso.errors import CheckFailed
+from taso.match import find_matches
+from taso.optimize import Settings, optimize
+from taso.provenance import SPECS_DIR, VERIFIER_VERSION
+from taso.rewrite import Declined, apply, instantiate
+from taso.rules import AttrIs, parse_rules
+from taso.spec import load_specs
+from taso.verify import Prover, pending, verify_rows
+
+DISTRIBUTE = """
+rule a MatMul distributes over the sum of two weights
+graph(%x: float32[2,4], %w1: float32[4,5] weight, %w2: float32[4,5] weight):
+  %a = MatMul(%x, %w1) : float32[2,5]
+  %b = MatMul(%x, %w2) : float32[2,5]
+  %y = Add(%a, %b) : float32[2,5]
+  return %y
+=>
+graph(%x: float32[2,4], %w1: float32[4,5] weight, %w2: float32[4,5] weight):
+  %w = Add(%w1, %w2) : float32[4,5]
+  %y = MatMul(%x, %w) : float32[2,5]
+  return %y
+"""
+
+SIBLING_CONVS = """
+rule sibling convs as one conv over the concatenated kernels, for every group
+free: group
+graph(%X: float32[2,6,9,7], %K: float32[4,6,3,3] weight, %V: float32[5,6,3,3] weight):
+  %a = Conv(%X, %K) {dilations=[1, 1], group=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]} : float32[2,4,9,7]
+  %b = Conv(%X, %V) {dilations=[1, 1], group=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]} : float32[2,5,9,7]
+  %y = Concat(%a, %b) {axis=1} : float32[2,9,9,7]
+  return %y
+=>
+graph(%X: float32[2,6,9,7], %K: float32[4,6,3,3] weight, %V: float32[5,6,3,3] weight):
+  %w = Concat(%K, %V) {axis=0} : float32[9,6,3,3]
+  %y = Conv(%X, %w) {dilations=[1, 1], group=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]} : float32[2,9,9,7]
+  return %y
+"""
+"""True for group 1 only (each group of the merged conv would read other input channels); `free: group` claims
+every group, and the example's group 1 is what a proof needs."""
+
+
+def _two_matmuls(tmp: Path) -> Path:
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 40)) / 6).astype(np.float32), f"w{i}") for i in (0, 1)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in (0, 1)]
+    nodes.append(helper.make_node("Add", ["m0", "m1"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 40])],
+        initializer=inits,
+    )
+    return write_graph(graph, tmp / "two.onnx")
+
+
+def _sibling_convs(tmp: Path, group: int) -> Path:
+    """Two convs over one input, of ``group`` groups each, concatenated along the channels."""
+    rng = np.random.default_rng(group)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((16, 32 // group, 3, 3)) / 9).astype(np.float32), f"k{i}")
+        for i in (0, 1)
+    ]
+    conv = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": group}
+    nodes = [helper.make_node("Conv", ["x", f"k{i}"], [f"c{i}"], **conv) for i in (0, 1)]
+    nodes.append(helper.make_node("Concat", ["c0", "c1"], ["y"], axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "siblings",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])],
+        initializer=inits,
+    )
+    return write_graph(graph, tmp / f"siblings{group}.onnx")
+
+
+@pytest.fixture(scope="module")
+def prover() -> Prover:
+    return Prover(load_specs(SPECS_DIR))
+
+
+def _forge(db_path: Path, how: str) -> None:
+    """Tamper with the one rule of the store the way ``how`` says."""
+    db = store.open_store(db_path)
+    row = next(db["rules"].rows)
+    detail = json.loads(row["detail"])
+    if how == "status set by hand":
+        db["rules"].update(row["id"], {"status": "proved", "detail": "{}"})
+    elif how == "proved under other specs":
+        db["rules"].update(row["id"], {"detail": json.dumps({**detail, "proof": {**detail["proof"], "specs": "0"}})})
+    elif how == "proved by an older verifier":
+        old = {**detail["proof"], "verifier": VERIFIER_VERSION - 1}
+        db["rules"].update(row["id"], {"detail": json.dumps({**detail, "proof": old})})
+    elif how != "verified":
+        db["rules"].update(row["id"], {"status": how})
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "verified",
+        "status set by hand",
+        "proved under other specs",
+        "proved by an older verifier",
+        "candidate",
+        "unknown",
+        "refuted",
+    ],
+)
+def test_only_a_rule_the_verifier_proved_from_the_current_specs_is_applied(tmp_path: Path, how: str) -> None:
+    """The positive control ("verified") applies the rule to this very model; every other way of marking it
+    leaves the model as it was and, for a rule marked proved, says why in the report."""
+    rule = replace(parse_rules(DISTRIBUTE)[0], status="candidate" if how == "status set by hand" else "proved")
+    db = prove_into(tmp_path / "rules.db", [rule])
+    _forge(db, how)
+    report = optimize(_two_matmuls(tmp_path), tmp_path / "o.onnx", db, settings=Settings(device="estimate"))
+    if how == "verified":
+        assert report.rules_applied == {rule.name: 1} and report.nodes_after == 1
+    else:
+        assert report.rules_applied == {} and report.nodes_after == report.nodes_before == 3
+    lines = "\n".join(report.lines())
+    assert ("marked proved but not applied" in lines) == how.startswith(("status set", "proved "))
+
+
+def test_verify_refuses_to_prove_from_specs_with_a_false_axiom(tmp_path: Path) -> None:
+    """A planted axiom (MatMul commutes) would prove false rules: verify checks the specs first and writes no
+    verdict."""
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    matmul = specs / "matmul.py"
+    matmul.write_text(
+        matmul.read_text().replace(
+            "    return [\n",
+            '    return [\n        Axiom("mm-commutes", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}),\n',
+            1,
+        )
+    )
+    planted = load_specs(specs)
+    assert "mm-commutes" in {a.name for a in planted.axioms}
+    db = store.create(tmp_path / "rules.db")
+    store.add_rules(db, parse_rules(DISTRIBUTE))
+    with pytest.raises(CheckFailed, match="mm-commutes"):
+        verify_rows(db, pending(db), planted)
+    assert [r["status"] for r in db["rules"].rows] == ["candidate"]
+    assert verify_rows(db, pending(db), load_specs(SPECS_DIR)).counts["proved"] == 1  # the control
+
+
+def test_a_proof_that_needs_the_examples_group_carries_it_as_a_condition(prover: Prover) -> None:
+    """Sibling convs merged are one conv only for group 1; under `free: group` the proof over symbolic sizes
+    holds only where the kernels read every input channel, which pins the group to 1."""
+    v = prover.verdict(parse_rules(SIBLING_CONVS)[0])
+    assert v.status == "proved" and v.detail["sizes"] == "symbolic", v.detail
+    assert v.detail["conditions"], "a proof for every group would be a proof of a false rule"
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_a_rule_is_applied_only_where_its_proofs_conditions_hold(tmp_path: Path, prover: Prover, group: int) -> None:
+    """The merge proved above binds a group-2 model's convs (group is free) but is declined there; at group 1
+    it applies and the result matches onnxruntime's run of the original."""
+    rule = parse_rules(SIBLING_CONVS)[0]
+    v = prover.verdict(rule)
+    proved = replace(rule, status=v.status, detail=v.detail)
+    path = _sibling_convs(tmp_path, group)
+    g = onnx_io.load_model(path)
+    match = next(find_matches(g, proved))
+    if group == 2:
+        with pytest.raises(Declined, match="outside what the rule's proof covers"):
+            instantiate(g, match)
+        return
+    out = apply(g, match)
+    assert [n.op for n in out.nodes] == ["Conv"]
+    saved = onnx_io.save_model(out, tmp_path / "merged.onnx")
+    x = {"x": np.random.default_rng(0).standard_normal((1, 32, 12, 12)).astype(np.float32)}
+    want = ort.InferenceSession(str(path)).run(None, x)[0]
+    got = ort.InferenceSession(str(saved)).run(None, x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_unmet_condition_is_never_applied_even_without_the_check(tmp_path: Path, prover: Prover) -> None:
+    """The audit's case: with the onnxruntime check off, a group-2 model optimized with the merge in its store
+    is written unchanged, not merged wrong."""
+    rule = replace(parse_rules(SIBLING_CONVS)[0], status="proved")
+    db = prove_into(tmp_path / "rules.db", [rule])
+    path = _sibling_convs(tmp_path, 2)
+    out = tmp_path / "o.onnx"
+    report = optimize(path, out, db, run_check=False, settings=Settings(device="estimate", alpha=2.0))
+    assert report.rules_applied == {}
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["Conv", "Conv", "Concat"]
+
+
+def test_a_condition_on_a_free_attribute_is_enforced(tmp_path: Path) -> None:
+    """A proof that needed a free attribute's example value applies only where the model has that value."""
+    rule = parse_rules(SIBLING_CONVS)[0]
+    pinned = replace(rule, status="proved", detail={"sizes": "symbolic", "conditions": [["attr", "group", 1]]})
+    assert pinned.covered == (AttrIs("group", 1),)
+    for group, applies in ((1, True), (2, False)):
+        g = onnx_io.load_model(_sibling_convs(tmp_path, group))
+        match = next(find_matches(g, pinned))
+        if applies:
+            instantiate(g, match)
+        else:
+            with pytest.raises(Declined, match="group"):
+                instantiate(g, match)
+
+
+def test_a_per_channel_operand_must_stay_per_channel(tmp_path: Path, prover: Prover) -> None:
+    """The Mul folded into a BatchNorm was proved for a (C, 1, 1) operand; a (C, H, W) one of the same rank
+    binds the same source but broadcasts otherwise, and is declined."""
+    files = sorted((ROOT / "specs" / "rules").glob("*.rules"))
+    rule = next(r for f in files for r in parse_rules(f.read_text()) if r.name.startswith("fold a per-channel Mul"))
+    v = prover.verdict(rule)
+    proved = replace(rule, status=v.status, detail=v.detail)
+    assert proved.covered is not None
+    rng = np.random.default_rng(0)
+    for shape, applies in (((8, 1, 1), True), ((8, 5, 5), False)):
+        vec = [numpy_helper.from_array((np.abs(rng.standard_normal(8)) + 0.5).astype(np.float32), n) for n in "sbmv"]
+        c = numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), "c")
+        nodes = [
+            helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["z"], epsilon=1e-3),
+            helper.make_node("Mul", ["z", "c"], ["y"]),
+        ]
+        graph = helper.make_graph(
+            nodes,
+            "bn",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 5, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 5, 5])],
+            initializer=[*vec, c],
+        )
+        g = onnx_io.load_model(write_graph(graph, tmp_path / "bn.onnx"))
+        match = next(find_matches(g, proved))
+        if applies:
+            instantiate(g, match)
+        else:
+            with pytest.raises(Declined, match="broadcasts otherwise"):
+                instantiate(g, match)
