@@ -6,8 +6,10 @@ seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1
 slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. A rewrite
 that does not pay (but is within alpha) is also tried at once with each shrinking rewrite it opens, and a
 pair that pays is a candidate of its own: the queue would reach it late or never. The search
-stops when the queue empties, after ``budget`` expansions, or at the time limit. Rules and matches are tried
-in a fixed order, so a given store and model always give the same result.
+stops when the queue empties or its work is spent (graphs expanded: ``budget`` a pass, `PASSES` budgets a
+region on average). Rules and matches are tried in a fixed order and the work is counted, not timed, so a
+given store, model and cost table always give the same result, on a fast machine or a loaded one; the time
+limit is a safety net, and a result it cut short says so (`SearchResult.timed_out`).
 
 Large models are cut into regions at ops no rule mentions, and a region larger than `MAX_REGION` nodes (a CNN
 whose every op some rule mentions is one region) into windows at its narrowest points; each is searched on its
@@ -45,6 +47,9 @@ Clock = Callable[[], float]
 """Seconds from some start: what a search's time limit is counted in."""
 Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
 """Rewrites that are not rule matches (`taso.pet.mutations`): each a name and the rewritten graph."""
+PASSES = 4
+"""Budgets of work a region's search gets on average (`optimize_graph` shares them out by region size). With a
+budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
 MAX_REGION = 64
 """Nodes in a searched region at most (see `windows`). Smaller windows search faster and, with a budget per
 region, deeper; on the zoo, 64 found as much as 100 or 150 everywhere and more on Inception-v3."""
@@ -86,6 +91,9 @@ class SearchResult:
     declined: Counter = field(default_factory=Counter)
     regions: int = 1
     seconds: float = 0.0
+    timed_out: bool = False
+    """Whether the time limit stopped the search before its work was done: then, and only then, the result
+    depends on the machine's speed."""
     steps: tuple[Step, ...] = ()
     """The rewrites from the input to ``graph``, in order."""
     replayed: int = 0
@@ -110,25 +118,30 @@ def search(
     clock: Clock = time.perf_counter,
     lookahead: bool = True,
     outside: Sequence[Node] = (),
+    work: int | None = None,
 ) -> SearchResult:
     """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
     `RuleIndex` of them when searching many graphs with one rule set), with ``mutate``'s rewrites as further
     candidates of every graph expanded. ``g`` may be a region of a larger graph: ``outside`` stands for the
     paths through the rest of it (`outside_links`), and a rewrite that would close a cycle with them is
     declined. A pass that spends its ``budget`` having found a cheaper graph is
-    followed by another from that graph, with a fresh budget, while time is left: with alpha's slack the queue
-    fills with near-equal variants (SqueezeNet: every subset of its eight fire modules enlarged), and one budget
-    reached four to eight of the eight fire merges under noisy unit costs (bench_perturb.py, sigma 0.4).
-    ``time_limit`` is in ``clock``'s seconds."""
+    followed by another from that graph, with a fresh budget, while ``work`` is left (graphs to expand in all;
+    `PASSES` budgets if not given): with alpha's slack the queue fills with near-equal variants (SqueezeNet:
+    every subset of its eight fire modules enlarged), and one budget reached four to eight of the eight fire
+    merges under noisy unit costs (bench_perturb.py, sigma 0.4). ``time_limit``, in ``clock``'s seconds, is a
+    safety net (`SearchResult.timed_out`)."""
     t0 = clock()
+    left = PASSES * budget if work is None else work
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
-    result = _search_pass(g, index, cost, alpha, budget, time_limit, mutate, clock, lookahead, outside)
-    last = result
-    while last.expanded >= budget and last.cost_after < last.cost_before:
-        left = time_limit - (clock() - t0)
-        if left <= 0:
-            break
-        last = _search_pass(result.graph, index, cost, alpha, budget, left, mutate, clock, lookahead, outside)
+    allowed = min(budget, left)
+    result = _search_pass(g, index, cost, alpha, allowed, time_limit, mutate, clock, lookahead, outside)
+    last, left = result, left - result.expanded
+    while last.expanded >= allowed and last.cost_after < last.cost_before and left > 0 and not last.timed_out:
+        allowed = min(budget, left)
+        time_left = time_limit - (clock() - t0)
+        last = _search_pass(result.graph, index, cost, alpha, allowed, time_left, mutate, clock, lookahead, outside)
+        left -= last.expanded
+        result.timed_out = last.timed_out
         result.graph, result.cost_after = last.graph, last.cost_after
         result.steps += last.steps
         result.applied.update(last.applied)
@@ -172,7 +185,10 @@ def _search_pass(
         if c < best_cost:
             best, best_cost, best_history = new, c, steps
 
-    while queue and result.expanded < budget and clock() - t0 < time_limit:
+    while queue and result.expanded < budget and not result.timed_out:
+        if clock() - t0 >= time_limit:
+            result.timed_out = True
+            break
         current_cost, _, current, history, parent = heapq.heappop(queue)
         result.expanded += 1
         if parent is None:
@@ -194,6 +210,7 @@ def _search_pass(
                     matches[id(new)] = pair.matches  # for expanding the pair's graph: its parent is ``new``
                     consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
             if clock() - t0 >= time_limit:
+                result.timed_out = True
                 break
     result.graph, result.cost_after = best, best_cost
     result.steps = best_history
@@ -497,7 +514,7 @@ def windows(g: Graph, nodes: list[Node], size: int, context_ops: frozenset[str] 
 
 def optimize_graph(
     g: Graph,
-    rules: Sequence[Rule],
+    rules: Sequence[Rule] | RuleIndex,
     cost: Cost,
     alpha: float = 1.05,
     budget: int = 100,
@@ -509,22 +526,25 @@ def optimize_graph(
     clock: Clock = time.perf_counter,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`; cut into
-    `windows` of ``max_nodes``) and splice the results. The time limit is shared out: each form of region
-    still to search gets a part of the time left in proportion to its nodes, so one slow region cannot starve
-    the rest, nor a small one take as long as a large (SqueezeNet with the CLI's 10 s: an equal half for its
-    fire modules' region stopped the search at a predicted 0.849 where it reaches 0.678), and a region that will
-    be replayed takes no share (NasRNN: five steps of one form, so the first gets it all).
+    `windows` of ``max_nodes``) and splice the results. The work, `PASSES` budgets for each form of region, is
+    shared out: each form still to search gets a part of the work left in proportion to its nodes, so a small
+    region cannot take as much as a large (SqueezeNet with the CLI's 10 s when the share was of seconds: an
+    equal half for its fire modules' region stopped the search at a predicted 0.849 where it reaches 0.678),
+    a region that will be replayed takes no share (NasRNN: five steps of one form, so the first gets it all),
+    and work one region leaves goes to the rest. ``time_limit`` is a safety net for the whole search: a region
+    it stops is the result's `SearchResult.timed_out`.
     A region's result is kept only if the whole graph costs less with it: a region is costed apart from the
     units it borders (BERT-tiny on the CPU: a region without its GELU's pass-through Div and Erf predicted
     -0.0035 ms for rewrites that cost +0.0022 ms in the whole graph, which then kept none of its regions').
     ``clock`` is the time the limit is in: `taso.optimize` leaves out the seconds spent measuring."""
     t0 = clock()
-    index = RuleIndex(rules)  # once for all regions
-    rule_ops = {n.op for r in rules for n in r.src.nodes}
+    index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)  # once for all regions
+    rule_ops = {n.op for r in index.rules for n in r.src.nodes}
     parts = _disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
     pieces = [(w, len(p) > max_nodes) for p in parts for w in windows(g, p, max_nodes, context_ops)]
     forms = [extract(g, nodes).form for nodes, _ in pieces]  # as in g; a window's may change as it goes
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))
+    work = PASSES * budget * len(set(forms))
     searched: dict[str, SearchResult] = {}  # form -> the search of the first region of that form
     current, whole = g, cost(g)
     if progress is not None:
@@ -534,7 +554,7 @@ def optimize_graph(
         for form, (piece, _) in zip(forms[k + 1 :], pieces[k + 1 :]):
             if form not in searched:
                 pending.setdefault(form, len(piece))
-        share = (time_limit - (clock() - t0)) * pending[forms[k]] / (sum(pending.values()) or 1)
+        share = max(work - total.expanded, 0) * pending[forms[k]] // sum(pending.values())
         if windowed:  # a window's context may have been rewritten by the window before it
             alive = {id(n) for n in current.nodes}
             nodes = [n for n in nodes if id(n) in alive]
@@ -545,8 +565,9 @@ def optimize_graph(
             twin = searched.get(region.form)
             r = _replayed(region, twin, cost, outside) if twin is not None else None
             if r is None:
+                time_left = time_limit - (clock() - t0)
                 r = searched[region.form] = search(
-                    region, index, cost, alpha, budget, max(share, 0.0), mutate, clock, outside=outside
+                    region, index, cost, alpha, budget, time_left, mutate, clock, outside=outside, work=share
                 )
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)
@@ -561,6 +582,7 @@ def optimize_graph(
             total.cost_after += r.cost_after
             total.expanded += r.expanded
             total.candidates += r.candidates
+            total.timed_out |= r.timed_out
             total.applied.update(r.applied)
             total.declined.update(r.declined)
             if r.nearest is not None:
