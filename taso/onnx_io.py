@@ -422,6 +422,11 @@ def opaque_ints(n: Node) -> dict[str, int]:
     return {a.name: a.i for a in proto.attribute if a.type == onnx.AttributeProto.INT}
 
 
+def _opset(g: Graph) -> int:
+    """The default domain's opset that ``g`` declares."""
+    return g.meta.opset("") or g.meta.opset("ai.onnx") or MIN_OPSET
+
+
 def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
     """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
     if n.is_opaque:
@@ -445,6 +450,9 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
             taken.add(name)
             extra.append(numpy_helper.from_array(value, name))
             proto.input.append(name)
+        if spec.op_type == "Split" and len(proto.input) == 1 and _opset(g) >= 18:
+            # From opset 18 an equal Split must say how many parts: the output count no longer does.
+            proto.attribute.append(helper.make_attribute("num_outputs", len(n.outputs)))
     proto.output.extend(n.outputs)
     if n.name:
         proto.name = n.name
