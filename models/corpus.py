@@ -40,26 +40,19 @@ Use = tuple[str, int, dict[str, int]]
 
 
 def _uses(g: onnx.GraphProto) -> dict[str, list[Use]]:
-    """Every place each value is read, looking through Identity nodes: the TorchScript exporter writes equal
-    initializers once (a fresh BatchNorm's scale and variance are both ones) and the other as its Identity."""
-    direct: dict[str, list[tuple[Use, str]]] = {}
+    """Every place each value is read."""
+    uses: dict[str, list[Use]] = {}
     for node in g.node:
         ints = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
         for i, value in enumerate(node.input):
-            direct.setdefault(value, []).append(((node.op_type, i, ints), node.output[0] if node.output else ""))
-
-    def resolve(value: str, depth: int = 0) -> list[Use]:
-        found: list[Use] = []
-        for use, out in direct.get(value, []):
-            found += resolve(out, depth + 1) if use[0] == "Identity" and depth < 8 else [use]
-        return found
-
-    return {value: resolve(value) for value in direct}
+            uses.setdefault(value, []).append((node.op_type, i, ints))
+    return uses
 
 
 POSITIVE = {("BatchNormalization", 1), ("BatchNormalization", 4), ("LayerNormalization", 1)}
-"""Scales and variances: |N| + 0.5. N(0, 1/4) scales shrank MobileNet-v3's signal to 1e-5 through its
-BatchNorms, and a negative variance gives NaN everywhere, which any check passes."""
+"""Scales and variances: |N| + 0.5. A negative variance gives NaN everywhere, which any check passes; and the
+TorchScript exporter writes equal initializers once, so a fresh BatchNorm's variance (ones) is an Identity of its
+scale (ones): the scale must be filled as a variance too."""
 
 
 def _fill(t: onnx.TensorProto, uses: list[Use], seed: int, residual: bool = False) -> onnx.TensorProto:

@@ -78,7 +78,7 @@ def test_loading_fills_every_stripped_tensor_deterministically() -> None:
 
 def test_batchnorm_variances_filled_positive_also_behind_an_identity() -> None:
     """DenseNet's TorchScript export writes a fresh BatchNorm's variance as an Identity of its scale (both
-    ones): a variance filled like any vector made every output NaN."""
+    ones): the scale filled like any vector made every output NaN."""
     m = corpus.load("densenet121_ts")
     data = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     aliases = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "Identity"}
