@@ -1,0 +1,141 @@
+"""The store's proved rules, and the search's index of them, in a form that costs nothing to read.
+
+Parsing the ~4,200 proved rules from their text took 60 % of a small `optimize` run (1.7 s of 2.9 s for a
+2-node model on the 2-core machine), and preparing them for the search (both directions, lifted, indexed) most
+of the rest. Both are pickled, once, into the user's cache folder (``$XDG_CACHE_HOME/subst``, else
+``~/.cache/subst``; never beside the store, which may be read-only or shared, nor in the package). A cached form
+is keyed by a digest of the store's proved rule rows, every column (status, detail and conditions included:
+a verdict changed by any means, a raw SQL update too, misses the cache), and of the code that reads and
+prepares them. A cache that cannot be read or written is passed by: the rules are parsed as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import sqlite_utils
+
+from taso import store
+from taso.ir import Graph, Node, TensorType
+from taso.match import RuleIndex
+from taso.rules import Rule
+from taso.search import both_directions
+
+CODE = ("ir.py", "ops.py", "rules.py", "match.py", "search.py", "store.py", "rulecache.py")
+"""The modules whose code shapes a cached form: a change to any of them misses the cache."""
+KEEP = 16
+"""Cached forms of each kind kept; older ones are removed when a new one is written."""
+
+T = TypeVar("T")
+
+_loaded: tuple[list[Rule], RuleIndex] | None = None
+"""The rules `proved_rules` read last, and the index of them all that was cached with them."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "subst"
+
+
+def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
+    """The store's proved rules in id order, with status and detail, as `store.load_rules` gives them. They
+    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once."""
+    global _loaded
+
+    def build() -> tuple[list[Rule], RuleIndex]:
+        rules = list(store.load_rules(db, status="proved"))
+        return rules, _index(rules)
+
+    _loaded = _cached("rules", _rows_digest(db), build)
+    return list(_loaded[0])
+
+
+def search_index(db: sqlite_utils.Database, rules: Sequence[Rule]) -> RuleIndex:
+    """The index the search matches with: ``rules`` (proved rules of ``db``) but the ``always`` ones, in both
+    directions and lifted (`both_directions`), the shrinking ones indexed too. The one cached with the rules
+    when ``rules`` are all that `proved_rules` gave, else one cached under the rules chosen."""
+    if _loaded is not None and len(rules) == len(_loaded[0]) and all(a is b for a, b in zip(rules, _loaded[0])):
+        return _loaded[1]
+    chosen = ",".join(str(r.id) for r in rules)
+    return _cached("index", hashlib.sha256(f"{_rows_digest(db)}:{chosen}".encode()).hexdigest(), lambda: _index(rules))
+
+
+def _index(rules: Sequence[Rule]) -> RuleIndex:
+    index = RuleIndex(both_directions(r for r in rules if not r.always))
+    index.shrinking  # noqa: B018 (made now, so that it is cached too)
+    return index
+
+
+def _rows_digest(db: sqlite_utils.Database) -> str:
+    """A digest of every column of the store's proved rule rows and of the code that reads them."""
+    h = hashlib.sha256(sys.version.encode())
+    here = Path(__file__).resolve().parent
+    for name in CODE:
+        h.update((here / name).read_bytes())
+    for row in db.conn.execute("SELECT * FROM rules WHERE status = 'proved' ORDER BY id"):
+        h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
+    """``build()``'s value, read from the cache file for ``key`` when there is one, else built and written.
+    The collector is off while reading: the ~200,000 objects it makes would set it off again and again (a
+    third of the time it took)."""
+    path = cache_dir() / f"{kind}-{key[:32]}.pickle"
+    gc.disable()
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        pass  # none yet, or unreadable: build it
+    finally:
+        gc.enable()
+    value = build()
+    try:
+        _write(path, value)
+    except OSError:
+        pass  # an unwritable cache costs the parse, nothing else
+    return value
+
+
+def _write(path: Path, value: object) -> None:
+    """Write through a temp file and a rename, so a reader never sees half a file; keep the newest `KEEP` of
+    its kind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    kind = path.name.split("-")[0]
+    cached = sorted(path.parent.glob(f"{kind}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in cached[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a `Graph`, a `Node` and a `TensorType` as a call of their constructor: a graph's mappings are
+    read-only views (which pickle refuses) and what it caches (digests, producers) is recomputed when asked;
+    nodes and types restored field by field (dataclass ``__setstate__``) took two thirds of the load."""
+
+    def reducer_override(self, obj: object) -> object:
+        if type(obj) is Graph:
+            g: Graph = obj  # type: ignore[assignment]
+            return Graph, (g.nodes, g.inputs, g.outputs, dict(g.types), g.weights, dict(g.data), g.meta)
+        if type(obj) is Node:
+            n: Node = obj  # type: ignore[assignment]
+            return Node, (n.op, n.inputs, n.outputs, n.attrs, n.name, n.domain, n.doc, n.opaque, n.implicit)
+        if type(obj) is TensorType:
+            t: TensorType = obj  # type: ignore[assignment]
+            return TensorType, (t.dtype, t.shape)
+        return NotImplemented

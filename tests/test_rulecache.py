@@ -1,0 +1,76 @@
+"""The cached form of a store's rules: read instead of parsed, never stale, kept out of the store's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
+
+from taso import rulecache, store
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "subst"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "store" / "rules.db"
+    path.parent.mkdir()
+    store.add_rules(store.create(path), [MERGE_MATMULS, RELU_OF_SPLIT, MATMUL_DISTRIBUTES])
+    return path
+
+
+def _as_text(rules: list) -> list[tuple]:
+    return [(str(r.src), str(r.dst), r.name, r.conditions, r.status, r.detail, r.id) for r in rules]
+
+
+def test_the_second_read_comes_from_the_user_cache_and_equals_the_parse(cache: Path, db_path: Path) -> None:
+    db = store.open_store(db_path)
+    parsed = list(store.load_rules(db, status="proved"))
+    first = rulecache.proved_rules(db)
+    (written,) = cache.glob("rules-*.pickle")
+    assert _as_text(first) == _as_text(parsed)
+    assert os.listdir(db_path.parent) == ["rules.db"]  # nothing beside the store
+    stamp = written.stat().st_mtime_ns
+    again = rulecache.proved_rules(db)
+    assert _as_text(again) == _as_text(parsed) and written.stat().st_mtime_ns == stamp  # read, not rewritten
+    index = rulecache.search_index(db, again)
+    assert [r.name for r in index.rules][:2] == ["merge-matmuls", "merge-matmuls~reverse"]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("status", "refuted"), ("detail", json.dumps({"planted": True})), ("conditions", json.dumps(["always"]))],
+)
+def test_a_raw_sql_update_of_a_rule_misses_the_cache(cache: Path, db_path: Path, column: str, value: str) -> None:
+    """A verdict, its evidence or a condition changed behind the store's back is read as it now is."""
+    db = store.open_store(db_path)
+    assert len(rulecache.proved_rules(db)) == 3
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"UPDATE rules SET {column} = ? WHERE name = 'merge-matmuls'", [value])
+    changed = store.open_store(db_path)
+    assert _as_text(rulecache.proved_rules(changed)) == _as_text(list(store.load_rules(changed, status="proved")))
+
+
+def test_an_index_of_some_rules_is_not_the_index_of_all(cache: Path, db_path: Path) -> None:
+    db = store.open_store(db_path)
+    rules = rulecache.proved_rules(db)
+    every = rulecache.search_index(db, rules)
+    some = rulecache.search_index(db, rules[1:])
+    assert "merge-matmuls" in {r.name for r in every.rules}
+    assert "merge-matmuls" not in {r.name for r in some.rules}
+    assert {r.name for r in rulecache.search_index(db, rules[1:]).rules} == {r.name for r in some.rules}
+
+
+def test_an_unwritable_cache_costs_the_parse_and_nothing_else(cache: Path, db_path: Path) -> None:
+    cache.parent.mkdir()
+    cache.write_text("a file where the folder should be")
+    db = store.open_store(db_path)
+    assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
