@@ -474,8 +474,7 @@ class CostModel:
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
-        out_of_time = self.measure_until is not None and self.measuring_s >= self.measure_until
-        if not self.measure or out_of_time or not all(t.is_static for t in ug.types.values()):
+        if not self.measure or self._out_of_time() or not all(t.is_static for t in ug.types.values()):
             return self.calibration.estimate(ug), True  # not stored: a later run measures it
         note = ""
         try:
@@ -487,6 +486,10 @@ class CostModel:
             ms, estimated, note = self.calibration.estimate(ug), True, str(e).splitlines()[0][:200] if str(e) else ""
         self._record(key, label, ms, estimated, note)
         return ms, estimated
+
+    def _out_of_time(self) -> bool:
+        """Whether measuring has used the seconds `measure_until` allows."""
+        return self.measure_until is not None and self.measuring_s >= self.measure_until
 
     def _record(self, key: str, label: str, ms: float, estimated: bool, note: str = "") -> None:
         self.memo[key] = (ms, estimated)
@@ -500,6 +503,8 @@ class CostModel:
         heavy = [c for c in costs if c.count >= SETTLE_COUNT and len(self.samples.get(c.key, (None, ()))[1]) == 1]
         for sweep in (reversed(heavy), heavy):
             for c in sweep:
+                if self._out_of_time():  # each keeps the measurements it has
+                    break
                 ug, taken = self.samples[c.key]
                 taken.append(self._measure(ug))
         for c in heavy:
@@ -681,11 +686,13 @@ def interleaved_timings(
     device: Device,
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[list[Timing]]:
     """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
     model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair.
     Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
-    slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py)."""
+    slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
+    hears (rounds done, rounds) after each round: a round of a large model takes seconds."""
     runs = [(str(p), check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
     for r in range(rounds):
@@ -693,6 +700,8 @@ def interleaved_timings(
         timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)
+        if progress is not None:
+            progress(r + 1, rounds)
     return per
 
 
@@ -702,9 +711,11 @@ def interleaved_rounds(
     device: Device,
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[list[float]]:
     """Each model's median latency in every round of `interleaved_timings`."""
-    return [[t.median_ms for t in ts] for ts in interleaved_timings(paths, graphs, device, rounds, mode)]
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress)
+    return [[t.median_ms for t in ts] for ts in timings]
 
 
 def interleaved_latency(

@@ -9,15 +9,16 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, cost, onnx_io, pet, profiler, provenance, store
+from taso import check, cost, onnx_io, pet, profiler, provenance, rulecache, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
-from taso.search import apply_everywhere, both_directions, optimize_graph
+from taso.search import apply_everywhere, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
@@ -25,6 +26,8 @@ Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 Progress = Callable[[str, int, int], None]
 """Reports long work as it goes: (stage, steps done, steps in all). Profiling the model's units on a GPU and
 searching its regions can take minutes; the CLI draws a bar per stage."""
+TIME_LIMIT_REACHED = "time limit reached: result may depend on machine speed"
+"""What the report says when the search's safety net (`Settings.time_limit`) cut it short."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,11 @@ class Settings:
 
     alpha: float = 1.05
     budget: int = 100
+    """Graphs a region's search expands per pass; `taso.search.PASSES` budgets per form of region in all, shared
+    by size: the search is bounded by this work, so its result does not depend on the machine's speed."""
     time_limit: float = 10.0
-    """Seconds of search, not counting the time spent measuring units the cost cache lacks."""
+    """Seconds of search at most, not counting the time spent measuring units the cost cache lacks: a safety
+    net that the report flags when it fires."""
     device: str = "auto"
     """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
     dims: dict[str, int] = field(default_factory=dict)
@@ -44,8 +50,8 @@ class Settings:
     pet: bool = False
     """Also try PET mutants of convolutions and matmuls with exact corrections (`taso.pet`)."""
     measure_limit: float = 60.0
-    """Seconds the search may spend measuring units it meets that the cache lacks; past it they are estimated
-    (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
+    """Seconds spent measuring units the cache lacks, the model's own and those the search meets; past it they
+    are estimated (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
     specs: str | Path = provenance.SPECS_DIR
     """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
 
@@ -87,6 +93,7 @@ class Report:
                 if s.get("measured_units")
                 else ""
             ),
+            *([f"warning   {TIME_LIMIT_REACHED}"] if s.get("time_limit_reached") else []),
             *self._nearest_lines(before),
             *self._measured_lines(),
         ]
@@ -138,8 +145,18 @@ GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
 
 
+@contextmanager
+def _timed(times: dict[str, float], stage: str) -> Iterator[None]:
+    """Adds the seconds the block takes to ``times[stage]``: the report's account of where the time went."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[stage] = times.get(stage, 0.0) + time.perf_counter() - t0
+
+
 def _confirm_speedup(
-    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path
+    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path, progress: Progress
 ) -> tuple[Graph, dict[str, int], dict[str, float]]:
     """Time original and result end to end on the device, interleaved; keep the original unless the result is
     clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
@@ -147,7 +164,14 @@ def _confirm_speedup(
         paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
         dims = model.dims or {}
         graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
-        before, after = cost.interleaved_rounds(paths, graphs, model.device, rounds=GUARD_ROUNDS)
+        progress("timing end to end", 0, GUARD_ROUNDS)
+        before, after = cost.interleaved_rounds(
+            paths,
+            graphs,
+            model.device,
+            rounds=GUARD_ROUNDS,
+            progress=lambda done, rounds: progress("timing end to end", done, rounds),
+        )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
     if cost.clearly_faster(before, after):
         return result, applied, measured
@@ -161,43 +185,52 @@ def _rewrite(
     rewrite: Rewrite | None,
     scratch: Path,
     progress: Progress,
+    times: dict[str, float],
 ) -> tuple[Graph, dict[str, int], dict, dict]:
-    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts. Every unit of
-    the input is costed before the search starts, and the search's clock stops while it measures the units of
-    candidates (up to ``measure_limit`` seconds), so its time limit is the search's own, not the time a GPU
-    takes to measure: with both in one limit, SqueezeNet's search on a cold H100 cache measured 18 new
-    units in 12 s and applied none of the eight fire merges that a warm cache finds."""
+    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
+    the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
+    while the cost model measures units the cache lacks (the model's own first, then the candidates', for up to
+    ``measure_limit`` seconds in all), so the time limit is the search's own, not the time a GPU takes to
+    measure: with both in one limit, SqueezeNet's search on a cold H100 cache measured 18 new units in 12 s
+    and applied none of the eight fire merges that a warm cache finds."""
     if rewrite is not None:
         result, applied = rewrite(graph)
         return result, applied, {}, {}
-    digest = provenance.specs_digest(settings.specs)
-    proved, untrusted = provenance.trusted(store.load_rules(db, status="proved"), digest)
-    rules = both_directions(r for r in proved if not r.always)
-    if not proved:
-        return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
-    model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
+    with _timed(times, "start-up"):
+        progress("reading rules", 0, 1)
+        digest = provenance.specs_digest(settings.specs)
+        proved, untrusted = provenance.trusted(rulecache.proved_rules(db), digest)
+        if not proved:
+            return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
+        index = rulecache.search_index(db, proved)
+        progress("reading rules", 1, 1)
+        model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
+        model.measure_until = model.measuring_s + settings.measure_limit
+        ran, precomputed = precompute(graph)
+        folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
 
     def predicted(h: Graph) -> float:
         return model.graph_cost(h).total_ms
 
-    ran, precomputed = precompute(graph)
-    folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
-    model.graph_cost(folded, progress=lambda done, units: progress("profiling units", done, units))
+    with _timed(times, "profiling"):
+        model.graph_cost(folded, progress=lambda done, units: progress("profiling units", done, units))
     measured, measuring = model.measured, model.measuring_s
-    model.measure_until = measuring + settings.measure_limit
-    found = optimize_graph(
-        folded,
-        rules,
-        predicted,
-        settings.alpha,
-        settings.budget,
-        settings.time_limit,
-        progress=lambda done, regions: progress("searching regions", done, regions),
-        context_ops=cost.REGION_CONTEXT,
-        mutate=pet.mutations if settings.pet else None,
-        clock=lambda: time.perf_counter() - model.measuring_s,
-    )
-    model.measure_until = None
+    with _timed(times, "search"):
+        found = optimize_graph(
+            folded,
+            index,
+            predicted,
+            settings.alpha,
+            settings.budget,
+            settings.time_limit,
+            progress=lambda done, regions: progress("searching regions", done, regions),
+            context_ops=cost.REGION_CONTEXT,
+            mutate=pet.mutations if settings.pet else None,
+            clock=lambda: time.perf_counter() - model.measuring_s,
+        )
+    searched_measuring = model.measuring_s - measuring  # the search's measuring counts as profiling
+    times["search"] -= searched_measuring
+    times["profiling"] += searched_measuring
     result, applied = found.graph, dict(everywhere + found.applied)
     if precomputed:
         applied["precompute weight-only nodes"] = precomputed
@@ -205,7 +238,8 @@ def _rewrite(
     # (GPT-2's position embedding, Range and Gather on a dynamic dim, was estimated 3x its measured cost folded);
     # the always rules are counted (a BatchNorm folded into its Conv is keyed as onnxruntime runs it, and costs
     # nothing; a Mul folded into a BatchNorm saves its kernel)
-    before, after = model.graph_cost(ran), model.graph_cost(result)
+    with _timed(times, "profiling"):
+        before, after = model.graph_cost(ran), model.graph_cost(result)
     if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
         result, applied, after = graph, {}, before
     costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
@@ -215,7 +249,8 @@ def _rewrite(
         "estimated_units": after.estimated,
     }
     if model.measure and result is not graph:
-        result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch)
+        with _timed(times, "timing end to end"):
+            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch, progress)
     search_facts = {
         "regions": found.regions,
         "replayed": found.replayed,
@@ -224,8 +259,9 @@ def _rewrite(
         "declined": dict(found.declined),
         "alpha": settings.alpha,
         "seconds": found.seconds,
+        "time_limit_reached": found.timed_out,
         "measured_units": model.measured - measured,
-        "measuring_s": model.measuring_s - measuring,
+        "measuring_s": searched_measuring,
         "nearest": None,
         "untrusted_rules": dict(untrusted),
     }
@@ -277,14 +313,13 @@ def optimize(
     except OSError as e:
         raise BadInput(f"{dst}: cannot write to {dst.parent} ({e.strerror})") from None
     times: dict[str, float] = {}
+    start = time.perf_counter()
     with staging as tmp:
-        t0 = time.perf_counter()
-        db = store.open_store(store_path)
-        graph = onnx_io.load_model(src)
-        times["import"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), progress or _quiet)
-        times["rewrite"] = time.perf_counter() - t0
+        with _timed(times, "import"):
+            db = store.open_store(store_path)
+            graph = onnx_io.load_model(src)
+        tell = progress or _quiet
+        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
         report = Report(
             str(src),
             str(dst),
@@ -296,18 +331,18 @@ def optimize(
             cost=costs,
             search=search_facts,
         )
-        t0 = time.perf_counter()
-        staged = onnx_io.save_model(result, Path(tmp) / dst.name)
-        times["export"] = time.perf_counter() - t0
+        with _timed(times, "export"):
+            staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         if run_check:
-            t0 = time.perf_counter()
-            report.check = check.compare(src, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
-            times["check"] = time.perf_counter() - t0
+            tell("checking", 0, 1)
+            with _timed(times, "check"):
+                report.check = check.compare(src, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
+            tell("checking", 1, 1)
             if not report.check.ok:
-                report.seconds = times
+                report.seconds = {**times, "total": time.perf_counter() - start}
                 raise CheckFailed(
                     f"rewritten model differs from the original: {report.check.summary()}; nothing written", report
                 )
         onnx_io.move_model(staged, dst)
-    report.seconds = times
+    report.seconds = {**times, "total": time.perf_counter() - start}
     return report

@@ -192,9 +192,11 @@ def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, mon
 
     timing = cost.time_models
     monkeypatch.setattr(cost, "time_models", recording)
-    per = cost.interleaved_rounds(paths, graphs, cpu, rounds=3)
+    heard: list[tuple[int, int]] = []
+    per = cost.interleaved_rounds(paths, graphs, cpu, rounds=3, progress=lambda *a: heard.append(a))
     assert sorted(opened_first) == sorted(map(str, paths))  # every model opened first once
     assert all(s < m > t for s, m, t in zip(*per))  # and every round's times land on their own model
+    assert heard == [(1, 3), (2, 3), (3, 3)]  # a round of a large model takes seconds: each one is told
 
 
 GELU = """graph(%x: float32[4,64], %a: float32[] = 0.044715, %one: float32[] = 1.0, %k: float32[] = 0.7978845834732056,

@@ -961,3 +961,20 @@ def test_a_grouped_conv_made_plain_takes_the_models_group_and_writes_the_literal
     assert plain.types[new.inputs[1]].shape == (8, 12, 3, 3)
     written = onnx_io.save_model(plain, tmp_path / "plain.onnx")
     assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok
+
+
+def test_the_measure_limit_bounds_profiling_the_models_own_units(tmp_path: Path) -> None:
+    """With no seconds to measure, the model's own units are estimated too (they were measured whatever the
+    limit: DenseNet-121 over 5 min on the CPU), and every stage's time is reported."""
+    db_path = _store(tmp_path, RELU_OF_SPLIT)  # proved, and matches nothing in the model
+    cpu = profiler.pick_device("cpu")
+    calibrated = {"run_ms": 0.01, "kernel_ms": 0.002, "gflops": 50.0, "gbps": 10.0, "reference_ms": 0.05}
+    store.open_store(db_path)["devices"].insert({"device": cpu.key, **calibrated, "measured_at": "then"}, pk="device")
+    stages: list[str] = []
+    settings = Settings(device="cpu", measure_limit=0.0)
+    out = tmp_path / "o.onnx"
+    report = optimize(_two_branches(tmp_path), out, db_path, settings=settings, progress=lambda s, *_: stages.append(s))
+    assert report.cost["estimated_units"] > 0 and report.search["measured_units"] == 0
+    assert store.open_store(db_path)["costs"].count == 0  # nothing measured, so nothing cached
+    assert {"reading rules", "profiling units", "searching regions", "checking"} <= set(stages)
+    assert {"import", "start-up", "profiling", "search", "export", "check", "total"} <= set(report.seconds)

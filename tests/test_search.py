@@ -3,9 +3,12 @@ the store, the cost table and the flags alone, never on how fast the machine run
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import time
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, subst
 
 from taso.ir import Graph, extract, parse_graph, topological_order
 from taso.optimize import Settings, optimize
@@ -92,3 +95,54 @@ def test_the_search_declines_the_cyclic_merge_and_keeps_a_sound_one() -> None:
     assert found.declined[CYCLE] > 0
     assert cost(found.graph) == 4  # c merged with a or b; a and b could not be
     assert topological_order(list(found.graph.nodes), set()) is not None
+
+
+def _spin(seconds: float) -> None:
+    """Keeps a core busy: the load another job puts on a shared machine."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_same_model_store_and_costs_give_the_same_bytes_on_a_loaded_machine(tmp_path: Path) -> None:
+    """BERT-tiny optimized in this process, then by the CLI in another (another hash seed) while two processes
+    keep the cores busy: the search is bounded by its work, so the files are identical."""
+    args = ["--costs", CYCLE_COSTS, "--dim", "batch=1", "--dim", "seq=32"]  # the CLI's budget and time limit
+    settings = Settings(costs=str(CYCLE_COSTS), dims={"batch": 1, "seq": 32})
+    quiet = optimize(ROOT / "models" / "bert_tiny.onnx", tmp_path / "quiet.onnx", settings=settings)
+    assert quiet.rules_applied and not quiet.search["time_limit_reached"]
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        load = pool.map_async(_spin, [30.0, 30.0])
+        r = subst("optimize", ROOT / "models" / "bert_tiny.onnx", "-o", tmp_path / "loaded.onnx", *args, "--json")
+        pool.terminate()
+    assert r.returncode == 0, r.stderr
+    assert not json.loads(r.stdout)["search"]["time_limit_reached"]
+    assert not load.ready()  # the load lasted the whole run
+    assert (tmp_path / "quiet.onnx").read_bytes() == (tmp_path / "loaded.onnx").read_bytes()
+
+
+def test_a_slow_clock_changes_nothing_but_the_safety_net_says_when_it_fires() -> None:
+    """A clock that runs 1,000 times fast (a machine that slow) finds what the real clock finds, as long as
+    the time limit is out of reach; within reach, the limit stops the search and the result says so."""
+    g = parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %z: float32[2,4], %s: float32[] = 0.25):
+          %a = Mul(%x, %s) : float32[2,4]
+          %b = Mul(%y, %s) : float32[2,4]
+          %c = Mul(%z, %s) : float32[2,4]
+          %d = Mul(%a, %b) : float32[2,4]
+          %e = Mul(%d, %c) : float32[2,4]
+          return %e"""
+    )
+
+    def muls(h: Graph) -> float:
+        return sum(n.op == "Mul" for n in h.nodes) + 0.1 * len(h.nodes)
+
+    def slow() -> float:
+        return 1000 * time.perf_counter()
+
+    plain = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e9)
+    crawling = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e9, clock=slow)
+    assert plain.applied and not plain.timed_out and not crawling.timed_out
+    assert crawling.graph.key == plain.graph.key and crawling.expanded == plain.expanded
+    cut = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e-3, clock=slow)
+    assert cut.timed_out and cut.expanded < plain.expanded
