@@ -108,7 +108,7 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
 def _write(path: Path, value: object) -> None:
     """Write through a temp file and a rename, so a reader never sees half a file; keep the newest `KEEP` of
     its kind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # what is read back is unpickled: the user's alone
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
     try:
         with os.fdopen(fd, "wb") as f:
