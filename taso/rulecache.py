@@ -93,7 +93,7 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
     try:
         with path.open("rb") as f:
             return pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         pass  # none yet, or unreadable: build it
     finally:
         gc.enable()

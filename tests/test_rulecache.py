@@ -74,3 +74,12 @@ def test_an_unwritable_cache_costs_the_parse_and_nothing_else(cache: Path, db_pa
     cache.write_text("a file where the folder should be")
     db = store.open_store(db_path)
     assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
+
+
+def test_a_cache_file_cut_short_is_built_again(cache: Path, db_path: Path) -> None:
+    db = store.open_store(db_path)
+    rulecache.proved_rules(db)
+    (written,) = cache.glob("rules-*.pickle")
+    written.write_bytes(written.read_bytes()[:100])  # a disk that filled up, a copy that was cut
+    assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
+    assert written.stat().st_size > 100
