@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import ROOT, subst
 
+from taso import search as taso_search
 from taso.ir import Graph, extract, parse_graph, topological_order
 from taso.optimize import Settings, optimize
 from taso.rules import Rule
@@ -73,27 +74,31 @@ MERGE_SCALED = Rule(
 )
 
 
-def test_the_search_declines_the_cyclic_merge_and_keeps_a_sound_one() -> None:
-    """One region (its Muls joined through shared values) where merging ``a`` and ``b`` reads ``b``'s input,
-    computed outside from ``a``; the cost prefers that merge, as the crash store's measured costs did."""
-    g = parse_graph(
-        """graph(%x: float32[2,4], %y: float32[2,4], %s: float32[] = 0.25):
-          %a = Mul(%x, %s) : float32[2,4]
-          %e = Exp(%a) : float32[2,4]
-          %b = Mul(%e, %s) : float32[2,4]
-          %c = Mul(%y, %s) : float32[2,4]
-          %d = Mul(%b, %c) : float32[2,4]
-          %out = Mul(%a, %d) : float32[2,4]
-          return %out"""
+CYCLIC_CHOICE = parse_graph(
+    """graph(%x: float32[2,4], %y: float32[2,4], %s: float32[] = 0.25):
+      %a = Mul(%x, %s) : float32[2,4]
+      %e = Exp(%a) : float32[2,4]
+      %b = Mul(%e, %s) : float32[2,4]
+      %c = Mul(%y, %s) : float32[2,4]
+      %d = Mul(%b, %c) : float32[2,4]
+      %out = Mul(%a, %d) : float32[2,4]
+      return %out"""
+)
+"""One region (its Muls joined through shared values) where merging ``a`` and ``b`` reads ``b``'s input,
+computed outside from ``a``."""
+
+
+def _prefers_cycle(h: Graph) -> float:
+    """Muls, less a bonus for the merge of ``a`` and ``b``: as the crash store's measured costs preferred it."""
+    return sum(n.op == "Mul" for n in h.nodes) - 0.5 * any(
+        n.op == "Concat" and {"x", "e"} <= set(n.inputs) for n in h.nodes
     )
 
-    def cost(h: Graph) -> float:
-        prefers_cycle = any(n.op == "Concat" and {"x", "e"} <= set(n.inputs) for n in h.nodes)
-        return sum(n.op == "Mul" for n in h.nodes) - 0.5 * prefers_cycle
 
-    found = optimize_graph(g, [MERGE_SCALED], cost, alpha=1.0, budget=10, time_limit=1e9)
+def test_the_search_declines_the_cyclic_merge_and_keeps_a_sound_one() -> None:
+    found = optimize_graph(CYCLIC_CHOICE, [MERGE_SCALED], _prefers_cycle, alpha=1.0, budget=10, time_limit=1e9)
     assert found.declined[CYCLE] > 0
-    assert cost(found.graph) == 4  # c merged with a or b; a and b could not be
+    assert _prefers_cycle(found.graph) == 4  # c merged with a or b; a and b could not be
     assert topological_order(list(found.graph.nodes), set()) is not None
 
 
@@ -102,6 +107,14 @@ def _spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+
+
+def test_a_region_result_that_would_make_a_cycle_is_declined_whole_when_the_search_missed_it(monkeypatch) -> None:
+    """The safety net behind the search's own check: were the paths outside a region unknown to it, the splice
+    declines the region's result (counted) and the graph stays as it was, acyclic."""
+    monkeypatch.setattr(taso_search, "outside_links", lambda g, region: ())
+    found = optimize_graph(CYCLIC_CHOICE, [MERGE_SCALED], _prefers_cycle, alpha=1.0, budget=10, time_limit=1e9)
+    assert found.declined[CYCLE] == 1 and found.graph is CYCLIC_CHOICE
 
 
 def test_the_same_model_store_and_costs_give_the_same_bytes_on_a_loaded_machine(tmp_path: Path) -> None:
