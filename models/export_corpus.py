@@ -3,6 +3,7 @@ torch.onnx, as users export them, with their weights stripped so the repo stays 
 
     python3 models/export_corpus.py OUTDIR            # every entry; needs torch, torchvision, transformers,
     python3 models/export_corpus.py OUTDIR --only a,b #   onnx and onnxscript (the GPU machine has them)
+    python3 models/export_corpus.py models/corpus --only vit_b_16_ts   # re-export one, keep the others
 
 Models are built from their configs with random init (no network). Each is exported by torch.onnx's TorchScript
 exporter at opset 17 (``ts``) and/or the dynamo exporter at its default opset (``dynamo``), with a dynamic batch
@@ -13,8 +14,8 @@ Node doc strings and metadata (the dynamo exporter's stack traces) are dropped: 
 `models/corpus.py` fills the stripped tensors with seeded values when a model is loaded.
 
 OUTDIR gets ``NAME.onnx`` per model and ``manifest.json`` (exporter, opset, dtype, dims, torch version, or the
-error), and everything again in ``corpus.tar`` (or ``--tar PATH``), rewritten after each model, so an interrupted
-run keeps what it made. This script does not import taso: it runs where torch is, not where subst is.
+error; updated where one exists), and everything again in ``corpus.tar`` (or ``--tar PATH``), rewritten after
+each model, so an interrupted run keeps what it made. This script does not import taso: it runs where torch is, not where subst is.
 """
 
 from __future__ import annotations
@@ -154,6 +155,9 @@ def export(module: torch.nn.Module, x: torch.Tensor, exporter: str, dims: list[s
     """Export ``module`` at ``x`` to ``path``; the dims it stayed dynamic in (none where only a static export
     worked)."""
     input_name = "input_ids" if x.dtype == torch.int64 else "input"
+    # torch's fused attention fast path (`_native_multi_head_attention`, taken in eval mode) has no TorchScript
+    # export: ViT-B/16 exports only with it off, which changes nothing the model computes.
+    torch.backends.mha.set_fastpath_enabled(exporter != "ts")
     for tried in (dims, []):
         try:
             if exporter == "ts":
@@ -276,7 +280,8 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     only = {n for n in args.only.split(",") if n}
-    manifest: dict[str, dict] = {}
+    existing = args.out / "manifest.json"
+    manifest: dict[str, dict] = json.loads(existing.read_text()) if existing.exists() else {}
     for model, exporter, dtype in ENTRIES:
         name = entry_name(model, exporter, dtype)
         if only and name not in only:

@@ -20,6 +20,7 @@ import numpy as np
 
 from taso import ops
 from taso.ir import (
+    Dim,
     Graph,
     IRError,
     Kind,
@@ -202,12 +203,18 @@ def _evaluate(graph_nodes: list[Node], values: dict[str, np.ndarray]) -> dict[st
     return values
 
 
+def _fully_known(shape: tuple[Dim, ...] | None) -> bool:
+    """Every dim a size: not symbolic, not unknown, not negative (exporters such as paddle2onnx write -1 for a
+    dynamic dim, and onnx keeps it as a size)."""
+    return shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)
+
+
 def _work(nodes: list[Node], types: Mapping[str, TensorType]) -> float:
     """Multiply-adds, roughly: output elements times the reduction length of MatMul and Conv."""
     total = 0.0
     for n in nodes:
         shapes = [types[v].shape for v in (*n.inputs, *n.outputs) if v in types]
-        if any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+        if not all(_fully_known(s) for s in shapes):
             return float("inf")
         reduction = 1
         if n.op == "MatMul":
@@ -219,7 +226,9 @@ def _work(nodes: list[Node], types: Mapping[str, TensorType]) -> float:
 
 
 def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: dict, new_types: dict) -> bool | None:
-    """Both sides on the same random float64 inputs at the real shapes; None when too costly to run."""
+    """Both sides on the same random float64 inputs at the real shapes; None where that cannot be done: too
+    costly, an opaque op, or an input whose shape is not fully known (no random input can be drawn for it).
+    The final onnxruntime check, on every output at bound sizes, still judges such a rewrite."""
     old_nodes = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
     types = {**g.types, **new_types}
     if any(n.is_opaque for n in old_nodes) or _work(old_nodes + new_nodes, types) > CHECK_LIMIT:
@@ -238,7 +247,7 @@ def numerically_equal(g: Graph, match: Match, new_nodes: list[Node], new_data: d
                 feeds[v] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
             else:
                 t = types[v]
-                if not t.is_static or np.dtype(t.dtype).kind != "f":
+                if not _fully_known(t.shape) or np.dtype(t.dtype).kind != "f":
                     return None
                 feeds[v] = rng.standard_normal(t.shape)  # type: ignore[arg-type]
     src, dst = match.rule.src, match.rule.dst

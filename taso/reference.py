@@ -1,0 +1,119 @@
+"""A float64 evaluation of a model: the reference the check measures float32 rounding against.
+
+onnxruntime cannot be that reference on its own: its CPU provider has no double kernel for Conv, AveragePool,
+GlobalAveragePool or Erf, so a CNN or a BERT cast to double does not load. The catalogue's numpy semantics
+(`taso.ops`) cover those compute ops but not the rest of a real model (Gather, Shape, Erf, Cast, ...). So each
+node runs where it can run in double: a catalogue op in numpy; an op outside it in onnxruntime, one node at a
+time, fed doubles, or in its own types where onnxruntime has no double kernel for it (an element-wise Erf or a
+Cast adds one float32 rounding there, far below what a network's sums accumulate; `Reference.float32_ops`
+names them). Weight-only subgraphs are folded first, as onnxruntime folds them at load (`taso.precompute`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from taso import onnx_io, ops
+from taso.ir import Graph, Node, TensorType
+from taso.precompute import precompute
+
+
+class NoReference(Exception):
+    """The model cannot be evaluated in float64 here; the message says which node and why."""
+
+
+def _global_average_pool(x: np.ndarray) -> np.ndarray:
+    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+NUMPY_KERNELS = {"GlobalAveragePool": _global_average_pool}
+"""Ops outside the catalogue with no double kernel in onnxruntime, common enough in real models to be worth a
+line of numpy: a float32 GlobalAveragePool before DenseNet's classifier would put float32 rounding into the
+reference at the one point every output depends on."""
+
+
+@dataclass
+class Reference:
+    """Evaluates one graph in float64 on any number of input sets, reusing its onnxruntime sessions."""
+
+    graph: Graph
+    float32_ops: set[str] = field(default_factory=set)
+    """Ops outside the catalogue that ran in their own (float32) types: onnxruntime has no double kernel."""
+    _sessions: dict[int, tuple[object, bool]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, g: Graph) -> Reference:
+        return cls(precompute(g)[0])
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph's outputs for ``feeds``, computed in float64; raises `NoReference`."""
+        g = self.graph
+        values = {k: _double(v) for k, v in feeds.items()}
+        values.update((k, _double(d.array)) for k, d in g.data.items())
+        for i, n in enumerate(g.nodes):
+            args = [values[v] for v in n.inputs if v]
+            if not n.is_opaque:
+                try:
+                    outs = ops.get(n.op).run(args, n.attr, len(n.outputs))
+                except (ops.OpError, ValueError, TypeError) as e:
+                    raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
+            elif n.op in NUMPY_KERNELS and not n.domain and len(args) == 1:
+                outs = (NUMPY_KERNELS[n.op](args[0]),)
+            else:
+                outs = self._run_opaque(i, n, values)
+            values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
+        return {o: values[o] for o in g.outputs}
+
+    def _run_opaque(self, index: int, n: Node, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """One node in onnxruntime: in doubles where it has a kernel for them, else in the model's types."""
+        reads = [v for v in dict.fromkeys((*n.inputs, *n.implicit)) if v]
+        if index not in self._sessions:
+            self._sessions[index] = self._session(n, reads, values)
+        session, in_double = self._sessions[index]
+        feeds = {v: values[v] if in_double else _as_model_type(values[v], self.graph.types.get(v)) for v in reads}
+        try:
+            return session.run([o for o in n.outputs if o], feeds)  # type: ignore[attr-defined]
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise NoReference(f"{n.op} cannot run in onnxruntime ({str(e).splitlines()[0][:200]})") from None
+
+    def _session(self, n: Node, reads: list[str], values: Mapping[str, np.ndarray]) -> tuple[object, bool]:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 4
+        outputs = tuple(o for o in n.outputs if o)
+        for in_double in (True, False):
+            types = {
+                v: TensorType(
+                    str(values[v].dtype if in_double else _as_model_type(values[v], self.graph.types.get(v)).dtype),
+                    values[v].shape,
+                )
+                for v in reads
+            }
+            one = replace(
+                self.graph, nodes=(n,), inputs=tuple(reads), outputs=outputs, weights=(), data={}, types=types
+            )
+            try:
+                session = ort.InferenceSession(onnx_io.model_bytes(one), opts, providers=["CPUExecutionProvider"])
+            except Exception as e:  # no kernel for these types: try the model's own
+                reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+                continue
+            if not in_double:
+                self.float32_ops.add(n.op)
+            return session, in_double
+        raise NoReference(f"{n.op} cannot run in onnxruntime ({reason})")
+
+
+def _double(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    return a.astype(np.float64) if a.dtype.kind == "f" and a.dtype != np.float64 else a
+
+
+def _as_model_type(a: np.ndarray, t: TensorType | None) -> np.ndarray:
+    """``a`` in the element type the model declares for it (floats only; other values are exact already)."""
+    if t is None or a.dtype.kind != "f" or np.dtype(t.dtype).kind != "f":
+        return a
+    return a.astype(t.dtype)
