@@ -4,9 +4,25 @@ a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its 
 from taso.lowering import channel_values, per_channel
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
+
+def _mul(attrs, xs):
+    """``mul``'s semantics: two tensors of one shape (numpy's broadcasting is outside the symbol, as for add)."""
+    if xs[0].shape != xs[1].shape:
+        raise ValueError(f"mul of shapes {xs[0].shape} and {xs[1].shape}: broadcasting is not modelled")
+    return xs[0] * xs[1]
+
+
+def _smul(attrs, xs):
+    """``smul``'s semantics: by a 0-d tensor only (by a vector it would broadcast along the last axis, which
+    neither the lowering nor the smul axioms mean)."""
+    if xs[1].ndim != 0:
+        raise ValueError(f"smul by a tensor of shape {xs[1].shape}: only a 0-d scalar is modelled")
+    return xs[0] * xs[1]
+
+
 SYMBOLS = [
-    Symbol("mul", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Mul"),
-    Symbol("smul", 2, dims=lambda i, a, x, s: D(x, i), rank=lambda a, x, s: R(x), op="Mul"),
+    Symbol("mul", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Mul", compute=_mul),
+    Symbol("smul", 2, dims=lambda i, a, x, s: D(x, i), rank=lambda a, x, s: R(x), op="Mul", compute=_smul),
 ]
 
 

@@ -232,19 +232,25 @@ class Axiom:
         return frozenset(_decls([self.lhs, self.rhs]))
 
     @cached_property
+    def read_off(self) -> dict[str, tuple[str, int]]:
+        """Integer variable -> (tensor variable, dimension) it is read off: those only the shapes hold."""
+        in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
+        out: dict[str, tuple[str, int]] = {}
+        for v in self.tensor_vars:
+            for j, d in enumerate(self.shapes.get(str(v), ())):
+                if _is_var(d) and str(d) not in in_lhs and str(d) not in out:
+                    out[str(d)] = (str(v), j)
+        return out
+
+    @cached_property
     def formula(self) -> z3.BoolRef:
         """The quantified z3 formula, with E-matching patterns on each side that can serve as one."""
         missing = [v for v in self.tensor_vars if str(v) not in self.shapes]
         if missing:
             raise BadInput(f"axiom {self.name} ({self.spec}): no shape for {', '.join(map(str, missing))}")
         in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
-        subst: dict[str, z3.ArithRef] = {}
-        defining: set[tuple[str, int]] = set()
-        for v in self.tensor_vars:
-            for j, d in enumerate(self.shapes[str(v)]):
-                if _is_var(d) and str(d) not in in_lhs and str(d) not in subst:
-                    subst[str(d)] = DIM(v, j)
-                    defining.add((str(v), j))
+        subst = {k: DIM(z3.Const(t, T), j) for k, (t, j) in self.read_off.items()}
+        defining = set(self.read_off.values())
         conds: list[z3.BoolRef] = []
         if not self.generic:
             for v in self.tensor_vars:

@@ -6,6 +6,13 @@ declared shapes and ``when`` hold and the left side is well-typed, both sides ar
 numpy code on small random integers and compared (exact in float64, but for pooling's division and float32
 constants: hence a 1e-6 tolerance). Every symbol's shape rule is compared with the shape its semantics gives on
 the way. A wrong axiom proves wrong rules, so a failure here must stop the verifier being trusted.
+
+A ``generic`` axiom reaches z3 without its declared shapes (`taso.spec.Axiom.formula`), so it is checked as z3
+uses it too: at seeded draws of free shapes (the declared shapes with a few dims redrawn from `FREE_DIMS` and now
+and then a rank moved by one; the integer variables only the shapes hold read off them, as the formula
+does), wherever ``when`` holds and the left side is well-typed. Well-typed means more there than the semantics
+accepting the arguments: each application's shape must be what its symbol's shape rule says (z3 knows it by
+that rule alone; Add's broadcasting, say, is outside it) and what its ``requires`` asks must hold.
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ DEFAULT_DOMAIN = (1, 2, 3)
 DEFAULT_LIMIT = 200
 _DRAWS = 20
 TOL = 1e-6
+FREE_DIMS = (1, 2, 3, 4)
+FREE_DRAWS = 300
+"""Free-shape draws per generic axiom: most are ill-typed (a redrawn dim rarely fits), and this many keep the
+whole check within seconds while each generic axiom still gets dozens of well-typed free instances."""
+_RANK_MOVE = 0.2
+"""Chance that a free draw moves one tensor's rank by one."""
 
 
 class _IllTyped(Exception):
@@ -41,6 +54,8 @@ class AxiomCheck:
     spec: str
     instances: int = 0
     exhaustive: bool = True
+    free_instances: int = 0
+    """Well-typed instances at free shapes (generic axioms only)."""
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -66,33 +81,101 @@ def check_axiom(ax: Axiom, specs: Specs, limit: int = DEFAULT_LIMIT, seed: int =
         shapes = {v: tuple(f((ints, {}, {})) for f in fs) for v, fs in shape_of.items()}
         if any(d <= 0 for s in shapes.values() for d in s):
             continue
-        if not all(c((ints, shapes, {})) for c in when):
-            continue
-        env = (ints, shapes, {v: data.integers(-3, 4, s).astype(np.float64) for v, s in shapes.items()})
-        where = ", ".join(f"{k}={v}" for k, v in ints.items()) or "no variables"
-        try:
-            left = lhs(env)
-        except _IllTyped:
-            continue
-        except _WrongShapeRule as e:
-            report.failures.append(f"{where}: {e}")
-            continue
-        report.instances += 1
-        try:
-            right = rhs(env)
-        except (_IllTyped, _WrongShapeRule) as e:
-            report.failures.append(f"{where}: the right side fails where the left holds ({e})")
-            continue
-        if left.shape != right.shape:
-            report.failures.append(f"{where}: shapes differ, {left.shape} vs {right.shape}")
-        elif not np.allclose(left, right, rtol=TOL, atol=TOL):
-            at = tuple(int(i) for i in np.argwhere(~np.isclose(left, right, rtol=TOL, atol=TOL))[0])
-            report.failures.append(f"{where}: sides differ at {at}: {left[at]:g} vs {right[at]:g}")
+        outcome = _instance(lhs, rhs, when, ints, shapes, data, free=False)
+        if outcome is not None:
+            report.instances += 1
+            if outcome:
+                report.failures.append(outcome)
         if len(report.failures) >= 3 or report.instances >= limit:
             break
+    if ax.generic and report.ok:
+        _check_free(ax, report, domains, shape_of, (lhs, rhs, when), random.Random(seed), data)
     if report.instances == 0 and not report.failures:
         report.failures.append("no well-typed instance in its domains: the axiom was never checked")
     return report
+
+
+def _check_free(
+    ax: Axiom,
+    report: AxiomCheck,
+    domains: list[tuple[int, ...]],
+    shape_of: Mapping[str, list[Callable[[Env], int]]],
+    compiled: tuple[Callable, Callable, list[Callable]],
+    rng: random.Random,
+    data: np.random.Generator,
+) -> None:
+    """The generic axiom at free shapes: each draw starts from a declared instance and moves its shapes."""
+    lhs, rhs, when = compiled
+    names = [str(v) for v in ax.int_vars]
+    for _ in range(FREE_DRAWS):
+        ints = {n: rng.choice(d) for n, d in zip(names, domains)}
+        shapes = _move({v: tuple(f((ints, {}, {})) for f in fs) for v, fs in shape_of.items()}, rng)
+        for name, (t, j) in ax.read_off.items():  # beyond a tensor's rank, z3's dim(t, j) is any integer
+            ints[name] = shapes[t][j] if j < len(shapes[t]) else rng.choice(FREE_DIMS)
+        if any(d <= 0 for s in shapes.values() for d in s):
+            continue
+        outcome = _instance(lhs, rhs, when, ints, shapes, data, free=True)
+        if outcome is None:
+            continue
+        report.free_instances += 1
+        if outcome:
+            report.failures.append(outcome)
+            if len(report.failures) >= 3:
+                return
+
+
+def _move(shapes: dict[str, tuple[int, ...]], rng: random.Random) -> dict[str, tuple[int, ...]]:
+    """Declared shapes moved: one to three dims redrawn from `FREE_DIMS`, and now and then a rank moved by one."""
+    out = {v: list(s) for v, s in shapes.items()}
+    shaped = [v for v, s in out.items() if s]
+    for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
+        if shaped:
+            v = rng.choice(shaped)
+            out[v][rng.randrange(len(out[v]))] = rng.choice(FREE_DIMS)
+    if out and rng.random() < _RANK_MOVE:
+        dims = out[rng.choice(sorted(out))]
+        if dims and rng.random() < 0.5:
+            del dims[rng.randrange(len(dims))]
+        else:
+            dims.insert(rng.randint(0, len(dims)), rng.choice(FREE_DIMS))
+    return {v: tuple(s) for v, s in out.items()}
+
+
+def _instance(
+    lhs: Callable[[Env], np.ndarray],
+    rhs: Callable[[Env], np.ndarray],
+    when: list[Callable[[Env], int]],
+    ints: dict[str, int],
+    shapes: dict[str, tuple[int, ...]],
+    data: np.random.Generator,
+    free: bool,
+) -> str | None:
+    """Check one instance: None where it is outside the axiom's reach, "" where it holds, else the failure."""
+    try:
+        if not all(c((ints, shapes, {})) for c in when):
+            return None
+    except (_IllTyped, ArithmeticError):  # ``when`` names a dim the drawn rank lacks, or divides by 0
+        return None
+    env = (ints, shapes, {v: data.integers(-3, 4, s).astype(np.float64) for v, s in shapes.items()})
+    where = ", ".join(f"{k}={v}" for k, v in ints.items()) or "no variables"
+    if free:
+        where = f"free shapes {', '.join(f'{v}{s}' for v, s in shapes.items())}, {where}"
+    try:
+        left = lhs(env)
+    except _IllTyped:
+        return None
+    except _WrongShapeRule as e:
+        return None if free else f"{where}: {e}"  # at free shapes: outside where z3 knows the symbol
+    try:
+        right = rhs(env)
+    except (_IllTyped, _WrongShapeRule) as e:
+        return f"{where}: the right side fails where the left holds ({e})"
+    if left.shape != right.shape:
+        return f"{where}: shapes differ, {left.shape} vs {right.shape}"
+    if not np.allclose(left, right, rtol=TOL, atol=TOL):
+        at = tuple(int(i) for i in np.argwhere(~np.isclose(left, right, rtol=TOL, atol=TOL))[0])
+        return f"{where}: sides differ at {at}: {left[at]:g} vs {right[at]:g}"
+    return ""
 
 
 def _assignments(
@@ -132,7 +215,7 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
         xs = [f(env) for f in args]
         try:
             out = np.asarray(sym.run(sym.group(ints), xs))
-        except (ValueError, IndexError, KeyError) as e:
+        except (ValueError, IndexError, KeyError, ArithmeticError) as e:
             raise _IllTyped(str(e)) from None
         if out.size == 0 or not np.isfinite(out).all():
             raise _IllTyped("empty or non-finite result (a window of padding only)")
@@ -144,6 +227,8 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
             raise _WrongShapeRule(f"shape rule of {sym.name} does not evaluate: {e}") from None
         if rule != out.shape:
             raise _WrongShapeRule(f"shape rule of {sym.name} says {rule}, its semantics gives {out.shape}")
+        if sym.requires is not None and not _python_int(sym.requires(a, *shapes)):
+            raise _IllTyped(f"{sym.name} requires what these arguments lack")
         return out
 
     return run

@@ -441,6 +441,38 @@ def test_planted_false_axiom_is_caught(index: int, specs: Specs) -> None:
     assert not report.ok and report.instances > 0, (ax.name, report)
 
 
+def _pointwise_pool_axiom(f, generic: bool) -> Axiom:  # noqa: ANN001
+    """avgpool-pointwise-conv as it was shipped: declared at a 1x1 kernel, but generic without saying so."""
+    x, y = tensors("x y")
+    b, c, h, k, kh, kw, pt, pl = ints("b c h k kh kw pt pl")
+    win = dict(kernel_shape=(kh, kw), strides=(1, 1), pads=(pt, pl, 0, pl), count_include_pad=1)
+    conv = dict(strides=(1, 1), pads=(0, 0, 0, 0), group=1)
+    return Axiom(
+        "avgpool-any-conv",
+        f.avgpool(f.conv(x, y, **conv), **win),
+        f.conv(f.avgpool(x, **win), y, **conv),
+        {"x": (b, c, h, k), "y": (c, c, 1, 1)},
+        domains={"b": (1,), "c": (1, 2), "h": (3, 4), "k": (3, 4), "kh": (1, 3), "kw": (3,), "pt": (0, 1), "pl": (1,)},
+        generic=generic,
+    )
+
+
+def test_generic_axiom_is_checked_at_the_shapes_z3_gives_it(specs: Specs) -> None:
+    """Generic, z3 applies it to 3x3 kernels too, where it is false: the check must draw such shapes."""
+    declared = check_axiom(_pointwise_pool_axiom(specs.f, generic=False), specs)
+    assert declared.ok and declared.instances > 0 and declared.free_instances == 0
+    generic = check_axiom(_pointwise_pool_axiom(specs.f, generic=True), specs)
+    assert not generic.ok and all(f.startswith("free shapes") for f in generic.failures), generic
+
+
+def test_broadcasting_is_outside_the_elementwise_symbols(specs: Specs) -> None:
+    """Add and Mul broadcast in numpy, but z3 gives add(x, y) the shape of x: a free draw that broadcasts is no
+    instance of add-comm (else every commutation would fail the check)."""
+    add_comm = next(a for a in specs.axioms if a.name == "add-comm")
+    report = check_axiom(add_comm, specs)
+    assert report.ok and report.free_instances > 0, report
+
+
 def test_wrong_shape_rule_is_caught(specs: Specs) -> None:
     bad = Symbol("mm_rows_only", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: 2, op="MatMul")
     with_bad = Specs({**specs.symbols, bad.name: bad}, specs.axioms, specs.lowerings, specs.root)
