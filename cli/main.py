@@ -77,8 +77,18 @@ def cli() -> None:
     show_default=True,
     help="Run original and result in onnxruntime on random inputs; refuse to write on a mismatch.",
 )
-@click.option("--rtol", type=float, help="Relative tolerance of the check.  [default: 1e-3; 1e-2 for float16 outputs]")
-@click.option("--atol", type=float, help="Absolute tolerance of the check.  [default: 1e-5; 1e-3 for float16 outputs]")
+@click.option(
+    "--rtol",
+    type=float,
+    help="Compare outputs element-wise at this relative tolerance, not against a float64 reference of the "
+    "original.  [default: the reference decides; 1e-3, 1e-2 for float16 outputs, where there is none]",
+)
+@click.option(
+    "--atol",
+    type=float,
+    help="Compare outputs element-wise at this absolute tolerance, not against a float64 reference of the "
+    "original.  [default: the reference decides; 1e-5, 1e-3 for float16 outputs, where there is none]",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the check's random inputs.")
 @click.option(
     "--alpha",
