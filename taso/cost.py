@@ -63,7 +63,7 @@ VIEWS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dr
 value: they join the unit that produced it. Timed alone their output is a graph output and must be copied, a
 kernel the model never runs (BERT: 8 Reshapes of 6.5 us each, 8 % of its prediction on the H100)."""
 REGION_CONTEXT = ELEMENTWISE | VIEWS
-"""Consumers a searched region takes in (`taso.search.with_context`): ops that join the units of its nodes."""
+"""Consumers a searched region takes in (`taso.regions.with_context`): ops that join the units of its nodes."""
 
 
 def units(g: Graph) -> list[Unit]:

@@ -11,11 +11,10 @@ region on average). Rules and matches are tried in a fixed order and the work is
 given store, model and cost table always give the same result, on a fast machine or a loaded one; the time
 limit is a safety net, and a result it cut short says so (`SearchResult.timed_out`).
 
-Large models are cut into regions at ops no rule mentions, and a region larger than `MAX_REGION` nodes (a CNN
-whose every op some rule mentions is one region) into windows at its narrowest points; each is searched on its
-own, so the work per node does not grow with the model. A region of the same `Graph.form` as one searched before
-(another layer of a transformer, another time step of an RNN) is not searched again: the steps that rewrote
-its twin are replayed on it (`replay`), so repeated blocks get one decision and the time goes elsewhere.
+Large models are cut into regions (`taso.regions`), each searched on its own, so the work per node does not
+grow with the model. A region of the same `Graph.form` as one searched before (another layer of a transformer,
+another time step of an RNN) is not searched again: the steps that rewrote its twin are replayed on it
+(`replay`), so repeated blocks get one decision and the work goes elsewhere.
 """
 
 from __future__ import annotations
@@ -27,18 +26,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from taso.ir import (
-    Graph,
-    Kind,
-    Node,
-    correspondence,
-    eliminate_dead,
-    extract,
-    fresh_names,
-    lint,
-    topological_order,
-)
+from taso.ir import Graph, Node, correspondence, extract
 from taso.match import Match, RuleIndex, all_matches, find_matches, fresh_matches, matches_after, surviving
+from taso.regions import (
+    CYCLE,
+    MAX_REGION,
+    closes_cycle,
+    disjoint,
+    outside_links,
+    regions,
+    splice,
+    windows,
+    with_context,
+)
 from taso.rewrite import Declined, Folds, apply
 from taso.rules import Rule, lifted
 
@@ -50,9 +50,6 @@ Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
 PASSES = 4
 """Budgets of work a region's search gets on average (`optimize_graph` shares them out by region size). With a
 budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
-MAX_REGION = 64
-"""Nodes in a searched region at most (see `windows`). Smaller windows search faster and, with a budget per
-region, deeper; on the zoo, 64 found as much as 100 or 150 everywhere and more on Inception-v3."""
 
 
 def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
@@ -264,10 +261,6 @@ def _repaid(
             yield _Pair(after, c, name, match, every)
 
 
-CYCLE = "would close a cycle through the rest of the graph"
-"""Why a region's rewrite is declined when it reads a value computed, outside the region, from its own result."""
-
-
 def _rewrites(
     g: Graph, found: list, folds: Folds, mutate: Mutate | None, declined: Counter, outside: Sequence[Node] = ()
 ) -> Iterator[tuple[str, Graph, Match | None]]:
@@ -288,34 +281,6 @@ def _rewrites(
             declined[CYCLE] += 1
         else:
             yield name, new, None
-
-
-def outside_links(g: Graph, region: Graph) -> tuple[Node, ...]:
-    """For each input of ``region`` (a part of ``g``) that ``g`` computes from the region's outputs through
-    nodes outside the region, a stand-in node that reads those outputs and makes the input. A region need not
-    be convex: BERT-tiny's attention scores of two layers are one region (they share the mask they add), and
-    the second layer's Q and K are computed from the first layer's scores outside it. Searched alone, merging
-    the two layers' scaling Muls looks sound and closes a cycle once spliced (`closes_cycle`)."""
-    inside = {id(n) for n in region.nodes}
-    inputs = set(region.inputs)
-    made_from: dict[str, list[str]] = {}
-    for o in region.outputs:
-        reached, frontier = set(), [o]
-        while frontier:
-            for c in g.consumers.get(frontier.pop(), ()):
-                if id(c) in inside:
-                    continue
-                fresh = [v for v in c.outputs if v and v not in reached]
-                reached.update(fresh)
-                frontier.extend(fresh)
-        for i in sorted(inputs & reached):
-            made_from.setdefault(i, []).append(o)
-    return tuple(Node("outside", tuple(os), (i,)) for i, os in sorted(made_from.items()))
-
-
-def closes_cycle(region: Graph, outside: Sequence[Node]) -> bool:
-    """Whether ``region``'s nodes, with the ``outside`` paths (`outside_links`), depend on themselves."""
-    return bool(outside) and topological_order([*region.nodes, *outside], set()) is None
 
 
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
@@ -382,136 +347,6 @@ def _replayed(region: Graph, twin: SearchResult, cost: Cost, outside: Sequence[N
     return SearchResult(new, before, after, Counter(twin.applied), replayed=1)
 
 
-def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
-    """Groups of connected nodes whose op some rule mentions; everything else is a cut point."""
-    touchable = [
-        n for n in g.nodes if not n.is_opaque and n.op in rule_ops and g.kinds.get(n.outputs[0]) is not Kind.CONSTANT
-    ]
-    parent = list(range(len(touchable)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, n in enumerate(touchable):
-        for v in (*n.reads, *n.outputs):
-            if g.kinds.get(v) is not Kind.ACTIVATION:
-                continue  # sharing a weight does not connect two places
-            if v in owner:
-                parent[find(i)] = find(owner[v])
-            else:
-                owner[v] = i
-    groups: dict[int, list[Node]] = {}
-    for i, n in enumerate(touchable):
-        groups.setdefault(find(i), []).append(n)
-    return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
-
-
-def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth: int = 6) -> list[Node]:
-    """``nodes`` plus the consumers (``depth`` levels) whose op is in ``context_ops``: ops the cost model fuses
-    into a region's nodes, so a region is costed the way it will run (a merge that breaks a MatMul+Add
-    fusion must look as costly as it is). Pass-through ops count too (BERT's GELU: MatMul, Add, then Div and
-    Erf, which no rule mentions, then Add, Mul, Mul: six levels); a region never rewrites them."""
-    members = {id(n) for n in nodes}
-    frontier = list(nodes)
-    for _ in range(depth):
-        extra = [
-            c
-            for n in frontier
-            for o in n.outputs
-            for c in g.consumers.get(o, ())
-            if id(c) not in members and c.op in context_ops and not c.domain and not c.implicit
-        ]
-        extra = list({id(c): c for c in extra}.values())
-        members.update(id(c) for c in extra)
-        nodes = [*nodes, *extra]
-        frontier = extra
-    order = {id(n): i for i, n in enumerate(g.nodes)}
-    return sorted(nodes, key=lambda n: order[id(n)])
-
-
-def splice(g: Graph, old: Graph, new: Graph) -> Graph | None:
-    """``g`` with region ``old`` replaced by its optimized ``new`` (same inputs and output names), placed where
-    the region began, so the nodes after it keep their order (and a later region of the same form extracts as
-    the same graph); None where that would make a cycle (a rewrite that did not know the paths outside the
-    region, `outside_links`). A value the region's rewrites made is renamed where ``g`` uses its name for
-    another value: a rewrite names new values afresh within the region only, and can reuse the name of a
-    weight it dropped."""
-    gone = {id(n) for n in old.nodes}
-    start = next((k for k, n in enumerate(g.nodes) if id(n) in gone), len(g.nodes))
-    kept = [n for n in g.nodes if id(n) not in gone or g.kinds.get(n.outputs[0]) is Kind.CONSTANT]
-    keep_ids = {id(n) for n in kept}
-    added = [n for n in new.nodes if id(n) not in keep_ids]
-    new_weights = [w for w in new.weights if new.data.get(w) is not g.data.get(w)]  # made by the region's rewrites
-    producers, taken = g.producers, set(g.values())
-    clashes = {w for w in new_weights if w in taken} | {
-        o for n in added for o in n.outputs if o in taken and producers.get(o) is not n
-    }
-    fresh = fresh_names(taken | set(new.values()), "subst_")
-    rename = {v: next(fresh) for v in sorted(clashes - set(new.outputs))}
-    data = {**g.data, **{rename.get(w, w): new.data[w] for w in new_weights}}
-    types = {**g.types, **{rename.get(v, v): new.types[v] for v in new.values() if v in new.types}}
-    if rename:
-        added = [
-            replace(
-                n, inputs=tuple(rename.get(i, i) for i in n.inputs), outputs=tuple(rename.get(o, o) for o in n.outputs)
-            )
-            for n in added
-        ]
-        new_weights = [rename.get(w, w) for w in new_weights]
-    before = [n for n in g.nodes[:start] if id(n) in keep_ids]
-    after = [n for n in g.nodes[start:] if id(n) in keep_ids]
-    nodes = topological_order(before + added + after, set(g.inputs) | set(g.weights) | set(new_weights))
-    if nodes is None:
-        return None
-    return lint(
-        eliminate_dead(replace(g, nodes=tuple(nodes), weights=(*g.weights, *new_weights), data=data, types=types))
-    )
-
-
-def _disjoint(parts: list[list[Node]]) -> list[list[Node]]:
-    """Merge regions that came to share a node through their context, so each node is searched once."""
-    merged: list[list[Node]] = []
-    for part in parts:
-        ids = {id(n) for n in part}
-        overlapping = [m for m in merged if ids & {id(n) for n in m}]
-        for m in overlapping:
-            merged.remove(m)
-            part = [*m, *(n for n in part if id(n) not in {id(x) for x in m})]
-        merged.append(part)
-    return merged
-
-
-def windows(g: Graph, nodes: list[Node], size: int, context_ops: frozenset[str] = frozenset()) -> list[list[Node]]:
-    """``nodes`` (one region) cut into consecutive windows of at most ``size`` nodes in graph order, so that a
-    region as large as the model (a CNN whose every op some rule mentions) is searched piece by piece and a
-    candidate costs as much in a large model as in a small one. Each cut is made where the fewest values cross
-    it into a ``context_ops`` reader, then where the fewest cross it at all: a window that starts with such a
-    reader costs it apart from the op it fuses with, and a match that straddles a cut is not found."""
-    order = {id(n): i for i, n in enumerate(g.nodes)}
-    nodes = sorted(nodes, key=lambda n: order[id(n)])
-    if len(nodes) <= size:
-        return [nodes]
-    at = {id(n): k for k, n in enumerate(nodes)}
-    fused = [0] * len(nodes)  # fused[k]: values made at or before k and read after k by a context op
-    crossing = [0] * len(nodes)  # crossing[k]: values made at or before k and read after k
-    for k, n in enumerate(nodes):
-        readers = [c for o in n.outputs for c in g.consumers.get(o, ()) if id(c) in at]
-        for j in range(k, max((at[id(c)] for c in readers), default=k)):
-            crossing[j] += 1
-        for j in range(k, max((at[id(c)] for c in readers if c.op in context_ops), default=k)):
-            fused[j] += 1
-    out, start = [], 0
-    while len(nodes) - start > size:
-        cut = min(range(start + size // 2, start + size), key=lambda k: (fused[k], crossing[k], -k))
-        out.append(nodes[start : cut + 1])
-        start = cut + 1
-    return [*out, nodes[start:]]
-
-
 def optimize_graph(
     g: Graph,
     rules: Sequence[Rule] | RuleIndex,
@@ -540,7 +375,7 @@ def optimize_graph(
     t0 = clock()
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)  # once for all regions
     rule_ops = {n.op for r in index.rules for n in r.src.nodes}
-    parts = _disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
+    parts = disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
     pieces = [(w, len(p) > max_nodes) for p in parts for w in windows(g, p, max_nodes, context_ops)]
     forms = [extract(g, nodes).form for nodes, _ in pieces]  # as in g; a window's may change as it goes
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))

@@ -21,9 +21,10 @@ from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.precheck import run_graph
 from taso.precompute import precompute
+from taso.regions import splice, windows
 from taso.rewrite import Declined, apply
 from taso.rules import Rule, lifted, parse_rules
-from taso.search import both_directions, optimize_graph, splice, windows
+from taso.search import both_directions, optimize_graph
 
 MERGE_MATMULS = Rule(
     parse_graph(
