@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
 import click
 
-from cli.options import store_option
+from cli.options import store_option, writable_store
 from cli.progress import StageBars
 from taso import store
 from taso.errors import BadInput
@@ -70,15 +71,18 @@ def generate(
       subst generate --ops=-maxpool3,+sigmoid --json
       subst generate --config my-pool.toml
     """
-    cfg = load_config(config) if config else None
+    try:
+        cfg = load_config(config) if config else None
+    except UnicodeDecodeError:
+        raise BadInput(f"{config}: not UTF-8 text; a config is a JSON or TOML file") from None
     settings = settings_from(cfg, ops, max_ops, seed)
-    if store_path.exists() and store_path.is_dir():
-        raise BadInput(f"{store_path}: is a folder, not a store")
-    if store_path.exists():
-        store.open_store(store_path).close()  # refuse a bad store before hours of work, not after
+    writable_store(store_path)  # refuse a store it cannot write before hours of work, not after
     start = time.perf_counter()
     result = run_generate(settings, workers, _Bar())  # progress goes to stderr, so --json output stays clean
-    added, kept = save(result, store_path)
+    try:
+        added, kept = save(result, store_path)
+    except (OSError, sqlite3.OperationalError) as e:
+        raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
     wall = time.perf_counter() - start
     data = _summary(result, wall, store_path, added, kept)
     if as_json:

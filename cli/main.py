@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,11 @@ import click
 
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
-from cli.options import dim_option, parse_dims, store_option
+from cli.options import Finite, dim_option, parse_dims, store_option
 from cli.profile import profile
 from cli.progress import StageBars
 from cli.verify import verify
-from taso import onnx_io
+from taso import cost, onnx_io
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
 from taso.ops import OPS
@@ -40,6 +42,20 @@ def write_text_atomic(path: Path, text: str) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise BadInput(f"{path}: cannot write ({e.strerror})") from None
+
+
+def _refuse_unwritable(path: Path, flag: str) -> None:
+    """Refuse a file argument that cannot be written before any work: found only after the model was written,
+    a --report into a missing folder left the run half done."""
+    if path.is_dir():
+        raise BadInput(f"{flag} {path}: is a folder")
+    if not path.parent.is_dir():
+        raise BadInput(f"{flag} {path}: folder {path.parent} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write to {path.parent} ({e.strerror})") from None
 
 
 def _emit(as_json: bool, data: Any, lines: list[str]) -> None:
@@ -79,20 +95,22 @@ def cli() -> None:
 )
 @click.option(
     "--rtol",
-    type=float,
+    type=Finite(min=0),
     help="Compare outputs element-wise at this relative tolerance, not against a float64 reference of the "
     "original.  [default: the reference decides; 1e-3, 1e-2 for float16 outputs, where there is none]",
 )
 @click.option(
     "--atol",
-    type=float,
+    type=Finite(min=0),
     help="Compare outputs element-wise at this absolute tolerance, not against a float64 reference of the "
     "original.  [default: the reference decides; 1e-5, 1e-3 for float16 outputs, where there is none]",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the check's random inputs.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the check's random inputs."
+)
 @click.option(
     "--alpha",
-    type=float,
+    type=Finite(min=0, min_open=True),
     default=1.05,
     show_default=True,
     help="Search relaxation: keep exploring graphs up to alpha x the best cost (1.0 = greedy).",
@@ -102,14 +120,14 @@ def cli() -> None:
 )
 @click.option(
     "--time-limit",
-    type=click.FloatRange(min=0),
+    type=Finite(min=0),
     default=10.0,
     show_default=True,
     help="Search seconds in all, not counting op costs measured on the way.",
 )
 @click.option(
     "--measure-limit",
-    type=click.FloatRange(min=0),
+    type=Finite(min=0),
     default=60.0,
     show_default=True,
     help="Seconds the search may spend measuring op costs the cache lacks (not counted in --time-limit); "
@@ -170,7 +188,11 @@ def optimize(
       subst optimize resnet.onnx -o resnet.opt.onnx
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
     """
+    if report_path is not None:
+        _refuse_unwritable(report_path, "--report")
     costs = str(costs_path) if costs_path else None
+    if costs is not None:
+        cost.reference_model(costs)  # read once up front: a file that is no cost table is refused before any work
     settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet, measure_limit)
     try:
         bars = StageBars()
@@ -199,7 +221,7 @@ def info(model: Path, as_json: bool) -> None:
     Example:
       subst info squeezenet.onnx
     """
-    g = onnx_io.load_model(model)
+    g, upgrade = onnx_io.import_model(model)
     opaque = onnx_io.opaque_reasons(model)
     census: dict[str, dict[str, int]] = {}
     for n in g.nodes:
@@ -212,11 +234,17 @@ def info(model: Path, as_json: bool) -> None:
         reasons.setdefault(o.op, {}).setdefault(o.reason, 0)
         reasons[o.op][o.reason] += 1
     weight_bytes = sum(d.array.nbytes for d in g.data.values())
+    own = (
+        {"opset": upgrade.opset, "nodes": upgrade.nodes}
+        if upgrade
+        else {"opset": g.meta.opset(""), "nodes": len(g.nodes)}
+    )
     data = {
         "model": str(model),
         "ir_version": g.meta.ir_version,
         "opsets": dict(g.meta.opsets),
         "producer": f"{g.meta.producer_name} {g.meta.producer_version}".strip(),
+        "file": {**own, "upgrade": str(upgrade) if upgrade else None},
         "inputs": {i: str(g.types.get(i, "?")) for i in g.inputs},
         "outputs": {o: str(g.types.get(o, "?")) for o in g.outputs},
         "weights": {"count": len(g.weights), "bytes": weight_bytes},
@@ -228,6 +256,8 @@ def info(model: Path, as_json: bool) -> None:
     }
     lines = [
         f"model     {model}  (IR {g.meta.ir_version}, opsets {dict(g.meta.opsets)}, {data['producer'] or 'unknown producer'})",
+        f"file      opset {own['opset']}, {own['nodes']} nodes"
+        + (f"; {upgrade} at import, which the rest describes" if upgrade else ""),
         *(f"input     {k}: {v}" for k, v in data["inputs"].items()),
         *(f"output    {k}: {v}" for k, v in data["outputs"].items()),
         f"weights   {len(g.weights)} tensors, {weight_bytes / 2**20:.1f} MiB",
@@ -250,11 +280,29 @@ cli.add_command(generate_command)
 cli.add_command(rules_group)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is: a BaseException, so no `except Exception` on the way swallows it."""
+
+
+def _on_sigterm(signum: int, frame: object, owner: int = os.getpid()) -> None:
+    """`timeout` and process managers stop a run with SIGTERM, which by default kills Python on the spot and
+    leaves its temp folders (a `.subst-XXXXXXXX/` beside the output) behind. Raised as an exception instead, it
+    unwinds through every `with` and `finally`, which clean up. Forked workers (generate's pool) die as usual."""
+    if os.getpid() != owner:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns subst's and click's errors into one line and an exit code, never a traceback."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     code = EXIT_OK
-    try:
-        cli.main(args=argv, prog_name="subst", standalone_mode=False)
+    try:  # click's own `main` would exit 1 on a broken pipe; its parts are called here instead
+        with cli.make_context("subst", sys.argv[1:] if argv is None else list(argv)) as ctx:
+            cli.invoke(ctx)
     except BadInput as e:
         click.echo(f"subst: error: {e}", err=True)
         code = EXIT_BAD_INPUT
@@ -270,9 +318,14 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_BAD_INPUT
     except click.exceptions.Exit as e:
         code = e.exit_code
-    except click.exceptions.Abort:
-        click.echo("subst: interrupted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("\nsubst: interrupted", err=True)
         code = 130
+    except Terminated:
+        click.echo("subst: terminated (SIGTERM); nothing written", err=True)
+        code = 128 + signal.SIGTERM
+    except BrokenPipeError:  # stdout's reader went away (`subst rules list | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit is quiet too
     sys.exit(code)
 
 

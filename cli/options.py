@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from taso import store
 from taso.errors import BadInput
+
+
+class Finite(click.FloatRange):
+    """A float in a range that must also be finite: click's FloatRange lets ``nan`` through (every comparison
+    with it is false), and ``--alpha nan`` or ``--rtol inf`` would be taken at their word."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def store_option(help: str) -> Callable:
@@ -36,3 +50,24 @@ def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
             raise BadInput(f"--dim {item!r}: expected NAME=SIZE with a positive size, e.g. --dim batch=1")
         dims[name] = int(size)
     return dims
+
+
+def writable_store(path: Path) -> None:
+    """Refuse a store that cannot be written before hours of work, not at the first write: a read-only file
+    or folder (a shared store, a mounted image). A missing store is made, so its folder must take files."""
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder, not a store")
+    if path.exists():
+        db = store.open_store(path)
+        why = store.unwritable(db)
+        db.close()
+        if why:
+            raise BadInput(f"{path}: store is read-only ({why}); copy it somewhere writable or choose --store")
+    elif not path.parent.is_dir():
+        raise BadInput(f"{path}: folder {path.parent} does not exist")
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=path.parent):
+                pass
+        except OSError as e:
+            raise BadInput(f"{path}: cannot make a store in {path.parent} ({e.strerror})") from None

@@ -12,6 +12,7 @@ import click
 from cli.options import dim_option, parse_dims, store_option
 from cli.progress import StageBars
 from taso import cost, onnx_io, profiler, store
+from taso.optimize import COSTS_NOT_CACHED
 
 
 @click.command()
@@ -32,7 +33,9 @@ from taso import cost, onnx_io, profiler, store
     show_default=True,
     help="Also time the whole model end to end and compare it with the prediction.",
 )
-@click.option("--top", type=int, default=10, show_default=True, help="How many of the costliest units to list.")
+@click.option(
+    "--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the costliest units to list."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def profile(
     model: Path,
@@ -59,8 +62,11 @@ def profile(
     """
     dev = profiler.pick_device(device)
     t0 = time.perf_counter()
-    graph = onnx_io.concretize(onnx_io.load_model(model), parse_dims(dims))
-    db = store.open_store(store_path, create_missing=True)
+    sizes = parse_dims(dims)
+    graph = onnx_io.load_model(model)
+    onnx_io.check_dims(graph, sizes)
+    graph = onnx_io.concretize(graph, sizes)
+    db, cached = store.cost_cache(store.open_store(store_path, create_missing=True))
     model_cost = cost.CostModel(dev, db, refresh=refresh)
     bars = StageBars()
     try:
@@ -90,6 +96,7 @@ def profile(
         "error_pct": None if measured is None else 100 * (predicted.total_ms - measured) / measured,
         "host_slowdown": host,
         "seconds": time.perf_counter() - t0,
+        "warnings": [] if cached else [COSTS_NOT_CACHED],
         "top": [
             {"unit": u.label, "ms": u.ms, "count": u.count, "estimated": u.estimated}
             for u in cost.cost_table(predicted.units, top)
@@ -105,6 +112,7 @@ def profile(
         f"predicted  {predicted.total_ms:.4f} ms"
         + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else "")
         + (f"   host {host:.2f}x its quick run overhead meanwhile" if host else ""),
+        *(f"warning    {w}" for w in data["warnings"]),
         "",
         f"{'unit':<40}{'ms each':>10}{'count':>7}{'total ms':>10}",
     ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import store_option
+from cli.options import Finite, store_option, writable_store
 from taso import store
 from taso.errors import CheckFailed
 from taso.provenance import SPECS_DIR
@@ -38,7 +38,7 @@ from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Finite(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
     show_default=True,
     help="Wall-clock safety net per rule, in seconds; a rule that reaches it is unknown with a reason of its "
@@ -110,6 +110,7 @@ def verify(
     if check_specs:
         _check_specs(specs, instances, as_json)
         return
+    writable_store(store_path)  # verdicts are written as rules are decided: refuse a read-only store first
     db = store.open_store(store_path)
     rows = pending(db, force)
     with click.progressbar(length=len(rows), label="verifying", file=sys.stderr, show_pos=True) as bar:

@@ -761,11 +761,35 @@ def export_reference(model: CostModel, path: str) -> int:
 
 def reference_model(path: str) -> CostModel:
     """A cost model that measures nothing: unit costs from a reference table written by `export_reference`,
-    analytic estimates with that device's calibration for units the table lacks."""
+    analytic estimates with that device's calibration for units the table lacks. A file that is not such a
+    table is `BadInput` (one line), never a KeyError from deep in the cost model."""
     import json
+    import math
 
-    with open(path) as f:
-        ref = json.load(f)
-    return CostModel(
-        Device(**ref["device"]), None, measure=False, calibration=Calibration(**ref["calibration"]), table=ref["costs"]
-    )
+    from taso.errors import BadInput
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            ref = json.load(f)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read the cost table ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a cost table (not UTF-8 text; `export_reference` writes JSON)") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}: not a cost table (not JSON: {e})") from None
+    if not isinstance(ref, dict) or not all(isinstance(ref.get(k), dict) for k in ("device", "calibration", "costs")):
+        raise BadInput(f"{path}: not a cost table (a JSON object of device, calibration and costs expected)")
+    try:
+        device, calibration = Device(**ref["device"]), Calibration(**ref["calibration"])
+    except TypeError as e:  # a field missing or unknown
+        raise BadInput(f"{path}: not a cost table ({e})") from None
+    if not all(isinstance(v, str) for v in device.__dict__.values()):
+        raise BadInput(f"{path}: not a cost table (the device's fields are text)")
+    if not all(number(v) for v in calibration.__dict__.values()) or min(calibration.gflops, calibration.gbps) <= 0:
+        raise BadInput(f"{path}: not a cost table (the calibration's fields are numbers, its ceilings positive)")
+    if not all(isinstance(k, str) and number(v) for k, v in ref["costs"].items()):
+        raise BadInput(f"{path}: not a cost table (costs map unit keys to milliseconds)")
+    return CostModel(device, None, measure=False, calibration=calibration, table=ref["costs"])

@@ -27,6 +27,8 @@ from taso.errors import BadInput
 from taso.ir import AttrValue, Graph, IRError, ModelMeta, Node, TensorType, WeightData, lint, make_attrs
 
 MIN_OPSET = 13
+ORT_MIN_OPSET = 7
+"""The oldest default-domain opset onnxruntime runs (it has no kernels for Add-1 or Add-6, say)."""
 PROTOBUF_LIMIT = 2**31 - 2**26  # leave headroom under protobuf's 2 GB cap for the graph itself
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -34,14 +36,37 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 # ---- loading ------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Upgrade:
+    """What import did to a file older than `MIN_OPSET`: onnx's version converter rewrites it, adding nodes (a
+    Reshape's shape attribute becomes a Constant input), so reports count the file's nodes, then the upgrade's."""
+
+    opset: int
+    """The file's default-domain opset."""
+    nodes: int
+    """Nodes of the file's main graph."""
+    added: int
+    """Nodes the upgrade added to it."""
+    to: int = MIN_OPSET
+
+    def __str__(self) -> str:
+        return f"upgraded opset {self.opset} -> {self.to} (+{self.added} nodes)"
+
+
 def load_model(path: str | os.PathLike[str]) -> Graph:
     """Read, validate and import an ONNX model; every failure is a one-line `BadInput`."""
-    model, external = read_proto(path)
-    return from_proto(model, external_data=external)
+    return import_model(path)[0]
 
 
-def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
-    """The validated, opset-13+ ModelProto of ``path`` with external data loaded, and whether it had any."""
+def import_model(path: str | os.PathLike[str]) -> tuple[Graph, Upgrade | None]:
+    """`load_model`'s graph, and the opset upgrade import made to the file (None if it made none)."""
+    model, external, upgrade = read_proto(path)
+    return from_proto(model, external_data=external), upgrade
+
+
+def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upgrade | None]:
+    """The validated, opset-13+ ModelProto of ``path`` with external data loaded, whether it had any, and the
+    opset upgrade that made it (None if the file was opset 13+ already)."""
     p = Path(path)
     if not p.exists():
         raise BadInput(f"{p}: no such file")
@@ -55,9 +80,13 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
         raise BadInput(f"{p}: not an ONNX model (no graph); the file may be truncated or of another format")
     external = _load_external_data(model, p)
     _check_domains(model, p)
-    model = _upgrade_opset(model, p)
-    _check(model, p)
-    return model, external
+    opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
+    nodes = len(model.graph.node)
+    upgraded = _upgrade_opset(model, p)
+    _check(upgraded, p)
+    if upgraded is model or opset is None:
+        return model, external, None
+    return upgraded, external, Upgrade(opset, nodes, len(upgraded.graph.node) - nodes)
 
 
 def _first_line(e: BaseException) -> str:
@@ -387,7 +416,7 @@ def from_proto(model: onnx.ModelProto, external_data: bool = False) -> Graph:
 
 def opaque_reasons(path: str | os.PathLike[str]) -> list[Opaque]:
     """For `subst info`: each node the catalogue does not take over, with the reason."""
-    model, _ = read_proto(path)
+    model, _, _ = read_proto(path)
     types = _infer_types(model)
     data = {t.name: WeightData(numpy_helper.to_array(t)) for t in model.graph.initializer}
     producers = {o: n for n in model.graph.node for o in n.output}
@@ -580,6 +609,18 @@ def op_census(path: str | os.PathLike[str]) -> dict[str, int]:
 def model_bytes(g: Graph) -> bytes:
     """``g`` serialized, for onnxruntime sessions made in memory (small graphs: units, probes)."""
     return to_proto(g).SerializeToString()
+
+
+def check_dims(g: Graph, dims: Mapping[str, int]) -> None:
+    """Refuse a dim name ``g``'s inputs do not have, naming those they have: a misspelt ``--dim`` was taken
+    without a word, and the model costed at size 1."""
+    have = sorted({d for v in g.inputs if (t := g.types.get(v)) and t.shape for d in t.shape if isinstance(d, str)})
+    unknown = sorted(set(dims) - set(have))
+    if unknown:
+        raise BadInput(
+            f"--dim {unknown[0]}: the model has no symbolic dim of that name "
+            f"(its inputs have {', '.join(have) if have else 'none'})"
+        )
 
 
 def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, int]:

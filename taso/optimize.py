@@ -72,6 +72,9 @@ class Report:
     cost: dict[str, object] = field(default_factory=dict)
     """Predicted latency before/after (ms), the device it was measured on, how many units were estimated."""
     search: dict[str, object] = field(default_factory=dict)
+    upgrade: dict[str, object] | None = None
+    """The opset upgrade import made to the file (`onnx_io.Upgrade`), and whether the check ran against the
+    upgraded original because onnxruntime cannot run the file itself."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -84,6 +87,7 @@ class Report:
         return [
             f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
+            *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
             f"search    {s['regions']} regions"
             + (f" ({s['replayed']} rewritten as their twin was)" if s.get("replayed") else "")
             + f", {s['expanded']} graphs expanded, {s['candidates']} candidates, "
@@ -124,6 +128,13 @@ class Report:
             for why, n in sorted(skipped.items())  # type: ignore[union-attr]
         ]
 
+    def _file_nodes(self) -> str:
+        """The file's own node count and what its opset upgrade added, before the rewrite's counts."""
+        u = self.upgrade
+        return (
+            f"{u['nodes']} in the file; upgraded opset {u['opset']} -> {u['to']} (+{u['added']} nodes); " if u else ""
+        )
+
     def lines(self) -> list[str]:
         rules = {k: v for k, v in self.rules_applied.items() if not k.startswith(pet.PREFIX)}
         mutants = sorted(k.removeprefix(pet.PREFIX) for k in self.rules_applied if k.startswith(pet.PREFIX))
@@ -131,16 +142,23 @@ class Report:
         return [
             f"input     {self.input}",
             f"output    {self.output}",
-            f"nodes     {self.nodes_before} -> {self.nodes_after} ({self.opaque_nodes} passed through untouched)",
+            f"nodes     {self._file_nodes()}{self.nodes_before} -> {self.nodes_after} "
+            f"({self.opaque_nodes} passed through untouched)",
             f"rules     {self.proved_rules} proved in store; applied: {applied}",
             *self._untrusted_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),
-            f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}",
+            f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}"
+            + (
+                f"; against the upgrade (onnxruntime runs no opset {u['opset']})"
+                if (u := self.upgrade) and u["checked_upgraded"]
+                else ""
+            ),
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()),
         ]
 
 
+COSTS_NOT_CACHED = "costs not cached: store is read-only"
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
 
@@ -204,7 +222,8 @@ def _rewrite(
             return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
         index = rulecache.search_index(db, proved)
         progress("reading rules", 1, 1)
-        model = _cost_model(db, settings, onnx_io.dim_sizes(graph, settings.dims))
+        cache, cached = store.cost_cache(db)
+        model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
         model.measure_until = model.measuring_s + settings.measure_limit
         ran, precomputed = precompute(graph)
         folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
@@ -247,6 +266,7 @@ def _rewrite(
         "after_ms": model.at_quick_host(after).total_ms,
         "device": model.device.key,
         "estimated_units": after.estimated,
+        **({"warning": COSTS_NOT_CACHED} if model.measure and not cached else {}),
     }
     if model.measure and result is not graph:
         with _timed(times, "timing end to end"):
@@ -317,7 +337,8 @@ def optimize(
     with staging as tmp:
         with _timed(times, "import"):
             db = store.open_store(store_path)
-            graph = onnx_io.load_model(src)
+            graph, upgrade = onnx_io.import_model(src)
+            onnx_io.check_dims(graph, settings.dims)
         tell = progress or _quiet
         result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
         report = Report(
@@ -331,12 +352,17 @@ def optimize(
             cost=costs,
             search=search_facts,
         )
+        original = Path(src)
+        if upgrade is not None:  # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead
+            report.upgrade = {**asdict(upgrade), "checked_upgraded": upgrade.opset < onnx_io.ORT_MIN_OPSET}
+            if report.upgrade["checked_upgraded"] and run_check:
+                original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
         with _timed(times, "export"):
             staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         if run_check:
             tell("checking", 0, 1)
             with _timed(times, "check"):
-                report.check = check.compare(src, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
+                report.check = check.compare(original, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
             tell("checking", 1, 1)
             if not report.check.ok:
                 report.seconds = {**times, "total": time.perf_counter() - start}

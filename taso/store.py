@@ -121,3 +121,31 @@ def load_rules(
 
 def set_verdict(db: sqlite_utils.Database, rule_id: int, status: str, detail: dict) -> None:
     db["rules"].update(rule_id, {"status": status, "detail": json.dumps(detail, sort_keys=True, default=str)})
+
+
+def unwritable(db: sqlite_utils.Database) -> str | None:
+    """Why the store cannot be written (a read-only file or folder), or None: probed with a write that is
+    rolled back, since SQLite opens a file it may not write read-only and says so only at the first write."""
+    conn = db.conn
+    if conn.in_transaction:
+        return None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('write probe', '')")
+    except sqlite3.OperationalError as e:
+        return str(e)
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return None
+
+
+def cost_cache(db: sqlite_utils.Database) -> tuple[sqlite_utils.Database, bool]:
+    """Where a cost model keeps its measurements, and whether they outlive the run: the store itself, or, where
+    it is read-only, a copy in memory that has its cached costs and drops the new ones at exit (the caller
+    says so: a run that measures the same units every time should not be a surprise)."""
+    if unwritable(db) is None:
+        return db, True
+    memory = sqlite3.connect(":memory:")
+    db.conn.backup(memory)
+    return sqlite_utils.Database(memory), False

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, subst
+from conftest import ROOT, prove_into, subst
 from onnx import TensorProto, helper, numpy_helper
+from test_provenance import DISTRIBUTE
 
 from taso import onnx_io
 from taso.check import compare, tolerance
@@ -58,7 +66,12 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
     onnx.save_model(_tiny(opset=99), str(tmp / "opset99.onnx"))
     escape = _outside_external_data(tmp)
     (tmp / "a_file").write_text("x")
+    (tmp / "latin1.json").write_bytes('{"max_ops": 2, "note": "été"}'.encode("latin-1"))
+    (tmp / "costs_object.json").write_text('{"foo": 1}')
+    (tmp / "costs_list.json").write_text("[1, 2, 3]")
     out = str(tmp / "out.onnx")
+    opt = ["optimize", bert, "-o", out]
+    costs = [*opt, "--store", ROOT / "substitutions.db", "--costs"]
     return {
         "missing file": (["optimize", tmp / "nope.onnx", "-o", out], "no such file"),
         "not onnx": (["optimize", tmp / "text.onnx", "-o", out], "not an ONNX model"),
@@ -76,6 +89,22 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "missing store": (["optimize", bert, "-o", out, "--store", tmp / "none.db"], "no such store"),
         "store not sqlite": (["optimize", bert, "-o", out, "--store", tmp / "text.onnx"], "not a subst store"),
         "info on corrupt model": (["info", tmp / "truncated.onnx"], "not an ONNX model"),
+        "costs not UTF-8": ([*costs, tmp / "latin1.json"], "not UTF-8"),
+        "costs of other keys": ([*costs, tmp / "costs_object.json"], "not a cost table"),
+        "costs a list": ([*costs, tmp / "costs_list.json"], "not a cost table"),
+        "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
+        "report folder missing": ([*opt, "--report", tmp / "no" / "r.json"], "does not exist"),
+        "report onto a folder": ([*opt, "--report", tmp], "is a folder"),
+        "alpha nan": ([*opt, "--alpha", "nan"], "not a finite number"),
+        "alpha negative": ([*opt, "--alpha", "-1"], "x>0"),
+        "rtol negative": ([*opt, "--rtol", "-1"], "x>=0"),
+        "atol infinite": ([*opt, "--atol", "inf"], "not a finite number"),
+        "time limit nan": ([*opt, "--time-limit", "nan"], "not a finite number"),
+        "measure limit negative": ([*opt, "--measure-limit", "-1"], "x>=0"),
+        "budget zero": ([*opt, "--budget", "0"], "x>=1"),
+        "verify timeout nan": (["verify", "--timeout", "nan", "--store", tmp / "new.db"], "not a finite number"),
+        "unknown dim": ([*opt, "--dim", "foo=3"], "its inputs have batch, seq"),
+        "profile unknown dim": (["profile", bert, "--dim", "sequence=8", "--store", tmp / "new.db"], "batch, seq"),
     }
 
 
@@ -96,6 +125,22 @@ CASE_NAMES = [
     "missing store",
     "store not sqlite",
     "info on corrupt model",
+    "costs not UTF-8",
+    "costs of other keys",
+    "costs a list",
+    "config not UTF-8",
+    "report folder missing",
+    "report onto a folder",
+    "alpha nan",
+    "alpha negative",
+    "rtol negative",
+    "atol infinite",
+    "time limit nan",
+    "measure limit negative",
+    "budget zero",
+    "verify timeout nan",
+    "unknown dim",
+    "profile unknown dim",
 ]
 
 
@@ -189,8 +234,10 @@ def test_shipped_store_optimizes_the_bundled_model(tmp_path: Path, bert_path: Pa
     # progress goes to stderr (a line per finished stage when it is not a terminal), so stdout stays JSON
     stages = re.findall(r"^(\w[\w ]*) \((\d+)/(\d+) steps\)$", r.stderr, re.M)
     assert [s for s, done, total in stages if done == total and int(total) > 0] == [
+        "reading rules",
         "profiling units",
         "searching regions",
+        "checking",
     ]
 
 
@@ -272,3 +319,113 @@ def test_rules_add_adds_written_rules_once_and_refuses_a_broken_file_in_one_line
     broken.write_text("rule half\nfree: pads\ngraph(%x: float32[2]):\n  return %x\n")
     r = subst("rules", "add", broken, "--store", db)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "broken.rules" in r.stderr
+
+
+# ---- read-only stores, signals, pipes -----------------------------------------------------------------------
+
+PR_CAPBSET_DROP = 24
+DAC_CAPABILITIES = (1, 2, 3)
+"""CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER: what lets root write a file its mode calls read-only."""
+
+
+def _as_a_user() -> None:
+    """In the child before exec: drop root's power over file modes, so a read-only store is read-only to the
+    command under test as it is to a user (the test suite may run as root, in a container)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in DAC_CAPABILITIES:
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+
+
+def subst_as_a_user(*args: object) -> subprocess.CompletedProcess:
+    """`conftest.subst`, run without root's override of file modes."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=_as_a_user if os.geteuid() == 0 else None,
+    )
+
+
+@contextmanager
+def _read_only(store_path: Path, folder: bool) -> Iterator[None]:
+    """The store file (or its folder) made read-only for the block, then writable again for tmp_path's cleanup."""
+    target = store_path.parent if folder else store_path
+    mode = target.stat().st_mode
+    target.chmod(0o555 if folder else 0o444)
+    try:
+        yield
+    finally:
+        target.chmod(mode)
+
+
+@pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+@pytest.mark.parametrize("command", ["generate", "verify"])
+def test_a_read_only_store_is_refused_up_front_in_one_line(tmp_path: Path, command: str, folder: bool) -> None:
+    db = tmp_path / "ro" / "s.db"
+    db.parent.mkdir()
+    r = subst("rules", "add", ROOT / "specs" / "rules" / "batchnorm.rules", "--store", db)
+    assert r.returncode == 0, r.stderr
+    before, listing = db.read_bytes(), sorted(os.listdir(db.parent))
+    args = ["--max-ops", "1"] if command == "generate" else ["--workers", "1"]
+    with _read_only(db, folder):
+        r = subst_as_a_user(command, *args, "--store", db)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("subst: error:") and "read-only" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert db.read_bytes() == before and sorted(os.listdir(db.parent)) == listing
+
+
+def test_profile_on_a_read_only_store_measures_and_says_it_caches_nothing(tmp_path: Path, empty_store: Path) -> None:
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_tiny(), str(model))
+    before = empty_store.read_bytes()
+    with _read_only(empty_store, folder=False):
+        r = subst_as_a_user("profile", model, "--store", empty_store, "--device", "cpu", "--no-measure-model")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("costs not cached: store is read-only") == 1
+    assert empty_store.read_bytes() == before
+    r = subst("profile", model, "--store", empty_store, "--device", "cpu", "--no-measure-model", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []  # a writable store caches, and says nothing
+
+
+def test_optimize_on_a_read_only_store_keeps_working_and_warns_once(tmp_path: Path) -> None:
+    db = prove_into(tmp_path / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])  # so it costs
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_tiny(), str(model))
+    before = db.read_bytes()
+    with _read_only(db, folder=False):
+        r = subst_as_a_user("optimize", model, "-o", tmp_path / "o.onnx", "--store", db, "--device", "cpu", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["cost"]["warning"] == "costs not cached: store is read-only" and report["check"]["ok"]
+    assert db.read_bytes() == before
+
+
+def test_sigterm_during_optimize_leaves_no_temp_folder(tmp_path: Path, bert_path: Path, empty_store: Path) -> None:
+    """As `timeout` stops a run: the staging folder beside the output exists from import to the final move, so
+    the signal is sent once it appears, and must unwind through the code that removes it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [sys.executable, "-m", "cli.main", "optimize", bert_path, "-o", out / "o.onnx", "--store", empty_store]
+    run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while run.poll() is None and not list(out.glob(".subst-*")):
+        time.sleep(0.001)
+    assert run.poll() is None, "optimize ended before the test could stop it"
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == ["subst: terminated (SIGTERM); nothing written"]
+    assert os.listdir(out) == []
+
+
+def test_rules_list_into_a_pipe_closed_early_is_quiet_and_ok() -> None:
+    """`subst rules list --limit 0 | head`: the reader leaving is no error (it was exit 1, silently)."""
+    args = [sys.executable, "-m", "cli.main", "rules", "list", "--limit", "0"]
+    run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    header = run.stdout.readline()  # type: ignore[union-attr]
+    run.stdout.close()  # type: ignore[union-attr]
+    err = run.stderr.read()  # type: ignore[union-attr]
+    assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"id"
+    listed = json.loads(subst("rules", "list", "--limit", "0", "--json").stdout)
+    assert len(listed) == json.loads(subst("rules", "stats", "--json").stdout)["rules"] > 50 * 64  # 0: all
