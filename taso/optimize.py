@@ -318,7 +318,8 @@ def optimize(
     progress: Progress | None = None,
 ) -> Report:
     """Optimize ``src`` into ``dst``; raises `BadInput` (nothing read or written) or `CheckFailed`. The check
-    compares at ``rtol`` and ``atol``, or by each output's element type where not given (`check.tolerance`)."""
+    judges the result against a float64 reference of the original, or element-wise at ``rtol``/``atol`` where
+    either is given (`check.compare`)."""
     src, dst = Path(src), Path(dst)
     if dst.resolve() == src.resolve():
         raise BadInput(f"{dst}: output would overwrite the input; choose another path")
