@@ -98,9 +98,15 @@ class Report:
                 else ""
             ),
             *([f"warning   {TIME_LIMIT_REACHED}"] if s.get("time_limit_reached") else []),
+            *self._declined_lines(),
             *self._nearest_lines(before),
             *self._measured_lines(),
         ]
+
+    def _declined_lines(self) -> list[str]:
+        """Rewrites a rule matched but that could not be made here, by what stood in the way (`rewrite.Declined`)."""
+        declined = sorted((self.search.get("declined") or {}).items(), key=lambda kv: -kv[1])  # type: ignore[union-attr]
+        return ["declined  " + "; ".join(f"{why} ({n})" for why, n in declined)] if declined else []
 
     def _nearest_lines(self, before: float) -> list[str]:
         """Why nothing was applied: the single rewrite that came closest to paying."""

@@ -40,7 +40,9 @@ CHECK_LIMIT = 20_000_000
 
 
 class Declined(Exception):
-    """A match whose target cannot be instantiated here; the message says why (kept for the search's tracer)."""
+    """A match whose target cannot be instantiated here; the message says why in a user's words: what could not
+    be done before the first colon (the search counts rewrites declined by it, and the report shows the counts),
+    the instance's detail after it (kept for the search's tracer)."""
 
 
 def _dim_map(match: Match, g: Graph) -> dict[int, int]:
@@ -125,10 +127,10 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
     if covered is not None:
         unmet = _unmet(g, match, covered)
         if unmet is not None:
-            raise Declined(f"outside what the rule's proof covers: it needs {unmet}")
+            raise Declined(f"this case is outside what the rule's proof covers: it needs {unmet}")
         changed = _broadcast_changed(list(src.nodes), src, g.types, match.values)
         if changed is not None:
-            raise Declined(f"outside what the rule's proof covers: {changed.op} broadcasts otherwise here")
+            raise Declined(f"this case is outside what the rule's proof covers: {changed.op} broadcasts otherwise here")
     out_name = {d: match.values[s] for s, d in zip(src.outputs, dst.outputs)}
     out_type = {d: g.types[match.values[s]] for s, d in zip(src.outputs, dst.outputs)}
     fresh = fresh_names(g.values(), "subst_")
@@ -137,7 +139,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         if v in match.values:
             names[v] = match.values[v]
         elif v not in dst.data:
-            raise Declined(f"target reads {v!r}, which the source does not bind")
+            raise Declined(f"the rewrite reads a value the matched nodes do not give: {v!r}")
     types: dict[str, TensorType] = {}
     data: dict[str, WeightData] = {}
     dims = _dim_map(match, g)
@@ -148,7 +150,9 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         if "constant" in ops.get(n.op).tags:
             shape = tuple(dims.get(d, d) if isinstance(d, int) else d for d in attrs["shape"])  # type: ignore[union-attr]
             if any(isinstance(d, int) and d not in dims for d in attrs["shape"]):  # type: ignore[union-attr]
-                raise Declined(f"{n.op} shape {attrs['shape']} not determined by the bound inputs")
+                raise Declined(
+                    f"the rewrite needs a constant whose size the model does not fix: {n.op} {attrs['shape']}"
+                )
             attrs = {**attrs, "shape": shape, "dtype": floats}
         for o in n.outputs:
             names[o] = out_name.get(o) or next(fresh)
@@ -165,11 +169,11 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         ]
         if n.op == "Split" and len(n.inputs) > 1 and n.inputs[1] in dst.data:
             if not all(o in out_type for o in n.outputs):
-                raise Declined("a Split whose sizes cannot be read off the source outputs")
+                raise Declined("the rewrite needs Split sizes the matched outputs do not give")
             axis = int(attrs["axis"])  # type: ignore[arg-type]
             dims_along = [out_type[o].shape[axis] for o in n.outputs]  # type: ignore[index]
             if not all(isinstance(d, int) for d in dims_along):
-                raise Declined("Split sizes along a dynamic dimension")
+                raise Declined("the rewrite would split along a dimension whose size is known only at run time")
             sizes = np.array(dims_along, np.int64)
             sizes_name = next(fresh)  # never the bound source value: these sizes are the target's own
             inputs[1] = sizes_name
@@ -177,22 +181,24 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
             types[sizes_name] = TensorType("int64", (len(n.outputs),))
             in_types[1], consts[1] = types[sizes_name], sizes
         elif any(t is None for t in in_types):
-            raise Declined("target reads an inline constant the matcher cannot size")
+            raise Declined(f"the rewrite needs a constant whose size the model does not fix: an input of {n.op}")
         try:
             outs = ops.infer(n.op, in_types, attrs, consts, len(n.outputs))  # type: ignore[arg-type]
         except ops.OpError as e:
-            raise Declined(f"target does not type-check at these shapes: {e}") from None
+            raise Declined(f"the rewrite does not fit the model's shapes here: {e}") from None
         for o, t in zip(n.outputs, outs):
             types[names[o]] = t
         nodes.append(Node(n.op, tuple(inputs), tuple(names[o] for o in n.outputs), tuple(sorted(attrs.items()))))
     for d, name in out_name.items():
         got = g.types.get(match.values[d]) if d in dst.inputs else types.get(name)
         if got != out_type[d]:
-            raise Declined(f"target output {d} would be {got}, the source gives {out_type[d]}")
+            raise Declined(f"the rewrite would change an output's shape or type: {got}, not {out_type[d]}")
     if covered is not None:
         changed = _broadcast_changed(list(dst.nodes), dst, {**g.types, **types}, names)
         if changed is not None:
-            raise Declined(f"outside what the rule's proof covers: the target's {changed.op} broadcasts otherwise")
+            raise Declined(
+                f"this case is outside what the rule's proof covers: the rewrite's {changed.op} broadcasts otherwise"
+            )
     return nodes, data, types
 
 
@@ -313,7 +319,7 @@ def fold_constants(g: Graph, candidates: set[str], folds: Folds | None = None) -
                 with np.errstate(over="ignore", invalid="ignore"):
                     outs = ops.get(n.op).run([data[v].array for v in n.inputs], n.attr, len(n.outputs))
                 if not all(_finite(o) for o in outs) and all(_finite(data[v].array) for v in n.inputs):
-                    raise Declined(f"folding {n.op} overflows {types[n.outputs[0]].dtype}")
+                    raise Declined(f"a weight the rewrite precomputes overflows {types[n.outputs[0]].dtype}: {n.op}")
                 folds[key] = tuple(
                     WeightData.computed(_fresh(arr, types[o].dtype), (n.op, n.attrs, k, *(data[v] for v in n.inputs)))
                     for k, (o, arr) in enumerate(zip(n.outputs, outs))
@@ -385,7 +391,7 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
     replaced = {match.values[o] for o in match.rule.src.outputs}
     old = [match.nodes[i] for i in range(len(match.rule.src.nodes))]
     if any(o and o not in replaced and o in g.outputs for n in old for o in n.outputs):
-        raise Declined("an internal source value is a graph output")
+        raise Declined("a value the rewrite would remove is a model output")
     rename: dict[str, str] = {}
     for s, d in zip(match.rule.src.outputs, match.rule.dst.outputs):
         if d not in match.rule.dst.inputs:
@@ -398,7 +404,7 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
         elif new_v in g.producers and new_v not in g.outputs and not any(new_v in n.implicit for n in g.nodes):
             rename[new_v] = old_v
         else:
-            raise Declined("would rename a graph input, weight or output")
+            raise Declined("the rewrite would rename a model input, weight or output")
     removed = {id(n) for n in old if any(o in replaced for o in n.outputs)}
     if any(
         o and o not in replaced and any(id(c) not in {id(m) for m in old} for c in g.consumers.get(o, ()))
@@ -406,10 +412,10 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
         if id(n) in removed
         for o in n.outputs
     ):
-        raise Declined("a replaced node also feeds values the target does not produce")
+        raise Declined("a node the rewrite would remove also computes a value other nodes read")
     verdict = _checked(g, match, new_nodes, new_data, new_types)
     if verdict is False:
-        raise Declined("target differs from source at these shapes (float64 check)")
+        raise Declined("the rule's two sides differ at the model's shapes (float64 check)")
     new_nodes, same = _reuse(g, new_nodes, removed, set(rename))
     rename.update(same)
     kept = [
@@ -421,7 +427,7 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
     ]
     order = topological_order(kept + new_nodes, set(g.inputs) | set(g.weights) | set(new_data))
     if order is None:
-        raise Declined("the target would create a cycle")
+        raise Declined("the rewrite would make the graph read its own result (a cycle)")
     out = replace(
         g,
         nodes=tuple(order),
@@ -433,8 +439,8 @@ def apply(g: Graph, match: Match, folds: Folds | None = None) -> Graph:
     pending = {o: n.op for n in new_nodes if not ops.get(n.op).exportable for o in n.outputs}
     stuck = sorted({op for o, op in pending.items() if o in out.producers})
     if stuck:
-        raise Declined(f"{', '.join(stuck)} has no ONNX form and must fold into weights, which it could not here")
+        raise Declined(f"a weight-only op of the rewrite could not be precomputed here: {', '.join(stuck)}")
     try:
         return lint(eliminate_dead(out))
     except IRError as e:
-        raise Declined(f"rewrite broke the graph: {e}") from None
+        raise Declined(f"the rewrite would leave an invalid graph: {e}") from None

@@ -429,3 +429,26 @@ def test_rules_list_into_a_pipe_closed_early_is_quiet_and_ok() -> None:
     assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"id"
     listed = json.loads(subst("rules", "list", "--limit", "0", "--json").stdout)
     assert len(listed) == json.loads(subst("rules", "stats", "--json").stdout)["rules"] > 50 * 64  # 0: all
+
+
+def test_declined_rewrites_are_counted_in_words_a_user_reads(tmp_path: Path, save) -> None:
+    """A rule matches, but a value it would remove is also a model output: the report says that, in the text
+    and in --json, counted by what stood in the way (it said 'an internal source value is a graph output')."""
+    db = prove_into(tmp_path / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
+    weights = [numpy_helper.from_array(np.full((8, 5), i + 1.0, np.float32), f"w{i}") for i in (0, 1)]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in (0, 1)]
+        + [helper.make_node("Add", ["m0", "m1"], ["y"])],
+        "distribute",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [4, 5]) for o in ("y", "m0")],
+        initializer=weights,
+    )
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx")
+    args = ("optimize", model, "--store", db, "--device", "estimate")
+    report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
+    assert report["search"]["declined"] == {"a value the rewrite would remove is a model output": 2}
+    assert (
+        "declined  a value the rewrite would remove is a model output (2)"
+        in subst(*args, "-o", tmp_path / "p.onnx").stdout
+    )
