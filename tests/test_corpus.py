@@ -1,5 +1,6 @@
-"""The corpus of real exporter output (models/corpus/): every model loads valid, imports, optimizes with the
-committed cost table, passes the check, and what subst writes passes onnx's full check.
+"""The corpus of real exporter output (models/corpus/): every model loads valid, imports, optimizes as the
+regression runs it (committed cost table, bounded search), passes the check, and what subst writes passes onnx's
+full check; the quick ones also hold their predicted cost ratio in models/baseline.json.
 
 The models that optimize in a few seconds on the 2-core machine run always; the rest are marked slow
 (SUBST_SLOW_LIMIT=N runs only the first N of them).
@@ -7,10 +8,10 @@ The models that optimize in a few seconds on the 2-core machine run always; the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,11 @@ from conftest import ROOT
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx_io, store
-from taso.optimize import Settings, optimize
 
 sys.path.insert(0, str(ROOT / "models"))
 
 import corpus  # noqa: E402
+import regress  # noqa: E402
 
 QUICK = [
     "squeezenet1_1_ts",
@@ -38,8 +39,6 @@ QUICK = [
 """Quick, and between them: both exporters, float16, opset 20's Split and LayerNormalization, convs, attention."""
 
 SLOW = [n for n in corpus.NAMES if n not in QUICK][: int(os.environ.get("SUBST_SLOW_LIMIT", len(corpus.NAMES)))]
-
-SETTINGS = Settings(alpha=1.05, budget=5, time_limit=1e9, costs=str(ROOT / "models" / "reference_costs.json"))
 
 
 @pytest.fixture(scope="module")
@@ -106,18 +105,22 @@ def test_an_equal_split_keeps_its_part_count_from_opset_18(tmp_path: Path) -> No
         onnx.checker.check_model(exported, full_check=True)
 
 
-def _optimize(name: str, store_path: Path, tmp_path: Path) -> None:
-    src, out = corpus.write(name, tmp_path / f"{name}.onnx"), tmp_path / f"{name}.opt.onnx"
-    settings = replace(SETTINGS, dims=corpus.dims(name))
-    report = optimize(src, out, store_path, settings=settings)
-    assert report.check is not None and report.check.ok, report.check
-    assert not report.cost or report.cost["after_ms"] <= report.cost["before_ms"]
-    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+def _optimize(name: str, store_path: Path, tmp_path: Path) -> dict:
+    """The regression's run of ``name`` (models/regress.py: committed costs, bounded search), with its output
+    checked by onnx's full check too."""
+    row = regress.run_model(name, store_path, tmp_path)
+    assert row["check_ok"], row["check"]
+    onnx.checker.check_model(onnx.load(str(tmp_path / f"{name}.opt.onnx")), full_check=True)
+    return row
 
 
 @pytest.mark.parametrize("name", QUICK)
-def test_corpus_model_optimizes_checks_and_exports_valid(name: str, store_copy: Path, tmp_path: Path) -> None:
-    _optimize(name, store_copy, tmp_path)
+def test_corpus_model_optimizes_checks_exports_valid_and_holds_its_baseline(
+    name: str, store_copy: Path, tmp_path: Path
+) -> None:
+    row = _optimize(name, store_copy, tmp_path)
+    base = json.loads(regress.BASELINE.read_text())["models"][name]
+    assert row["cost_ratio"] <= base["cost_ratio"] * (1 + regress.TOLERANCE)
 
 
 @pytest.mark.slow
