@@ -206,6 +206,8 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
             written[path] = parse_rules(path.read_text())
         except OSError as e:
             raise BadInput(f"{path}: cannot read ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise BadInput(f"{path}: not UTF-8 text; a rules file is text as `subst rules show` prints") from None
         except IRError as e:
             raise BadInput(f"{path}: {e}") from None
     db = store.open_store(store_path, create_missing=True)
@@ -252,7 +254,7 @@ def list_rules(
 
 @rules.command("show")
 @_STORE_OPTION
-@click.argument("rule_id", type=int)
+@click.argument("rule_id", type=click.IntRange(min=1, max=2**63 - 1))
 @click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
 def show_rule(store_path: Path, rule_id: int, as_json: bool) -> None:
     """Both sides of rule RULE_ID, its fingerprint, provenance and verdict detail."""

@@ -140,7 +140,7 @@ def cli() -> None:
     show_default=True,
     help="Where op costs are measured (cached in the store); estimate: analytic costs, nothing measured.",
 )
-@dim_option("Size of a symbolic dim for costing (default 1).")
+@dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
 @click.option(
     "--costs",
     "costs_path",

@@ -24,7 +24,7 @@ from taso.optimize import COSTS_NOT_CACHED
     show_default=True,
     help="Where to measure: auto = CUDA when onnxruntime's CUDA provider loads, else CPU.",
 )
-@dim_option("Size of a symbolic dim (default 1).")
+@dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them; default 1).")
 @click.option("--refresh", is_flag=True, help="Re-measure everything, ignoring the cache.")
 @store_option("Store holding the cost cache.")
 @click.option(
