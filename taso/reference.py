@@ -54,16 +54,13 @@ class Reference:
         values = {k: _double(v) for k, v in feeds.items()}
         values.update((k, _double(d.array)) for k, d in g.data.items())
         for i, n in enumerate(g.nodes):
-            args = [values[v] for v in n.inputs if v]
-            if not n.is_opaque:
-                try:
-                    outs = ops.get(n.op).run(args, n.attr, len(n.outputs))
-                except (ops.OpError, ValueError, TypeError) as e:
-                    raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
-            elif n.op in NUMPY_KERNELS and not n.domain and len(args) == 1:
-                outs = (NUMPY_KERNELS[n.op](args[0]),)
-            else:
+            if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
                 outs = self._run_opaque(i, n, values)
+            else:
+                try:  # numpy's errors, on a graph whose types say otherwise: no reference, not a crash
+                    outs = _run_numpy(n, [values[v] for v in n.inputs if v])
+                except (ops.OpError, ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
+                    raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
             values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
         return {o: values[o] for o in g.outputs}
 
@@ -73,11 +70,16 @@ class Reference:
         if index not in self._sessions:
             self._sessions[index] = self._session(n, reads, values)
         session, in_double = self._sessions[index]
-        feeds = {v: values[v] if in_double else _as_model_type(values[v], self.graph.types.get(v)) for v in reads}
+        feeds = {v: values[v] if in_double else values[v].astype(self._model_dtype(v, values[v])) for v in reads}
         try:
             return session.run([o for o in n.outputs if o], feeds)  # type: ignore[attr-defined]
         except Exception as e:  # onnxruntime raises its own exception types
             raise NoReference(f"{n.op} cannot run in onnxruntime ({str(e).splitlines()[0][:200]})") from None
+
+    def _model_dtype(self, name: str, a: np.ndarray) -> np.dtype:
+        """The element type the model declares for ``name`` where it and ``a`` are floats; else ``a``'s own."""
+        t = self.graph.types.get(name)
+        return np.dtype(t.dtype) if t is not None and a.dtype.kind == "f" and np.dtype(t.dtype).kind == "f" else a.dtype
 
     def _session(self, n: Node, reads: list[str], values: Mapping[str, np.ndarray]) -> tuple[object, bool]:
         import onnxruntime as ort
@@ -88,12 +90,10 @@ class Reference:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
         outputs = tuple(o for o in n.outputs if o)
+        reason = ""
         for in_double in (True, False):
             types = {
-                v: TensorType(
-                    str(values[v].dtype if in_double else _as_model_type(values[v], self.graph.types.get(v)).dtype),
-                    values[v].shape,
-                )
+                v: TensorType(str(values[v].dtype if in_double else self._model_dtype(v, values[v])), values[v].shape)
                 for v in reads
             }
             one = replace(
@@ -110,13 +110,12 @@ class Reference:
         raise NoReference(f"{n.op} cannot run in onnxruntime ({reason})")
 
 
+def _run_numpy(n: Node, args: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    if n.is_opaque:
+        return (NUMPY_KERNELS[n.op](*args),)
+    return ops.get(n.op).run(args, n.attr, len(n.outputs))
+
+
 def _double(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     return a.astype(np.float64) if a.dtype.kind == "f" and a.dtype != np.float64 else a
-
-
-def _as_model_type(a: np.ndarray, t: TensorType | None) -> np.ndarray:
-    """``a`` in the element type the model declares for it (floats only; other values are exact already)."""
-    if t is None or a.dtype.kind != "f" or np.dtype(t.dtype).kind != "f":
-        return a
-    return a.astype(t.dtype)
