@@ -210,6 +210,7 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
             raise BadInput(f"{path}: not UTF-8 text; a rules file is text as `subst rules show` prints") from None
         except IRError as e:
             raise BadInput(f"{path}: {e}") from None
+    writable_store(store_path)
     db = store.open_store(store_path, create_missing=True)
     have = store.known(db)
     files = []

@@ -190,6 +190,8 @@ def optimize(
     """
     if report_path is not None:
         _refuse_unwritable(report_path, "--report")
+        if report_path.resolve() in (output.resolve(), model.resolve()):
+            raise BadInput(f"--report {report_path}: is a model this run reads or writes; choose another path")
     costs = str(costs_path) if costs_path else None
     if costs is not None:
         cost.reference_model(costs)  # read once up front: a file that is no cost table is refused before any work

@@ -56,7 +56,10 @@ def open_store(path: str | Path, create_missing: bool = False) -> sqlite_utils.D
     p = Path(path)
     if not p.exists():
         if create_missing:
-            return create(p)
+            try:
+                return create(p)
+            except sqlite3.OperationalError as e:  # a missing or read-only folder
+                raise BadInput(f"{p}: cannot make a store there ({e})") from None
         raise BadInput(f"{p}: no such store (run `subst generate` to make one)")
     try:
         db = sqlite_utils.Database(str(p))

@@ -71,6 +71,7 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
     (tmp / "costs_list.json").write_text("[1, 2, 3]")
     out = str(tmp / "out.onnx")
     opt = ["optimize", bert, "-o", out]
+    nodir = tmp / "no" / "s.db"
     costs = [*opt, "--store", ROOT / "substitutions.db", "--costs"]
     return {
         "missing file": (["optimize", tmp / "nope.onnx", "-o", out], "no such file"),
@@ -95,8 +96,14 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rules file not UTF-8": (["rules", "add", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rule id past SQLite's": (["rules", "show", str(2**64)], "x<=9223372036854775807"),
+        "rules into a missing folder": (
+            ["rules", "add", ROOT / "specs/rules/batchnorm.rules", "--store", nodir],
+            "folder",
+        ),
+        "profile into a missing folder": (["profile", bert, "--store", nodir], "cannot make a store there"),
         "report folder missing": ([*opt, "--report", tmp / "no" / "r.json"], "does not exist"),
         "report onto a folder": ([*opt, "--report", tmp], "is a folder"),
+        "report onto the output": ([*opt, "--report", out], "a model this run reads or writes"),
         "alpha nan": ([*opt, "--alpha", "nan"], "not a finite number"),
         "alpha negative": ([*opt, "--alpha", "-1"], "x>0"),
         "rtol negative": ([*opt, "--rtol", "-1"], "x>=0"),
@@ -133,8 +140,11 @@ CASE_NAMES = [
     "config not UTF-8",
     "rules file not UTF-8",
     "rule id past SQLite's",
+    "rules into a missing folder",
+    "profile into a missing folder",
     "report folder missing",
     "report onto a folder",
+    "report onto the output",
     "alpha nan",
     "alpha negative",
     "rtol negative",
