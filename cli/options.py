@@ -58,9 +58,8 @@ def writable_store(path: Path) -> None:
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not a store")
     if path.exists():
-        db = store.open_store(path)
-        why = store.unwritable(db)
-        db.close()
+        store.open_store(path).close()  # a store at all, of our schema
+        why = store.unwritable(path)
         if why:
             raise BadInput(f"{path}: store is read-only ({why}); copy it somewhere writable or choose --store")
     elif not path.parent.is_dir():

@@ -7,6 +7,7 @@ rather than read wrongly.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -126,20 +127,15 @@ def set_verdict(db: sqlite_utils.Database, rule_id: int, status: str, detail: di
     db["rules"].update(rule_id, {"status": status, "detail": json.dumps(detail, sort_keys=True, default=str)})
 
 
-def unwritable(db: sqlite_utils.Database) -> str | None:
-    """Why the store cannot be written (a read-only file or folder), or None: probed with a write that is
-    rolled back, since SQLite opens a file it may not write read-only and says so only at the first write."""
-    conn = db.conn
-    if conn.in_transaction:
-        return None
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('write probe', '')")
-    except sqlite3.OperationalError as e:
-        return str(e)
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+def unwritable(path: str | Path) -> str | None:
+    """Why the store at ``path`` cannot be written, or None: SQLite opens a file it may not write read-only and
+    says so only at the first write, and writes a journal beside the file, so its folder must take files too.
+    Asked of the OS (`os.access`: modes, ACLs, read-only mounts), so nothing is written, not even a journal."""
+    p = Path(path)
+    if not os.access(p, os.W_OK):
+        return "the file is read-only"
+    if not os.access(p.parent, os.W_OK | os.X_OK):
+        return f"its folder {p.parent} is read-only"
     return None
 
 
@@ -147,7 +143,8 @@ def cost_cache(db: sqlite_utils.Database) -> tuple[sqlite_utils.Database, bool]:
     """Where a cost model keeps its measurements, and whether they outlive the run: the store itself, or, where
     it is read-only, a copy in memory that has its cached costs and drops the new ones at exit (the caller
     says so: a run that measures the same units every time should not be a surprise)."""
-    if unwritable(db) is None:
+    path = db.execute("PRAGMA database_list").fetchone()[2]  # "" for a store in memory
+    if not path or unwritable(path) is None:
         return db, True
     memory = sqlite3.connect(":memory:")
     db.conn.backup(memory)
