@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("\nsubst: interrupted", err=True)
         code = 130
     except Terminated:
-        click.echo("subst: terminated (SIGTERM); nothing written", err=True)
+        click.echo("subst: terminated (SIGTERM); its temp files removed", err=True)
         code = 128 + signal.SIGTERM
     except BrokenPipeError:  # stdout's reader went away (`subst rules list | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit is quiet too
