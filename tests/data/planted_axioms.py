@@ -1,0 +1,38 @@
+"""Planted false axioms (tests/test_planted.py, bench/bench_planted.py copy this file into a copy of specs/):
+each must fail `subst verify --check-specs`. The last two are generic and true at their declared shapes, false
+only at the shapes z3 also applies them to."""
+
+from taso.spec import Axiom, D, ints, tensors
+
+
+def axioms(f):
+    x, y, w = tensors("x y w")
+    m, n, a, b, c, sh, sw = ints("m n a b c sh sw")
+    two = {"x": (m, n), "y": (m, n)}
+    conv = dict(pads=(0, 0, 0, 0), group=1)
+    return [
+        Axiom("planted-relu-add", f.relu(f.add(x, y)), f.add(f.relu(x), f.relu(y)), two, generic=True),
+        Axiom("planted-mm-comm", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}),
+        Axiom("planted-cat-comm", f.cat(x, y, axis=a), f.cat(y, x, axis=a), two, domains={"a": (0, 1)}),
+        # forgets that the slice must start where x ends
+        Axiom(
+            "planted-slice-cat-second",
+            f.slice(f.cat(x, y, axis=a), axis=a, start=0, size=n),
+            y,
+            two,
+            when=(D(y, a) == n,),
+            domains={"a": (0, 1)},
+            generic=True,
+        ),
+        # a 1x1 matrix is its own transpose; generic, z3 would say it of every matrix
+        Axiom("planted-transpose-identity", f.tr(x), x, {"x": (1, 1)}, generic=True),
+        # over a 1x1 image a conv's stride does not matter; generic, z3 would say it of every image
+        Axiom(
+            "planted-conv-stride-free",
+            f.conv(x, w, strides=(sh, sw), **conv),
+            f.conv(x, w, strides=(1, 1), **conv),
+            {"x": (b, c, 1, 1), "w": (m, c, 1, 1)},
+            domains={"sh": (1, 2), "sw": (1, 2)},
+            generic=True,
+        ),
+    ]

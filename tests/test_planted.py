@@ -1,0 +1,329 @@
+"""Planted falsehoods: false rules must never be proved, with the random pre-check or by z3 alone, and false
+axioms must fail `--check-specs`. Positive controls show each guard is not vacuous: the true versions of
+planted rules are proved, and a planted axiom, unless caught, does prove its false rule.
+
+The planted rules are data in the project's rule format (tests/data/planted*.rules); the planted axioms a spec
+file (tests/data/planted_axioms.py) copied into a copy of specs/. Hypothesis plants more: wrong permutations,
+wrong split sizes, and value-changing mutations of the shipped store's proved rules. bench/bench_planted.py
+prints every verdict in a table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from taso.ir import Graph, eliminate_dead, parse_graph
+from taso.precheck import refute
+from taso.provenance import SPECS_DIR
+from taso.rules import Rule, parse_rules
+from taso.spec import Specs, load_specs
+from taso.speccheck import check_specs
+from taso.verify import Prover
+
+DATA = Path(__file__).parent / "data"
+FALSE_RULES = {r.name: r for r in parse_rules((DATA / "planted.rules").read_text())}
+OVERCLAIMS = {r.name: r for r in parse_rules((DATA / "planted-conditional.rules").read_text())}
+SLOW_RULES = {"two matmuls sharing an input, merged, halves swapped"}
+"""z3 alone spends minutes on these: the default wall-clock safety net (120 s) ends them before the budget
+does; the slow test gives them `MUTATION_TIMEOUT` (bench/bench_planted.py records the full run)."""
+PLANTED_AXIOMS = (DATA / "planted_axioms.py").read_text()
+MUTATION_TIMEOUT = 20.0
+"""Seconds per z3 verdict in the mutation tests: a mutant that runs out is unknown, which is never a proof."""
+SLOW_LIMIT = int(os.environ.get("SUBST_SLOW_LIMIT", 200))
+
+
+def _rule(src: str, dst: str, name: str = "") -> Rule:
+    return Rule(parse_graph(src), parse_graph(dst), name)
+
+
+TRUE_RULES = {
+    "relu through concat": _rule(
+        """graph(%x: float32[2,4], %y: float32[2,4]):
+  %a = Concat(%x, %y) {axis=1} : float32[2,8]
+  %b = Relu(%a) : float32[2,8]
+  return %b""",
+        """graph(%x: float32[2,4], %y: float32[2,4]):
+  %a = Relu(%x) : float32[2,4]
+  %c = Relu(%y) : float32[2,4]
+  %b = Concat(%a, %c) {axis=1} : float32[2,8]
+  return %b""",
+    ),
+    "concat then split at the seam": _rule(
+        """graph(%x: float32[2,5], %y: float32[2,3], %s: int64[2] = [5, 3]):
+  %t = Concat(%x, %y) {axis=1} : float32[2,8]
+  %p, %q = Split(%t, %s) {axis=1} : float32[2,5], float32[2,3]
+  return %p, %q""",
+        """graph(%x: float32[2,5], %y: float32[2,3]):
+  return %x, %y""",
+    ),
+    "transpose of a product, factors swapped": _rule(
+        """graph(%x: float32[3,3], %w: float32[3,3] weight):
+  %a = MatMul(%x, %w) : float32[3,3]
+  %b = Transpose(%a) {perm=[1, 0]} : float32[3,3]
+  return %b""",
+        """graph(%x: float32[3,3], %w: float32[3,3] weight):
+  %a = Transpose(%w) {perm=[1, 0]} : float32[3,3]
+  %c = Transpose(%x) {perm=[1, 0]} : float32[3,3]
+  %b = MatMul(%a, %c) : float32[3,3]
+  return %b""",
+    ),
+    "two matmuls sharing an input, merged and split": _rule(
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight):
+  %a = MatMul(%x, %w1) : float32[2,4]
+  %b = MatMul(%x, %w2) : float32[2,4]
+  return %a, %b""",
+        """graph(%x: float32[2,4], %w1: float32[4,4] weight, %w2: float32[4,4] weight, %s: int64[2] = [4, 4]):
+  %c = Concat(%w1, %w2) {axis=1} : float32[4,8]
+  %d = MatMul(%x, %c) : float32[2,8]
+  %a, %b = Split(%d, %s) {axis=1} : float32[2,4], float32[2,4]
+  return %a, %b""",
+    ),
+}
+"""The true versions of planted rules (relu, split sizes, transpose, merged halves)."""
+
+
+@pytest.fixture(scope="module")
+def specs() -> Specs:
+    return load_specs(SPECS_DIR)
+
+
+@pytest.fixture(scope="module")
+def with_precheck(specs: Specs) -> Prover:
+    return Prover(specs)
+
+
+@pytest.fixture(scope="module")
+def z3_alone(specs: Specs) -> Prover:
+    return Prover(specs, precheck=False)
+
+
+@pytest.fixture(scope="module")
+def z3_bounded(specs: Specs) -> Prover:
+    return Prover(specs, precheck=False, timeout=MUTATION_TIMEOUT)
+
+
+# ---- planted rules --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in FALSE_RULES if n not in SLOW_RULES])
+def test_planted_false_rule_is_never_proved(name: str, with_precheck: Prover, z3_alone: Prover) -> None:
+    rule = FALSE_RULES[name]
+    assert refute(rule) is not None, "the planted rule must be false (the pre-check finds it so)"
+    assert with_precheck.verdict(rule).status == "refuted"
+    alone = z3_alone.verdict(rule)
+    assert alone.status == "unknown", alone.detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLOW_RULES))
+def test_slow_planted_false_rule_is_never_proved(name: str, z3_bounded: Prover) -> None:
+    assert refute(FALSE_RULES[name]) is not None
+    assert z3_bounded.verdict(FALSE_RULES[name]).status == "unknown"
+
+
+def _pins_example(rule: Rule, conditions: list) -> bool:
+    """Whether the proof's conditions hold the over-claimed attribute at its example: a group pinned to 1 (an
+    attribute condition, or the kernel's input channels equal to the input's, which a conv requires to be
+    ``channels / group``), or a 1x1 kernel (its sizes equal to 1, directly or through equal sizes)."""
+    kernel = next(n.inputs[1] for n in rule.src.nodes if n.op == "Conv")
+    data = rule.src.inputs[0]
+    parent: dict[tuple, tuple] = {}
+
+    def find(a: tuple) -> tuple:
+        while parent.get(a, a) != a:
+            a = parent[a]
+        return a
+
+    for c in conditions:
+        if c[0] == "same":
+            parent[find((c[1], c[2]))] = find((c[3], c[4]))
+        elif c[0] == "size":
+            parent[find((c[1], c[2]))] = find(("=", c[3]))
+        elif c == ["attr", "group", 1]:
+            return True
+    one = find(("=", 1))
+    return find((data, 1)) == find((kernel, 1)) or find((kernel, 2)) == find((kernel, 3)) == one
+
+
+@pytest.mark.parametrize("name", OVERCLAIMS)
+def test_overclaimed_rule_is_never_proved_unconditionally(name: str, with_precheck: Prover, z3_alone: Prover) -> None:
+    """True at its example, false at other values of a free attribute: a proof must carry the example as a
+    condition. (Before the lowering made free attributes free, both were proved with no condition.)"""
+    rule = OVERCLAIMS[name]
+    assert refute(rule) is None, "true at its example"
+    for prover in (with_precheck, z3_alone):
+        v = prover.verdict(rule)
+        assert v.status != "proved" or _pins_example(rule, v.detail.get("conditions", [])), v.detail
+
+
+@pytest.mark.parametrize("name", TRUE_RULES)
+def test_true_version_of_a_planted_rule_is_proved(name: str, with_precheck: Prover, z3_alone: Prover) -> None:
+    for prover in (with_precheck, z3_alone):
+        v = prover.verdict(TRUE_RULES[name])
+        assert v.status == "proved", v.detail
+
+
+# ---- hypothesis: more planted rules ---------------------------------------------------------------------------
+
+
+def _transpose(perm: list[int], size: int, out: str = "%a", x: str = "%x") -> str:
+    shape = ",".join([str(size)] * len(perm))
+    return f"  {out} = Transpose({x}) {{perm={perm}}} : float32[{shape}]"
+
+
+@st.composite
+def wrong_perms(draw: st.DrawFn) -> Rule:
+    """Transpose by a permutation claimed to be the identity, or to be another permutation (cube shapes, so
+    both sides are well-typed)."""
+    rank = draw(st.integers(2, 4))
+    perm = draw(st.permutations(range(rank)))
+    other = draw(st.permutations(range(rank)))
+    assume(list(perm) != list(other))
+    shape = ",".join(["3"] * rank)
+    head = f"graph(%x: float32[{shape}]):\n"
+    src = head + _transpose(list(perm), 3) + "\n  return %a"
+    dst = head + ("  return %x" if other == list(range(rank)) else _transpose(list(other), 3) + "\n  return %a")
+    return _rule(src, dst, f"perm {list(perm)} as {list(other)}")
+
+
+@st.composite
+def wrong_splits(draw: st.DrawFn) -> Rule:
+    """A Split claimed equal to a Split at the same sizes in another order, its outputs matched by size."""
+    sizes = draw(st.lists(st.integers(1, 4), min_size=2, max_size=4))
+    other = draw(st.permutations(sizes))
+    assume(list(other) != sizes)
+    total = sum(sizes)
+
+    def split(cut: list[int], names: list[str]) -> str:
+        outs = ", ".join(f"float32[2,{n}]" for n in cut)
+        return f"  {', '.join(names)} = Split(%x, %s) {{axis=1}} : {outs}"
+
+    mine = [f"%p{i}" for i in range(len(sizes))]
+    theirs = [f"%q{i}" for i in range(len(other))]
+    taken: list[int] = []
+    for n in sizes:  # each output of the source is the first unused target output of its size
+        taken.append(next(j for j, m in enumerate(other) if m == n and j not in taken))
+    src = f"graph(%x: float32[2,{total}], %s: int64[{len(sizes)}] = {sizes}):\n{split(sizes, mine)}\n"
+    dst = f"graph(%x: float32[2,{total}], %s: int64[{len(other)}] = {list(other)}):\n{split(list(other), theirs)}\n"
+    return _rule(
+        src + f"  return {', '.join(mine)}",
+        dst + f"  return {', '.join(theirs[j] for j in taken)}",
+        f"split {sizes} as {list(other)}",
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(rule=st.one_of(wrong_perms(), wrong_splits()))
+def test_random_wrong_perms_and_splits_are_never_proved(rule: Rule, z3_bounded: Prover) -> None:
+    assert refute(rule) is not None, rule
+    v = z3_bounded.verdict(rule)
+    assert v.status != "proved", (str(rule), v.detail)
+
+
+def _shipped_rules() -> list[Rule]:
+    """Small proved rules of the shipped store (read only) and the hand-written ones of specs/rules."""
+    db = sqlite3.connect(f"file:{ROOT / 'substitutions.db'}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    query = "select * from rules where status = 'proved' and src_ops + dst_ops <= 4 order by id"
+    rows = [Rule.from_row(dict(r)) for r in db.execute(query)]
+    db.close()
+    hand = [r for p in sorted((ROOT / "specs" / "rules").glob("*.rules")) for r in parse_rules(p.read_text())]
+    return rows[::4] + hand
+
+
+SHIPPED = _shipped_rules()
+
+
+def _mutate(g: Graph, data: st.DataObject) -> Graph:
+    """One type-preserving change: a node reads, or the graph returns, another value of the same type."""
+    defined = [*g.inputs, *g.weights]
+    sites: list[tuple[int, int, list[str]]] = []  # (node or -1 for outputs, position, candidates)
+    for k, n in enumerate(g.nodes):
+        for i, v in enumerate(n.inputs):
+            alts = [u for u in defined if u != v and g.types.get(u) == g.types.get(v)]
+            if alts:
+                sites.append((k, i, alts))
+        defined.extend(o for o in n.outputs if o)
+    for i, v in enumerate(g.outputs):
+        alts = [u for u in defined if u != v and g.types.get(u) == g.types.get(v)]
+        if alts:
+            sites.append((-1, i, alts))
+    assume(sites)
+    k, i, alts = data.draw(st.sampled_from(sites))
+    new = data.draw(st.sampled_from(alts))
+    if k < 0:
+        return eliminate_dead(replace(g, outputs=(*g.outputs[:i], new, *g.outputs[i + 1 :])))
+    n = g.nodes[k]
+    node = replace(n, inputs=(*n.inputs[:i], new, *n.inputs[i + 1 :]))
+    return eliminate_dead(replace(g, nodes=(*g.nodes[:k], node, *g.nodes[k + 1 :])))
+
+
+def _mutants(rule: Rule, data: st.DataObject) -> Rule:
+    dst = _mutate(rule.dst, data)
+    mutant = replace(rule, dst=dst, name=f"mutant of {rule.name or 'a shipped rule'}")
+    assume(refute(mutant) is not None)  # the mutation changed the value (a swap of an Add's operands does not)
+    return mutant
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_value_changing_mutation_of_a_shipped_rule_is_never_proved(data: st.DataObject, z3_bounded: Prover) -> None:
+    mutant = _mutants(data.draw(st.sampled_from(SHIPPED)), data)
+    v = z3_bounded.verdict(mutant)
+    assert v.status != "proved", (str(mutant), v.detail)
+
+
+@pytest.mark.slow
+@settings(max_examples=SLOW_LIMIT, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_many_mutations_and_wrong_splits_are_never_proved(data: st.DataObject, z3_bounded: Prover) -> None:
+    pick = data.draw(st.sampled_from(["mutation", "split", "perm"]))
+    if pick == "mutation":
+        rule = _mutants(data.draw(st.sampled_from(SHIPPED)), data)
+    else:
+        rule = data.draw(wrong_splits() if pick == "split" else wrong_perms())
+    v = z3_bounded.verdict(rule)
+    assert v.status != "proved", (str(rule), v.detail)
+
+
+def test_mutation_seeds_are_proved(z3_alone: Prover) -> None:
+    """Positive control for the mutation tests: unmutated, a sample of the seeds is proved by z3 alone."""
+    sample = [r for r in SHIPPED if not r.conditions][:: max(1, len(SHIPPED) // 6)][:6]
+    verdicts = [z3_alone.verdict(r).status for r in sample]
+    assert verdicts.count("proved") >= len(sample) - 1, verdicts
+
+
+# ---- planted axioms ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planted_specs(tmp_path_factory: pytest.TempPathFactory) -> Specs:
+    root = tmp_path_factory.mktemp("specs") / "specs"
+    shutil.copytree(SPECS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "planted_axioms.py").write_text(PLANTED_AXIOMS)
+    return load_specs(root)
+
+
+def test_every_planted_axiom_fails_the_spec_check_and_only_those(planted_specs: Specs) -> None:
+    planted = {a.name for a in planted_specs.axioms if a.spec == "planted_axioms"}
+    assert len(planted) == 6
+    failing = {r.name: r for r in check_specs(planted_specs) if not r.ok}
+    assert set(failing) == planted
+    # the generic two hold at their declared shapes: only the free-shape draws catch them
+    for name in ("planted-transpose-identity", "planted-conv-stride-free"):
+        assert all(f.startswith("free shapes") for f in failing[name].failures), failing[name].failures
+
+
+def test_a_planted_axiom_would_prove_its_false_rule(planted_specs: Specs) -> None:
+    """Positive control: the spec check is what stands between a planted axiom and a false proof."""
+    v = Prover(planted_specs, precheck=False).verdict(FALSE_RULES["relu distributed over add"])
+    assert v.status == "proved" and "planted-relu-add" in v.detail["axioms"], v.detail
