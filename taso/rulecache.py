@@ -86,22 +86,26 @@ def _rows_digest(db: sqlite_utils.Database) -> str:
 
 def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
     """``build()``'s value, read from the cache file for ``key`` when there is one, else built and written.
-    The collector is off while reading: the ~200,000 objects it makes would set it off again and again (a
-    third of the time it took)."""
+    The collector is off while reading, and what was read is then frozen out of its sight (`gc.freeze`): the
+    ~300,000 objects set it off again and again while being read (a third of the time), and every full
+    collection later in the run scanned them all (a 2-node model's start-up and check took twice as long on
+    the loaded 2-core machine). Rules hold no reference cycles, so frozen ones are still freed when dropped."""
     path = cache_dir() / f"{kind}-{key[:32]}.pickle"
     gc.disable()
     try:
         with path.open("rb") as f:
-            return pickle.load(f)
+            value = pickle.load(f)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        pass  # none yet, or unreadable: build it
+        value = None  # none yet, or unreadable: built below, with the collector on
     finally:
         gc.enable()
-    value = build()
-    try:
-        _write(path, value)
-    except OSError:
-        pass  # an unwritable cache costs the parse, nothing else
+    if value is None:
+        value = build()
+        try:
+            _write(path, value)
+        except OSError:
+            pass  # an unwritable cache costs the parse, nothing else
+    gc.freeze()
     return value
 
 
