@@ -79,7 +79,7 @@ class CheckResult:
         head = f"{verdict}: {self.outputs} output(s) on {self.runs} random input set(s), max |diff| {self.max_abs_diff:.3g}"
         errors = ""
         if self.rewrite_error and self.original_error:
-            errors = f"; error vs float64: rewrite {self.rewrite_error}, float32 original {self.original_error}"
+            errors = f"; error vs float64: rewrite {self.rewrite_error}, original {self.original_error}"
         if self.mode == "reference":
             return f"{head}{errors}, limit {self.limit}{self.note}"
         return f"{head} (rtol {self.rtol:g}, atol {self.atol:g}, {self.mode}{self.note}){errors}"

@@ -167,3 +167,33 @@ def test_check_draws_inputs_for_any_declared_shape(shape: list, sizes: dict) -> 
     assert all(d >= 0 for d in drawn)
     assert all(d == s for d, s in zip(drawn, shape) if isinstance(s, int) and s >= 0)
     assert all(d == sizes.get(s, check.DEFAULT_DIM) for d, s in zip(drawn, shape) if isinstance(s, str))
+
+
+def test_check_falls_back_to_element_wise_where_float32_is_not_rounding(tmp_path: Path) -> None:
+    """(x + 1e8) - 1e8 in float32 keeps only multiples of 8: nothing like x, which float64 gives back. The
+    original's own error is no rounding then, so it can be no yardstick: the check compares element-wise."""
+    big = numpy_helper.from_array(np.array(1e8, np.float32), "big")
+    nodes = [helper.make_node("Add", ["x", "big"], ["s"]), helper.make_node("Sub", ["s", "big"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [big]), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    model.ir_version = 8
+    src = tmp_path / "src.onnx"
+    onnx.save_model(model, str(src))
+    result = check.compare(src, src, onnx_io.load_model(src))
+    assert result.ok and result.mode == "element-wise" and result.rewrite_error is None
+    assert "not rounding" in result.summary() and "rtol 0.001" in result.summary()
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(1e-3, 1e3))
+def test_check_errors_are_relative_to_the_output_scale(seed: int, scale: float) -> None:
+    """A model whose outputs are k times larger, with errors k times larger, is judged the same."""
+    rng = np.random.default_rng(seed)
+    exact = rng.standard_normal(64)
+    y = exact + 1e-6 * rng.standard_normal(64)
+    every = np.ones(64, bool)
+    a, b = check.errors(y, exact, every), check.errors(y * scale, exact * scale, every)
+    assert a.norm == pytest.approx(b.norm, rel=1e-6) and a.worst == pytest.approx(b.worst, rel=1e-6)
+    assert a.norm <= a.worst  # the largest element's share of the RMS is at least the norm-wise ratio
