@@ -46,6 +46,8 @@ class Reference:
 
     @classmethod
     def of(cls, g: Graph) -> Reference:
+        """``g``'s reference, its weight-only subgraphs folded first (in their own types, as onnxruntime folds
+        them at load: an Unsqueeze of a BatchNorm scale is exact, and a folded product rounds once)."""
         return cls(precompute(g)[0])
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
