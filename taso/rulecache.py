@@ -11,12 +11,14 @@ prepares them. A cache that cannot be read or written is passed by: the rules ar
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import os
 import pickle
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -31,8 +33,12 @@ from taso.search import both_directions
 
 CODE = ("ir.py", "ops.py", "rules.py", "match.py", "search.py", "store.py", "rulecache.py")
 """The modules whose code shapes a cached form: a change to any of them misses the cache."""
-KEEP = 16
-"""Cached forms of each kind kept; older ones are removed when a new one is written."""
+MAX_BYTES = 256 * 2**20
+"""The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~9 MB,
+a test's small store's a few KB, so a test suite's hundreds of stores never push out the store in use (a
+count of files kept did)."""
+MAX_AGE_S = 30 * 86400
+"""Forms not used for this long are removed."""
 
 T = TypeVar("T")
 
@@ -105,13 +111,16 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
             _write(path, value)
         except OSError:
             pass  # an unwritable cache costs the parse, nothing else
+    else:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to go
     gc.freeze()
     return value
 
 
 def _write(path: Path, value: object) -> None:
-    """Write through a temp file and a rename, so a reader never sees half a file; keep the newest `KEEP` of
-    its kind."""
+    """Write through a temp file and a rename, so a reader never sees half a file; then remove the forms used
+    least recently past `MAX_BYTES`, and those unused for `MAX_AGE_S`."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # what is read back is unpickled: the user's alone
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
     try:
@@ -121,10 +130,23 @@ def _write(path: Path, value: object) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    kind = path.name.split("-")[0]
-    cached = sorted(path.parent.glob(f"{kind}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in cached[KEEP:]:
-        old.unlink(missing_ok=True)
+    kept, now = 0, time.time()
+    for name in sorted(os.listdir(path.parent), key=lambda n: -_used(path.parent / n)):
+        if name.startswith(".") or not name.endswith(".pickle"):
+            continue  # another process's file being written, or not ours
+        old = path.parent / name
+        with contextlib.suppress(OSError):
+            kept += old.stat().st_size
+            if kept > MAX_BYTES or now - _used(old) > MAX_AGE_S:
+                old.unlink()
+
+
+def _used(path: Path) -> float:
+    """When a cached form was last written or read (0 if it is gone)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 class _Pickler(pickle.Pickler):

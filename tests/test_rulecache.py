@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
 from taso import rulecache, store
@@ -38,9 +41,9 @@ def test_the_second_read_comes_from_the_user_cache_and_equals_the_parse(cache: P
     (written,) = cache.glob("rules-*.pickle")
     assert _as_text(first) == _as_text(parsed)
     assert os.listdir(db_path.parent) == ["rules.db"]  # nothing beside the store
-    stamp = written.stat().st_mtime_ns
+    inode = written.stat().st_ino  # a form written again is a new file (written aside, then renamed)
     again = rulecache.proved_rules(db)
-    assert _as_text(again) == _as_text(parsed) and written.stat().st_mtime_ns == stamp  # read, not rewritten
+    assert _as_text(again) == _as_text(parsed) and written.stat().st_ino == inode  # read, not rewritten
     index = rulecache.search_index(db, again)
     assert [r.name for r in index.rules][:2] == ["merge-matmuls", "merge-matmuls~reverse"]
 
@@ -83,3 +86,34 @@ def test_a_cache_file_cut_short_is_built_again(cache: Path, db_path: Path) -> No
     written.write_bytes(written.read_bytes()[:100])  # a disk that filled up, a copy that was cut
     assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
     assert written.stat().st_size > 100
+
+
+def _small_store(folder: Path, name: str) -> sqlite_utils.Database:
+    """A store of one rule named ``name``: rows of its own, so a cached form of its own."""
+    path = folder / f"{name}.db"
+    store.add_rules(store.create(path), [replace(MERGE_MATMULS, name=name)])
+    return store.open_store(path)
+
+
+def test_a_test_suite_of_small_stores_does_not_push_out_the_store_in_use(cache: Path, db_path: Path) -> None:
+    rulecache.proved_rules(store.open_store(db_path))
+    (in_use,) = cache.glob("rules-*.pickle")
+    for i in range(40):
+        rulecache.proved_rules(_small_store(db_path.parent, f"small{i}"))
+    assert in_use.exists() and len(list(cache.glob("rules-*.pickle"))) == 41
+
+
+def test_past_the_size_cap_the_form_used_least_recently_goes(
+    cache: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, c = (_small_store(db_path.parent, name) for name in "abc")
+    rulecache.proved_rules(a)
+    (first,) = cache.glob("rules-*.pickle")
+    monkeypatch.setattr(rulecache, "MAX_BYTES", int(2.5 * first.stat().st_size))
+    rulecache.proved_rules(b)
+    (second,) = set(cache.glob("rules-*.pickle")) - {first}
+    for age, form in ((20, first), (10, second)):  # a minute's history, apart beyond the clock's granularity
+        os.utime(form, (time.time() - age, time.time() - age))
+    rulecache.proved_rules(a)  # read: now the most recently used
+    rulecache.proved_rules(c)
+    assert first.exists() and not second.exists()
