@@ -429,7 +429,8 @@ def test_sigterm_during_optimize_leaves_no_temp_folder(tmp_path: Path, bert_path
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 128 + signal.SIGTERM, err
-    assert err.strip().splitlines() == ["subst: terminated (SIGTERM); its temp files removed"]
+    assert err.strip().splitlines()[-1] == "subst: terminated (SIGTERM); its temp files removed"  # after progress
+    assert "Traceback" not in err
     assert os.listdir(out) == []
 
 
