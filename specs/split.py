@@ -87,12 +87,14 @@ def axioms(f):
             domains=axes,
             generic=True,
         ),
+        # D(x, b) == D(y, b): read right to left (the right side triggers it too), the slices' cat is well-typed
+        # where x and y differ along b, the cat sliced is not (caught by the spec check's free shapes)
         Axiom(
             "slice-cat-across",
             f.slice(f.cat(x, y, axis=a), axis=b, start=s, size=ln),
             f.cat(f.slice(x, axis=b, start=s, size=ln), f.slice(y, axis=b, start=s, size=ln), axis=a),
             {"x": (m, n), "y": (m, n)},
-            when=(a != b,),
+            when=(a != b, D(x, b) == D(y, b)),
             domains=axes,
             generic=True,
         ),

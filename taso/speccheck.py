@@ -104,9 +104,13 @@ def _check_free(
     rng: random.Random,
     data: np.random.Generator,
 ) -> None:
-    """The generic axiom at free shapes: each draw starts from a declared instance and moves its shapes."""
+    """The generic axiom at free shapes: each draw starts from a declared instance and moves its shapes. Where
+    the right side triggers it too, z3 also reads it right to left: from a well-typed right side."""
     lhs, rhs, when = compiled
     names = [str(v) for v in ax.int_vars]
+    ways = [(lhs, rhs, "")]
+    if ax.formula.num_patterns() == 2:
+        ways.append((rhs, lhs, "read right to left, "))
     for _ in range(FREE_DRAWS):
         ints = {n: rng.choice(d) for n, d in zip(names, domains)}
         shapes = _move({v: tuple(f((ints, {}, {})) for f in fs) for v, fs in shape_of.items()}, rng)
@@ -114,14 +118,11 @@ def _check_free(
             ints[name] = shapes[t][j] if j < len(shapes[t]) else rng.choice(FREE_DIMS)
         if any(d <= 0 for s in shapes.values() for d in s):
             continue
-        outcome = _instance(lhs, rhs, when, ints, shapes, data, free=True)
-        if outcome is None:
-            continue
-        report.free_instances += 1
-        if outcome:
-            report.failures.append(outcome)
-            if len(report.failures) >= 3:
-                return
+        outcomes = [(how, _instance(a, b, when, ints, shapes, data, free=True)) for a, b, how in ways]
+        report.free_instances += any(o is not None for _, o in outcomes)
+        report.failures.extend(how + o for how, o in outcomes if o)
+        if len(report.failures) >= 3:
+            return
 
 
 def _move(shapes: dict[str, tuple[int, ...]], rng: random.Random) -> dict[str, tuple[int, ...]]:

@@ -320,7 +320,7 @@ def test_every_planted_axiom_fails_the_spec_check_and_only_those(planted_specs: 
     assert set(failing) == planted
     # the generic two hold at their declared shapes: only the free-shape draws catch them
     for name in ("planted-transpose-identity", "planted-conv-stride-free"):
-        assert all(f.startswith("free shapes") for f in failing[name].failures), failing[name].failures
+        assert all("free shapes" in f for f in failing[name].failures), failing[name].failures
 
 
 def test_a_planted_axiom_would_prove_its_false_rule(planted_specs: Specs) -> None:
