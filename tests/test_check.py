@@ -117,11 +117,26 @@ def test_check_refuses_a_densenet_rewrite_wrong_far_above_rounding(
     assert not (tmp_path / "out.onnx").exists()
 
 
-def test_check_with_explicit_tolerances_decides_element_wise(densenet: tuple[Path, Graph], tmp_path: Path) -> None:
-    src, result = densenet
-    wrong = onnx_io.save_model(planted_epsilon(result), tmp_path / "wrong.onnx")
-    loose = check.compare(src, wrong, onnx_io.load_model(src), rtol=0.05, atol=0.1)
-    assert loose.ok and loose.mode == "given tolerance" and loose.rewrite_error is not None  # the user's contract
+def test_check_with_explicit_tolerances_decides_element_wise(tmp_path: Path) -> None:
+    """x * 1.0001 for x * 1: refused by default (1e-4 is 800 float32 ulps), passed element-wise at the rtol a
+    user asked for, with the errors still reported."""
+
+    def scaled(k: float, name: str) -> Path:
+        w = numpy_helper.from_array(np.full((64,), k, np.float32), "k")
+        x, y = (helper.make_tensor_value_info(v, TensorProto.FLOAT, [4, 64]) for v in "xy")
+        graph = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["y"])], "g", [x], [y], [w])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        onnx.save_model(model, str(tmp_path / name))
+        return tmp_path / name
+
+    src, wrong = scaled(1.0, "src.onnx"), scaled(1.0001, "wrong.onnx")
+    g = onnx_io.load_model(src)
+    default = check.compare(src, wrong, g)
+    assert not default.ok and default.mode == "reference"
+    asked = check.compare(src, wrong, g, rtol=1e-3)
+    assert asked.ok and asked.mode == "given tolerance" and asked.rewrite_error is not None
+    assert "rtol 0.001, atol 1e-05, given tolerance" in asked.summary()
 
 
 def test_check_judges_bert_against_a_reference_despite_opaque_ops(bert_path: Path) -> None:
