@@ -38,6 +38,8 @@ lint: setup
 models: setup
 	$(BIN)/python models/build.py
 
+# The regression over the hand-built zoo (models/build.py) and the corpus of real exporter output
+# (models/corpus/, re-exported by models/export_corpus.py on a machine with torch): a table, exit 1 on a regression.
 zoo: setup
 	$(BIN)/python models/regress.py
 
