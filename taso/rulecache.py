@@ -101,19 +101,20 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
     try:
         with path.open("rb") as f:
             value = pickle.load(f)
+        gc.freeze()  # before the collector is on again: its first collection would scan all that was read
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         value = None  # none yet, or unreadable: built below, with the collector on
     finally:
         gc.enable()
-    if value is None:
-        value = build()
-        try:
-            _write(path, value)
-        except OSError:
-            pass  # an unwritable cache costs the parse, nothing else
-    else:
+    if value is not None:
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go
+        return value
+    value = build()
+    try:
+        _write(path, value)
+    except OSError:
+        pass  # an unwritable cache costs the parse, nothing else
     gc.freeze()
     return value
 
