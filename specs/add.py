@@ -2,7 +2,7 @@
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py); other broadcasting is not modelled,
 and such rules stay unknown."""
 
-from taso.lowering import channel_values, per_channel
+from taso.lowering import channel_values, per_channel, same_shape
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
 
@@ -20,11 +20,12 @@ SYMBOLS = [Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y
 def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
     if per_channel(tx, ty):
-        return [f.add(args[0], f.bias(channel_values(f, args[1], ty), args[0]))]
+        return [f.add(args[0], f.bias(channel_values(f, args[1], ty, args[0]), args[0]))]
     if per_channel(ty, tx):
-        return [f.add(args[1], f.bias(channel_values(f, args[0], tx), args[1]))]
+        return [f.add(args[1], f.bias(channel_values(f, args[0], tx, args[1]), args[1]))]
     if tx.shape != ty.shape:
         raise Unsupported("Add with broadcasting other than per channel")
+    f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.add(*args)]
 
 

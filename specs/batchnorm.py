@@ -73,6 +73,7 @@ def _inverse(node, scale, var, f):
 
 def _lower_bn(node, args, types, f):
     y, scale, bias, mean, var = args
+    f.fact(*(D(v, 0) == D(y, 1) for v in (scale, bias, mean, var)))
     inv = _inverse(node, scale, var, f)
     c = f.chmul(y, inv)
     return [f.add(c, f.bias(f.bnshift(bias, mean, inv), c))]
@@ -80,11 +81,13 @@ def _lower_bn(node, args, types, f):
 
 def _lower_kernel(node, args, types, f):
     w, scale, var = args
+    f.fact(D(scale, 0) == D(w, 0), D(var, 0) == D(w, 0))
     return [f.kscale(w, _inverse(node, scale, var, f))]
 
 
 def _lower_bias(node, args, types, f):
     scale, bias, mean, var = args[:4]
+    f.fact(*(D(v, 0) == D(scale, 0) for v in args[1:]))
     inv = _inverse(node, scale, var, f)
     shift = f.bnshift(bias, mean, inv)
     return [shift if len(args) == 4 else f.add(f.mul(args[4], inv), shift)]

@@ -17,7 +17,9 @@ SYMBOLS = [
 
 
 def _lower(node, args, types, f):
-    axis = int(node.attr["axis"]) % types[node.inputs[0]].rank
+    rank = types[node.inputs[0]].rank
+    axis = int(node.attr["axis"]) % rank
+    f.fact(*(D(x, i) == D(args[0], i) for x in args[1:] for i in range(rank) if i != axis))
     return [reduce(lambda x, y: f.cat(x, y, axis=axis), args)]
 
 

@@ -2,7 +2,7 @@
 identity) and PoolKernel (average pooling as a conv, see averagepool.py). Their attributes are their shapes."""
 
 from taso.ops import OPS
-from taso.spec import Axiom, D, Symbol, Unsupported, ints, pick, tensors
+from taso.spec import Axiom, D, Symbol, ints, pick, tensors
 
 
 def _fixed(name, op, rank):
@@ -22,16 +22,12 @@ def _eye(attrs, xs):
 
 
 def _lower_ones(node, args, types, f):
-    if f.symbolic:
-        raise Unsupported("a constant's shape over symbolic sizes (a rule with free attributes)")
     shape = tuple(node.attr["shape"])
     return [getattr(f, f"ones{len(shape)}")(shape=shape)]
 
 
 def _lower_eye(node, args, types, f):
-    if f.symbolic:
-        raise Unsupported("a constant's shape over symbolic sizes (a rule with free attributes)")
-    return [f.eye(n=int(node.attr["shape"][0]))]
+    return [f.eye(n=node.attr["shape"][0])]
 
 
 SYMBOLS = [

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from taso.lowering import lower_plain
+from taso.lowering import attr_ints, lower_plain
 from taso.spec import Axiom, D, R, Symbol, ints, nchw, tensors, window
 
 
@@ -51,6 +51,10 @@ def _bias(b, y):
 
 def _lower(node, args, types, f):
     y = lower_plain(f.conv, replace(node, inputs=node.inputs[:2]), args[:2])
+    kernel = attr_ints(node.attr["kernel_shape"], 2)  # the catalogue holds it to the weight's spatial dims
+    f.fact(D(args[1], 2) == kernel[0], D(args[1], 3) == kernel[1])
+    if len(args) == 3:
+        f.fact(D(args[2], 0) == D(args[1], 0))
     return [y if len(args) == 2 else f.add(y, f.bias(args[2], y))]
 
 

@@ -1,13 +1,14 @@
 """Enlarge: zero-pad a kernel, centred, to ``kernel_shape`` (TASO's enlarge); with padding grown to match,
 the convolution is unchanged, at any stride and group.
 
-The symbol also carries the kernel's own size, ``from_shape``: then the padding the axioms compute is
-arithmetic on numbers bound by the match, which z3 folds at once, instead of on ``dim`` terms, which it can
-only settle by case splits (measured: seconds instead of milliseconds for a merged-sibling-convs rule).
+The symbol also carries the kernel's own size, ``from_shape`` (its ``dim`` terms: sizes are symbolic,
+`taso.lowering`); a Conv states its weight's spatial dims equal to its ``kernel_shape`` (specs/conv.py), so
+z3 settles the padding the axioms compute from numbers rather than by case splits on dims (a merged
+sibling-convs rule went from seconds to milliseconds).
 """
 
 from taso.ops import OPS
-from taso.spec import Axiom, D, If, R, Symbol, Unsupported, ints, tensors
+from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
 
 
 def _enlarge(attrs, xs):
@@ -17,10 +18,8 @@ def _enlarge(attrs, xs):
 
 
 def _lower(node, args, types, f):
-    if f.symbolic:
-        raise Unsupported("an Enlarge's kernel size over symbolic sizes (a rule with free attributes)")
-    size = types[node.inputs[0]].shape[2:]
-    return [f.enlarge(args[0], kernel_shape=tuple(node.attr["kernel_shape"]), from_shape=tuple(size))]
+    size = (D(args[0], 2), D(args[0], 3))
+    return [f.enlarge(args[0], kernel_shape=tuple(node.attr["kernel_shape"]), from_shape=size)]
 
 
 SYMBOLS = [

@@ -8,6 +8,7 @@ SYMBOLS = [Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)),
 def _lower(node, args, types, f):
     if any(types[v].rank != 2 for v in node.inputs):
         raise Unsupported("MatMul of operands other than 2-D")
+    f.fact(D(args[0], 1) == D(args[1], 0))
     return [f.mm(*args)]
 
 

@@ -1,7 +1,7 @@
 """Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), or by
 a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector)."""
 
-from taso.lowering import channel_values, per_channel
+from taso.lowering import channel_values, per_channel, same_shape
 from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
 
 
@@ -30,10 +30,11 @@ def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
     sx, sy = tx.shape, ty.shape
     if per_channel(tx, ty):
-        return [f.chmul(args[0], channel_values(f, args[1], ty))]
+        return [f.chmul(args[0], channel_values(f, args[1], ty, args[0]))]
     if per_channel(ty, tx):
-        return [f.chmul(args[1], channel_values(f, args[0], tx))]
+        return [f.chmul(args[1], channel_values(f, args[0], tx, args[1]))]
     if sx == sy:
+        f.fact(*same_shape(args[0], args[1], tx.rank))
         return [f.mul(*args)]
     if sy == ():
         return [f.smul(args[0], args[1])]

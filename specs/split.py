@@ -1,12 +1,13 @@
 """Split: each output is ``slice(x, axis, start, size)``, so sizes are part of the term and must match a concat's.
 
-The sizes come from the node's output types (the pre-check holds those to the constant sizes input), so a split
-that cuts a concat elsewhere than its seam is simply a different term: no axiom equates them.
+The sizes are variables in a rule's source and the sizes of the outputs it reproduces in its target
+(`taso.lowering`), so a split that cuts a concat elsewhere than its seam is a different term unless a condition
+on the sizes says otherwise.
 """
 
 import numpy as np
 
-from taso.spec import Axiom, D, If, R, Symbol, Unsupported, ints, tensors
+from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
 
 
 def _slice(attrs, xs):
@@ -30,15 +31,16 @@ SYMBOLS = [
 
 
 def _lower(node, args, types, f):
-    if f.symbolic:
-        raise Unsupported("a Split's sizes over symbolic sizes (a rule with free attributes)")
     rank = types[node.inputs[0]].rank
     axis = int(node.attr.get("axis", 0)) % rank
+    sizes = f.split_sizes(node, axis)
+    f.fact(sum(sizes) == D(args[0], axis), *(s >= 1 for s in sizes))
+    if len(node.inputs) < 2:  # no sizes given: equal parts
+        f.fact(*(s == sizes[0] for s in sizes[1:]))
     out, start = [], 0
-    for o in node.outputs:
-        size = types[o].shape[axis]
+    for size in sizes:
         out.append(f.slice(args[0], axis=axis, start=start, size=size))
-        start += size
+        start = start + size
     return out
 
 

@@ -1,23 +1,26 @@
-"""An IR rule as z3 terms over the specs' uninterpreted functions.
+"""An IR rule as z3 terms over the specs' uninterpreted functions, over symbolic sizes.
 
 Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them); every
 node becomes an application of its op's symbol, with the node's attributes as integer arguments. Ops whose
 mapping is not one to one (Split into one ``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have a
 lowering function in their spec.
 
-A generated rule (no free attributes) is lowered at its example's sizes: each input's shape is stated as facts,
-and its attributes are matched exactly. A rule with free attributes (`taso.rules.Rule.free_attrs`) claims more:
-every value of them, at every size the matcher binds. So it is lowered over symbolic sizes: the free attributes
-are integer variables shared by both sides, each input's dims are variables constrained only by what every
-well-typed application requires (`Symbol.requires`), and the example's sizes and free values are *tracked*
-facts (`Tracked`): a proof may assume one, and then carries it as a condition the matcher enforces
-(`taso.rules.Condition`), never silently. A proof that needed a conv's group to be 1 holds with ``group == 1``
-as its condition, not for every group.
+The matcher binds a rule at any sizes and, for its free attributes (`taso.rules.Rule.free_attrs`), at any value,
+so a proof must hold for all of them, not only for the example the rule is written at. Sizes are therefore
+variables: each input's dims, constrained only by its rank, by being at least 1, and by what makes each node
+well-typed (`Symbol.requires`, and the facts a spec's lowering states, such as a MatMul's inner dims being
+equal: the model is well-typed, and the target is type-checked when it is built); free attributes are
+variables too, shared by both sides. What the example has beyond that - two sizes that happen to be equal, a
+size, a free attribute's value - is a *tracked* fact (`Tracked`): a proof may assume one, and then carries it
+as a condition (`taso.rules.Condition`) that `taso.rewrite` enforces, never silently. Sizes a rule carries as
+data follow the rewrite: a Split's sizes are variables on either side (the model's where the side is matched,
+where it is built those of the outputs it reproduces), tied to the other side by the rule's output types,
+which the rewrite checks; a target constant's shape is the source's dims of the same example size, a source
+constant's the literal the matcher binds (so a rule with a constant generator is proved one way only).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import struct
 from dataclasses import dataclass, replace
@@ -25,19 +28,10 @@ from types import SimpleNamespace
 
 import z3
 
+from taso import ops
 from taso.ir import AttrValue, Graph, Node, TensorType
-from taso.rules import AttrIs, Condition, Rule, SameSize, Size, SizeIs
-from taso.spec import DIM, RANK, Specs, Symbol, T, Unsupported
-
-
-@functools.lru_cache(maxsize=4096)
-def tensor_const(name: str, t: TensorType | None) -> tuple[z3.ExprRef, tuple[z3.BoolRef, ...]]:
-    """The constant for a graph input and the facts that give its shape (cached: pools reuse few inputs)."""
-    if t is None or not t.is_static:
-        raise Unsupported(f"input {name!r} has no static shape")
-    c = z3.Const(name, T)
-    assert t.shape is not None
-    return c, (RANK(c) == len(t.shape), *(DIM(c, i) == int(d) for i, d in enumerate(t.shape)))
+from taso.rules import OUTPUT, AttrIs, Condition, Rule, SameSize, Size, SizeIs
+from taso.spec import DIM, RANK, IntExpr, Specs, Symbol, T, Unsupported
 
 
 @dataclass(frozen=True)
@@ -57,30 +51,41 @@ class Lowered:
     src: list[z3.ExprRef]
     dst: list[z3.ExprRef]
     facts: list[z3.BoolRef]
-    """Hold wherever the matcher binds the rule: shapes, or ranks and what each application requires."""
+    """Hold wherever the matcher binds the rule and the target type-checks."""
     tracked: list[Tracked]
-    """The example's coincidences (symbolic sizes only): assumed only with the condition they give."""
+    """The example's coincidences: assumed only with the condition they give."""
     used: set[str]
-    symbolic: bool
+    reversible: bool
+    """Whether the proof covers the rule read backwards too: not where a constant generator's shape is read
+    literally on one side and recomputed on the other."""
 
 
 def lower_rule(rule: Rule, specs: Specs) -> Lowered:
-    """``rule``'s sides as terms; over symbolic sizes when it has free attributes (see the module docstring)."""
+    """``rule``'s sides as terms over symbolic sizes (see the module docstring)."""
     env: dict[str, z3.ExprRef] = {}
     facts: list[z3.BoolRef] = []
     used: set[str] = set()
-    symbolic = bool(rule.free_attrs)
-    tracked: list[Tracked] = []
-    if symbolic:
-        for name, t in _inputs(rule):
-            env[name], shape_facts = _symbolic_const(name, t)
-            facts.extend(shape_facts)
-        tracked = _size_facts(rule, env)
-    src = lower_graph(rule.src, specs, env, facts, used, rule.free_examples, symbolic)
-    dst = lower_graph(rule.dst, specs, env, facts, used, rule.free_examples, symbolic)
-    if symbolic:
-        tracked += _free_facts(rule)
-    return Lowered(src, dst, facts, tracked, used, symbolic)
+    dims: dict[int, list[z3.ArithRef]] = {}
+    handles: list[tuple[Size, z3.ArithRef, int]] = []
+    for name, t in _inputs(rule):
+        c = env[name] = z3.Const(name, T)
+        assert t.shape is not None
+        facts.append(RANK(c) == len(t.shape))
+        if name in rule.src.data or name in rule.dst.data:  # a Split's sizes: read off types, never a term's size
+            continue
+        for i, d in enumerate(t.shape):
+            facts.append(DIM(c, i) >= 1)
+            handles.append((Size(name, i), DIM(c, i), int(d)))
+            if name in rule.src.inputs or name in rule.src.weights:
+                dims.setdefault(int(d), []).append(DIM(c, i))
+    src = lower_graph(rule.src, specs, env, facts, used, rule.free_examples, _Sizes(dims, facts, "source"))
+    dst = lower_graph(rule.dst, specs, env, facts, used, rule.free_examples, _Sizes(dims, facts, "target"))
+    for k, (o, a, b) in enumerate(zip(rule.src.outputs, src, dst)):
+        shape = rule.src.types[o].shape or ()
+        facts.extend(DIM(a, i) == DIM(b, i) for i in range(len(shape)))  # the rewrite checks the output types
+        handles += [(Size(f"{OUTPUT}{k}", i), DIM(a, i), int(d)) for i, d in enumerate(shape)]
+    constants = any("constant" in ops.get(n.op).tags for n in (*rule.src.nodes, *rule.dst.nodes))
+    return Lowered(src, dst, facts, _size_facts(handles) + _free_facts(rule), used, not constants)
 
 
 def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
@@ -95,26 +100,18 @@ def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
     return list(seen.items())
 
 
-def _symbolic_const(name: str, t: TensorType) -> tuple[z3.ExprRef, list[z3.BoolRef]]:
-    """An input of any sizes of its rank (at least 1 each)."""
-    c = z3.Const(name, T)
-    assert t.shape is not None
-    return c, [RANK(c) == len(t.shape), *(DIM(c, i) >= 1 for i in range(len(t.shape)))]
-
-
-def _size_facts(rule: Rule, env: dict[str, z3.ExprRef]) -> list[Tracked]:
+def _size_facts(handles: list[tuple[Size, z3.ArithRef, int]]) -> list[Tracked]:
     """Equal example sizes as equalities (every pair, so a proof names the pairs it needs), then each example
     size itself."""
-    by_size: dict[int, list[Size]] = {}
-    for name, t in _inputs(rule):
-        for i, d in enumerate(t.shape or ()):
-            by_size.setdefault(int(d), []).append(Size(name, i))
-    out: list[Tracked] = []
-    for sizes in by_size.values():
-        for a, b in itertools.combinations(sizes, 2):
-            out.append(Tracked(DIM(env[a.value], a.axis) == DIM(env[b.value], b.axis), SameSize(a, b), True))
-    for n, sizes in by_size.items():
-        out.extend(Tracked(DIM(env[s.value], s.axis) == n, SizeIs(s, n), False) for s in sizes)
+    by_size: dict[int, list[tuple[Size, z3.ArithRef]]] = {}
+    for h, term, n in handles:
+        by_size.setdefault(n, []).append((h, term))
+    out = [
+        Tracked(ta == tb, SameSize(a, b), True)
+        for pairs in by_size.values()
+        for (a, ta), (b, tb) in itertools.combinations(pairs, 2)
+    ]
+    out += [Tracked(term == n, SizeIs(h, n), False) for h, term, n in handles]
     return out
 
 
@@ -122,29 +119,57 @@ def _free_facts(rule: Rule) -> list[Tracked]:
     """Each free attribute at its example value."""
     out = []
     for attr, example in sorted(rule.free_examples, key=str):
-        v = attr_int(example) if not isinstance(example, tuple) else None
-        var = Free(attr, example).ints(None if v is not None else len(example))  # type: ignore[arg-type]
+        var = Free(attr, example).ints(len(example) if isinstance(example, tuple) else None)
         if isinstance(var, tuple):
             fact = z3.And(*(x == int(e) for x, e in zip(var, example)))  # type: ignore[union-attr]
         else:
-            fact = var == v
+            fact = var == attr_int(example)
         out.append(Tracked(fact, AttrIs(attr, example), False))
     return out
 
 
+@dataclass
+class _Sizes:
+    """How the sizes a rule carries as data enter one side's terms."""
+
+    dims: dict[int, list[z3.ArithRef]]
+    """The source's input and weight dims by their example size (what `taso.rewrite` maps a constant's by)."""
+    facts: list[z3.BoolRef]
+    side: str
+    """source | target: which side of the rule is being lowered."""
+
+
 class _Recorder:
     """The specs' symbols by name, as lowering functions see them, noting which ones they use and stating
-    what each application requires (`Symbol.requires`) as a fact."""
+    what each application requires (`Symbol.requires`) as a fact; and the sizes a lowering writes into terms."""
 
-    def __init__(self, specs: Specs, used: set[str], facts: list[z3.BoolRef], symbolic: bool = False) -> None:
-        self._symbols, self._used, self._facts = specs.symbols, used, facts
-        self.symbolic = symbolic
-        """Sizes are variables: a lowering that writes an example size into a term must refuse."""
+    def __init__(self, specs: Specs, used: set[str], facts: list[z3.BoolRef], sizes: _Sizes) -> None:
+        self._symbols, self._used, self._facts, self._sizes = specs.symbols, used, facts, sizes
 
     def __getattr__(self, name: str) -> Symbol | _Stated:
         self._used.add(name)
         sym = self._symbols[name]
         return sym if sym.requires is None else _Stated(sym, self._facts)
+
+    def fact(self, *facts: z3.BoolRef | bool) -> None:
+        """State what a well-typed application of the node being lowered satisfies (its operands' sizes)."""
+        self._facts.extend(f for f in facts if not isinstance(f, bool))
+
+    def split_sizes(self, node: Node, axis: int) -> list[IntExpr]:
+        """A Split's output sizes along ``axis``, one variable each on either side: the model's where the side
+        is matched, and where it is built, those of the source outputs it reproduces (`taso.rewrite`), which
+        the rule's output types tie to the other side's."""
+        return [z3.Int(f"size of {self._sizes.side} {o}") for o in node.outputs]
+
+    def size_of(self, n: int) -> IntExpr:
+        """An example size a constant generator's shape holds: in the source the size itself (the matcher
+        binds the shape literally); in the target the source's dims of that example size (all equal where the
+        rewrite maps it to them: it declines otherwise), or the size itself where the source has none."""
+        same = self._sizes.dims.get(n) if self._sizes.side == "target" else None
+        if not same:
+            return n
+        self._sizes.facts.extend(d == same[0] for d in same[1:])
+        return same[0]
 
 
 @dataclass(frozen=True)
@@ -192,9 +217,16 @@ def per_channel(x: TensorType | None, c: TensorType | None) -> bool:
     return c.shape == (x.shape[1],) + (1,) * (len(x.shape) - 2)
 
 
-def channel_values(f: Specs, c: z3.ExprRef, t: TensorType) -> z3.ExprRef:
-    """The per-channel tensor ``c`` (of type ``t``) as its (C,) vector: itself where it is one already (a bias
-    over a matrix's columns), else ``channels`` of it (a (C, 1, 1) tensor over NCHW)."""
+def same_shape(x: z3.ExprRef, y: z3.ExprRef, rank: int | None) -> list[z3.BoolRef]:
+    """The facts that ``x`` and ``y`` (of rank ``rank``) have one shape."""
+    return [DIM(x, i) == DIM(y, i) for i in range(rank or 0)]
+
+
+def channel_values(f: _Recorder, c: z3.ExprRef, t: TensorType, x: z3.ExprRef) -> z3.ExprRef:
+    """The per-channel tensor ``c`` (of type ``t``) over ``x`` as its (C,) vector: itself where it is one already
+    (a bias over a matrix's columns), else ``channels`` of it (a (C, 1, 1) tensor over NCHW); states that it has
+    one value per channel of ``x``."""
+    f.fact(DIM(c, 0) == DIM(x, 1), *(DIM(c, i) == 1 for i in range(1, t.rank or 0)))
     return c if t.rank == 1 else f.channels(c)
 
 
@@ -204,22 +236,20 @@ def lower_graph(
     env: dict[str, z3.ExprRef],
     facts: list[z3.BoolRef],
     used: set[str],
-    free: frozenset[tuple[str, AttrValue]] = frozenset(),
-    symbolic: bool = False,
+    free: frozenset[tuple[str, AttrValue]],
+    sizes: _Sizes,
 ) -> list[z3.ExprRef]:
-    """The terms of ``g``'s outputs; adds constants for its inputs to ``env``, their shapes to ``facts`` and the
-    names of the symbols the terms use to ``used``; an attribute whose (name, value) is in ``free`` is a
-    variable (`Rule.free_examples`). With ``symbolic`` the inputs are in ``env`` already (`lower_rule`)."""
-    values: dict[str, z3.ExprRef] = {}
-    f = _Recorder(specs, used, facts, symbolic)
-    for name in (*g.inputs, *g.weights):
-        if name not in env:
-            env[name], shape_facts = tensor_const(name, g.types.get(name))
-            facts.extend(shape_facts)
-        values[name] = env[name]
+    """The terms of ``g``'s outputs over ``env``'s inputs; adds what well-typed applications satisfy to
+    ``facts`` and the names of the symbols the terms use to ``used``; an attribute whose (name, value) is in
+    ``free`` is a variable (`Rule.free_examples`)."""
+    values = {name: env[name] for name in (*g.inputs, *g.weights)}
+    f = _Recorder(specs, used, facts, sizes)
     for n in g.nodes:
         if free and not free.isdisjoint(n.attrs):
             n = replace(n, attrs=tuple((k, Free(k, v) if (k, v) in free else v) for k, v in n.attrs))
+        if "constant" in ops.get(n.op).tags:  # a shape the rewrite recomputes from the model's dims
+            shape = tuple(f.size_of(int(d)) for d in n.attr["shape"])  # type: ignore[union-attr]
+            n = replace(n, attrs=tuple((k, shape if k == "shape" else v) for k, v in n.attrs))
         args = [values[v] for v in n.inputs if v]
         if n.op in specs.lowerings:
             terms = specs.lowerings[n.op](n, args, g.types, f)
@@ -251,10 +281,17 @@ def lower_plain(sym: Symbol | _Stated, n: Node, args: list[z3.ExprRef]) -> z3.Ex
         raise Unsupported(f"{n.op}: {e}") from None
 
 
+def attr_ints(v: object, length: int) -> tuple[IntExpr, ...]:
+    """A tuple attribute's values as a symbol's integer arguments (a free one's variables)."""
+    return _ints(v, length)  # type: ignore[return-value]
+
+
 def _ints(v: object, length: int | None) -> object:
     if isinstance(v, Free):
         return v.ints(length)
-    return tuple(int(x) for x in v) if isinstance(v, tuple) else attr_int(v)  # type: ignore[union-attr]
+    if isinstance(v, tuple):
+        return tuple(x if isinstance(x, z3.ExprRef) else int(x) for x in v)  # type: ignore[union-attr]
+    return attr_int(v)
 
 
 def _norm(v: object) -> object:

@@ -45,18 +45,20 @@ class Declined(Exception):
     the instance's detail after it (kept for the search's tracer)."""
 
 
-def _dim_map(match: Match, g: Graph) -> dict[int, int]:
-    """Rule dim size -> model dim size, from the bound inputs; a size that maps two ways is dropped."""
-    seen: dict[int, set[int]] = {}
+def _dim_map(match: Match, g: Graph) -> dict[int, int | None]:
+    """Rule dim size -> model dim size, from the bound inputs and weights (not the rule's constants); None for a
+    size that maps two ways or to a dynamic dim. A proof reads a target constant's size the same way
+    (`taso.lowering`): as the source's dims of that size, or as the literal where the source has none."""
+    seen: dict[int, set[object]] = {}
     src = match.rule.src
     for rv in (*src.inputs, *src.weights):
-        if rv not in match.values:
+        if rv not in match.values or rv in src.data:
             continue
         rt, mt = src.types[rv], g.types[match.values[rv]]
         for a, b in zip(rt.shape or (), mt.shape or ()):
-            if isinstance(a, int) and isinstance(b, int):
+            if isinstance(a, int):
                 seen.setdefault(a, set()).add(b)
-    return {a: next(iter(b)) for a, b in seen.items() if len(b) == 1}
+    return {a: next(iter(b)) if len(b) == 1 and isinstance(next(iter(b)), int) else None for a, b in seen.items()}
 
 
 def _constant_value(g: Graph, name: str) -> np.ndarray | None:
@@ -148,8 +150,8 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
     for n in dst.nodes:
         attrs = _bound_attrs(n, match)
         if "constant" in ops.get(n.op).tags:
-            shape = tuple(dims.get(d, d) if isinstance(d, int) else d for d in attrs["shape"])  # type: ignore[union-attr]
-            if any(isinstance(d, int) and d not in dims for d in attrs["shape"]):  # type: ignore[union-attr]
+            shape = tuple(dims.get(d, d) for d in attrs["shape"])  # type: ignore[union-attr]
+            if None in shape:
                 raise Declined(
                     f"the rewrite needs a constant whose size the model does not fix: {n.op} {attrs['shape']}"
                 )

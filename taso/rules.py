@@ -135,6 +135,11 @@ class Rule:
         return tuple(condition_from_json(j) for j in self.detail.get("conditions", []))
 
     @cached_property
+    def reversible(self) -> bool:
+        """Whether the proof covers the rule read backwards (`taso.lowering.Lowered.reversible`)."""
+        return bool(self.detail.get("reversible", True))
+
+    @cached_property
     def always(self) -> bool:
         return ALWAYS in self.conditions
 
@@ -229,8 +234,6 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
     """
     from taso import ops  # here: rules are data, and only this transform needs shape rules
 
-    if rule.covered is not None:  # its conditions name axes of the unlifted values
-        return None
     sides = []
     for g in (rule.src, rule.dst):
         if any(n.op not in BATCH_POLYMORPHIC for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):
@@ -257,4 +260,23 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
             types.update(zip(n.outputs, outs))
             nodes.append(replace(n, attrs=make_attrs(attrs)))
         sides.append(replace(g, nodes=tuple(nodes), types=types))
-    return replace(rule, src=sides[0], dst=sides[1])
+        if g is rule.src:
+            shifted = live | {f"{OUTPUT}{k}" for k, o in enumerate(g.outputs) if o in live}
+    detail = rule.detail
+    if rule.covered is not None:  # the proof's conditions name axes of the unlifted values
+        moved = [_shift(c, shifted, extra) for c in rule.covered]
+        detail = {**detail, "conditions": [condition_to_json(c) for c in moved]}
+    return replace(rule, src=sides[0], dst=sides[1], detail=detail)
+
+
+def _shift(c: Condition, live: set[str], extra: int) -> Condition:
+    """``c`` on the lifted rule: axes of values derived from activations move past the ``extra`` batch dims."""
+
+    def at(s: Size) -> Size:
+        return Size(s.value, s.axis + extra) if s.value in live else s
+
+    if isinstance(c, SameSize):
+        return SameSize(at(c.a), at(c.b))
+    if isinstance(c, SizeIs):
+        return SizeIs(at(c.a), c.n)
+    return c

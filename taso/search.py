@@ -62,7 +62,7 @@ def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> l
         variants += [v for k in lift_to if (v := lifted(variants[0], k - 2)) is not None]
         for v in variants:
             out.append(v)
-            if v.dst.nodes:
+            if v.dst.nodes and v.reversible:
                 out.append(replace(v, src=v.dst, dst=v.src, name=f"{name}~reverse"))
     return out
 

@@ -39,6 +39,9 @@ DEFAULT_BUDGET = 20_000_000
 the costliest shipped proof takes 1.0 M units and every shipped rule ends within 14.4 M (one that finds no
 proof), so no shipped verdict sits at the budget's edge; 20 M units take 10-15 s on the 2-core reference
 machine."""
+CONSISTENCY_UNITS = 2_000_000
+"""z3 resource units for telling whether a rule's example is well-typed under the specs (milliseconds where it
+is linear; the bound keeps a non-linear one from running away)."""
 DEFAULT_TIMEOUT = 120.0
 """Wall-clock seconds per rule, a safety net only: the budget ends every check first on any machine up to many
 times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
@@ -95,9 +98,11 @@ class Prover:
             low = lower_rule(rule, self.specs)
         except Unsupported as e:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
-        sizes = {"sizes": "symbolic"} if low.symbolic else {}
-        if low.symbolic and z3.Solver().check(*low.facts, *(t.fact for t in low.tracked)) == z3.unsat:
-            # the example contradicts what the ops require: every goal would hold
+        sizes = {"sizes": "symbolic", "reversible": low.reversible}
+        typed = z3.Solver()
+        typed.set("rlimit", CONSISTENCY_UNITS)
+        if typed.check(*low.facts, *(t.fact for t in low.tracked)) == z3.unsat:
+            # the example contradicts what the ops require: every goal would hold (and no instance meets them)
             reason = "the example is not well-typed under the specs' requirements"
             return Verdict("unknown", {"reason": reason, "seconds": _since(t0)})
         goals = [(i, a, b) for i, (a, b) in enumerate(zip(low.src, low.dst)) if not a.eq(b)]
@@ -113,16 +118,15 @@ class Prover:
         everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= low.used]
         if len(relevant) < len(everything):
             stages.append(("all axioms", everything))
-        # over symbolic sizes: first with only the example's equal sizes to assume, then with its values too
-        phases = [[t for t in low.tracked if t.general], low.tracked] if low.symbolic else [[]]
+        # a proof for every size first; then one that may assume the example's equal sizes, then its values too
+        phases = [[], [t for t in low.tracked if t.general], low.tracked]
         for assumable in phases:
             for stage, axioms in stages:
                 outcome = self._prove(goals, axioms, low.facts, assumable, left)
                 if outcome[0] == "proved":
                     names, needed = outcome[1]  # type: ignore[misc]
-                    detail = {"axioms": names, "stage": stage, **sizes}
-                    if low.symbolic:
-                        detail["conditions"] = [condition_to_json(t.condition) for t in needed]
+                    conditions = [condition_to_json(t.condition) for t in needed]
+                    detail = {"axioms": names, "stage": stage, **sizes, "conditions": conditions}
                     return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
                 if outcome[0] != "open":
                     break

@@ -22,7 +22,7 @@ from taso.match import find_matches
 from taso.optimize import Settings, optimize
 from taso.provenance import SPECS_DIR, VERIFIER_VERSION
 from taso.rewrite import Declined, apply, instantiate
-from taso.rules import AttrIs, parse_rules
+from taso.rules import AttrIs, Rule, SizeIs, parse_rules
 from taso.spec import load_specs
 from taso.verify import Prover, pending, verify_rows
 
@@ -252,3 +252,80 @@ def test_a_per_channel_operand_must_stay_per_channel(tmp_path: Path, prover: Pro
         else:
             with pytest.raises(Declined, match="broadcasts otherwise"):
                 instantiate(g, match)
+
+
+SEAM = """
+rule a MatMul of two stacked inputs split back at the seam
+graph(%x0: float32[2,4], %x1: float32[3,4], %w: float32[4,5] weight, %s: int64[2] = [2, 3]):
+  %c = Concat(%x0, %x1) {axis=0} : float32[5,4]
+  %m = MatMul(%c, %w) : float32[5,5]
+  %a, %b = Split(%m, %s) {axis=0} : float32[2,5], float32[3,5]
+  return %a, %b
+=>
+graph(%x0: float32[2,4], %x1: float32[3,4], %w: float32[4,5] weight):
+  %a = MatMul(%x0, %w) : float32[2,5]
+  %b = MatMul(%x1, %w) : float32[3,5]
+  return %a, %b
+"""
+
+
+@pytest.mark.parametrize(("sizes", "applies"), [((6, 2), True), ((5, 3), False)])
+def test_a_split_the_proof_covers_only_at_the_seam(
+    tmp_path: Path, prover: Prover, sizes: tuple[int, int], applies: bool
+) -> None:
+    """Proved over symbolic sizes with no condition: the Split's sizes are variables tied to the target's by
+    the output types the rewrite checks. A model that splits elsewhere than the seam binds the source but is
+    declined; at the seam it is rewritten exactly."""
+    rule = parse_rules(SEAM)[0]
+    v = prover.verdict(rule)
+    assert v.status == "proved" and v.detail["conditions"] == [], v.detail
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "w")
+    split = numpy_helper.from_array(np.array(sizes, np.int64), "s")
+    nodes = [
+        helper.make_node("Concat", ["x0", "x1"], ["c"], axis=0),
+        helper.make_node("MatMul", ["c", "w"], ["m"]),
+        helper.make_node("Split", ["m", "s"], ["a", "b"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "seam",
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, 4]) for x, n in (("x0", 6), ("x1", 2))],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [n, 5]) for y, n in zip("ab", sizes)],
+        initializer=[w, split],
+    )
+    g = onnx_io.load_model(write_graph(graph, tmp_path / "seam.onnx"))
+    match = next(find_matches(g, replace(rule, status="proved", detail=v.detail)))
+    if not applies:
+        with pytest.raises(Declined, match="output"):
+            instantiate(g, match)
+        return
+    assert [n.op for n in apply(g, match).nodes] == ["MatMul", "MatMul"]
+
+
+def test_a_rule_with_a_constant_generator_is_proved_one_way_only(prover: Prover) -> None:
+    """A source constant is matched at its literal shape and a target one is built at the model's sizes: the
+    proof covers the rule as written, not read backwards, and the search does not reverse it."""
+    from taso.search import both_directions
+
+    db = store.open_store(store.DEFAULT_PATH)
+    row = next(db["rules"].rows_where("ops LIKE '%ConvIdentity%' AND status = 'proved'", order_by="id"))
+    r = Rule.from_row(row)
+    assert r.detail["reversible"] is False and not r.reversible
+    assert [v.name for v in both_directions([r])] == [r.name]
+    assert prover.verdict(r).detail["reversible"] is False
+
+
+def test_a_lifted_rule_moves_its_conditions_past_the_batch_dims() -> None:
+    """A condition on an activation's axis 1 is on axis 2 of the rule lifted by one batch dim; one on a weight
+    stays where it was."""
+    from taso.rules import SameSize, Size, lifted
+
+    rule = replace(
+        parse_rules(DISTRIBUTE)[0],
+        status="proved",
+        detail={"sizes": "symbolic", "conditions": [["same", "x", 1, "w1", 0], ["size", "out:0", 1, 5]]},
+    )
+    up = lifted(rule, 1)
+    assert up is not None
+    assert up.covered == (SameSize(Size("x", 2), Size("w1", 0)), SizeIs(Size("out:0", 2), 5))
