@@ -4,8 +4,8 @@ planted rules are proved, and a planted axiom, unless caught, does prove its fal
 
 The planted rules are data in the project's rule format (tests/data/planted*.rules); the planted axioms a spec
 file (tests/data/planted_axioms.py) copied into a copy of specs/. Hypothesis plants more: wrong permutations,
-wrong split sizes, and value-changing mutations of the shipped store's proved rules. bench/bench_planted.py
-prints every verdict in a table.
+wrong split sizes, and value-changing mutations of the shipped store's proved rules (another input read, an
+attribute moved by one). bench/bench_planted.py prints every verdict in a table.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from conftest import ROOT
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from taso.ir import Graph, eliminate_dead, parse_graph
+from taso import ops
+from taso.ir import Graph, eliminate_dead, make_attrs, parse_graph
 from taso.precheck import refute
 from taso.provenance import SPECS_DIR
 from taso.rules import Rule, parse_rules
@@ -36,7 +37,7 @@ SLOW_RULES = {"two matmuls sharing an input, merged, halves swapped"}
 """z3 alone spends minutes on these: the default wall-clock safety net (120 s) ends them before the budget
 does; the slow test gives them `MUTATION_TIMEOUT` (bench/bench_planted.py records the full run)."""
 PLANTED_AXIOMS = (DATA / "planted_axioms.py").read_text()
-MUTATION_TIMEOUT = 20.0
+MUTATION_TIMEOUT = 10.0
 """Seconds per z3 verdict in the mutation tests: a mutant that runs out is unknown, which is never a proof."""
 SLOW_LIMIT = int(os.environ.get("SUBST_SLOW_LIMIT", 200))
 
@@ -244,7 +245,8 @@ SHIPPED = _shipped_rules()
 
 
 def _mutate(g: Graph, data: st.DataObject) -> Graph:
-    """One type-preserving change: a node reads, or the graph returns, another value of the same type."""
+    """One change: a node reads, or the graph returns, another value of the same type; or an integer attribute
+    (an axis, a stride, a pad, a group, a perm entry) moves by one where the graph still type-checks."""
     defined = [*g.inputs, *g.weights]
     sites: list[tuple[int, int, list[str]]] = []  # (node or -1 for outputs, position, candidates)
     for k, n in enumerate(g.nodes):
@@ -257,7 +259,11 @@ def _mutate(g: Graph, data: st.DataObject) -> Graph:
         alts = [u for u in defined if u != v and g.types.get(u) == g.types.get(v)]
         if alts:
             sites.append((-1, i, alts))
-    assume(sites)
+    attrs = [(k, a) for k, n in enumerate(g.nodes) for a, v in n.attrs if _ints(v)]
+    assume(sites or attrs)
+    if attrs and (not sites or data.draw(st.booleans())):
+        k, name = data.draw(st.sampled_from(attrs))
+        return _retyped(g, k, name, data)
     k, i, alts = data.draw(st.sampled_from(sites))
     new = data.draw(st.sampled_from(alts))
     if k < 0:
@@ -265,6 +271,34 @@ def _mutate(g: Graph, data: st.DataObject) -> Graph:
     n = g.nodes[k]
     node = replace(n, inputs=(*n.inputs[:i], new, *n.inputs[i + 1 :]))
     return eliminate_dead(replace(g, nodes=(*g.nodes[:k], node, *g.nodes[k + 1 :])))
+
+
+def _ints(v: object) -> bool:
+    return isinstance(v, int) or (isinstance(v, tuple) and bool(v) and all(isinstance(x, int) for x in v))
+
+
+def _retyped(g: Graph, k: int, name: str, data: st.DataObject) -> Graph:
+    """Node ``k``'s attribute ``name`` moved by one (one entry of a list), every type inferred again; the graph's
+    outputs must keep their types (else the mutant is no rule)."""
+    n = g.nodes[k]
+    old = n.attr[name]
+    step = data.draw(st.sampled_from([-1, 1]))
+    if isinstance(old, int):
+        value: int | tuple[int, ...] = old + step
+    else:
+        at = data.draw(st.integers(0, len(old) - 1))
+        value = (*old[:at], old[at] + step, *old[at + 1 :])
+    nodes = (*g.nodes[:k], replace(n, attrs=make_attrs({**n.attr, name: value})), *g.nodes[k + 1 :])
+    types = dict(g.types)
+    try:
+        for m in nodes:
+            consts = [g.data[i].array if i in g.data else None for i in m.inputs]
+            outs = ops.infer(m.op, [types[i] for i in m.inputs], m.attr, consts, len(m.outputs))
+            types.update(zip(m.outputs, outs))
+    except (ValueError, KeyError, IndexError, ZeroDivisionError):
+        assume(False)
+    assume(all(types[o] == g.types[o] for o in g.outputs))
+    return replace(g, nodes=nodes, types=types)
 
 
 def _mutants(rule: Rule, data: st.DataObject) -> Rule:
