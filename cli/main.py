@@ -10,7 +10,10 @@ import os
 import signal
 import sys
 import tempfile
+import threading
+import weakref
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -286,13 +289,30 @@ class Terminated(BaseException):
     """SIGTERM, raised where the program is: a BaseException, so no `except Exception` on the way swallows it."""
 
 
-def _on_sigterm(signum: int, frame: object, owner: int = os.getpid()) -> None:
+def _no_place_to_stop(frame: FrameType | None) -> bool:
+    """Whether an exception raised here would be lost or leave files behind: in `tempfile` (between a temp
+    folder's mkdir and the cleanup it registers, or in that cleanup), in a `__del__` or a weakref finalizer
+    (whose exceptions Python prints and ignores)."""
+    while frame is not None:
+        if frame.f_code.co_filename in (tempfile.__file__, weakref.__file__) or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_sigterm(signum: int, frame: FrameType | None, owner: int = os.getpid()) -> None:
     """`timeout` and process managers stop a run with SIGTERM, which by default kills Python on the spot and
     leaves its temp folders (a `.subst-XXXXXXXX/` beside the output) behind. Raised as an exception instead, it
-    unwinds through every `with` and `finally`, which clean up. Forked workers (generate's pool) die as usual."""
+    unwinds through every `with` and `finally`, which clean up; where it would not (`_no_place_to_stop`), it is
+    sent again a moment later. Forked workers (generate's pool) die as usual."""
     if os.getpid() != owner:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+        return
+    if _no_place_to_stop(frame):
+        again = threading.Timer(0.01, os.kill, (owner, signum))
+        again.daemon = True  # a run that ends meanwhile has cleaned up: it need not be stopped
+        again.start()
         return
     signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
     raise Terminated

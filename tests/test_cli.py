@@ -422,10 +422,14 @@ def test_sigterm_during_optimize_leaves_no_temp_folder(tmp_path: Path, bert_path
     out = tmp_path / "out"
     out.mkdir()
     args = [sys.executable, "-m", "cli.main", "optimize", bert_path, "-o", out / "o.onnx", "--store", empty_store]
-    run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while run.poll() is None and not list(out.glob(".subst-*")):
-        time.sleep(0.001)
-    assert run.poll() is None, "optimize ended before the test could stop it"
+    for _ in range(3):  # on a loaded machine the run may end (in a second or so) before this loop sees its folder
+        run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while run.poll() is None and not list(out.glob(".subst-*")):
+            time.sleep(0.001)
+        if run.poll() is None:
+            break
+        run.communicate()
+        (out / "o.onnx").unlink(missing_ok=True)
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 128 + signal.SIGTERM, err
