@@ -166,7 +166,7 @@ def test_target_that_does_not_type_check_is_declined(tmp_path: Path) -> None:
     )
     g = onnx_io.load_model(_mlp(tmp_path))
     m = next(find_matches(g, bad))
-    with pytest.raises(Declined, match="type-check|would be"):
+    with pytest.raises(Declined, match="does not fit the model's shapes|would change an output's shape"):
         apply(g, m)
 
 
@@ -811,7 +811,7 @@ def test_a_relu_moves_after_a_max_pool_it_alone_feeds(tmp_path: Path, window: tu
     rule = next(r for r in rules if r.name == "Relu then MaxPool as MaxPool then Relu")
     (match,) = find_matches(g, rule)
     if also_read:
-        with pytest.raises(Declined, match="graph output"):
+        with pytest.raises(Declined, match="is a model output"):
             apply(g, match)
         return
     new = apply(g, match)
