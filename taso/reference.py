@@ -56,14 +56,14 @@ class Reference:
         values = {k: _double(v) for k, v in feeds.items()}
         values.update((k, _double(d.array)) for k, d in g.data.items())
         for i, n in enumerate(g.nodes):
-            if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
-                outs = self._run_opaque(i, n, values)
-            else:
-                try:  # numpy's errors, on a graph whose types say otherwise: no reference, not a crash
+            try:  # numpy's errors (on a sequence-typed value, say) mean no reference, not a crash
+                if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
+                    outs = self._run_opaque(i, n, values)
+                else:
                     outs = _run_numpy(n, [values[v] for v in n.inputs if v])
-                except (ops.OpError, ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
-                    raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
-            values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
+                values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
+            except (ops.OpError, ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
+                raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
         return {o: values[o] for o in g.outputs}
 
     def _run_opaque(self, index: int, n: Node, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
