@@ -119,14 +119,20 @@ def cli() -> None:
     help="Search relaxation: keep exploring graphs up to alpha x the best cost (1.0 = greedy).",
 )
 @click.option(
-    "--budget", type=click.IntRange(min=1), default=100, show_default=True, help="Graphs to expand per region."
+    "--budget",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Graphs a region's search expands per pass: the search's work, which alone decides its result (the same "
+    "model, store and cost table give the same output on any machine).",
 )
 @click.option(
     "--time-limit",
     type=Finite(min=0),
-    default=10.0,
+    default=60.0,
     show_default=True,
-    help="Search seconds in all, not counting op costs measured on the way.",
+    help="Safety net: search seconds at most, not counting op costs measured on the way. If it fires, the "
+    "report warns: the result then depends on the machine's speed.",
 )
 @click.option(
     "--measure-limit",
