@@ -26,6 +26,7 @@ from typing import TypeVar
 import sqlite_utils
 
 from taso import store
+from taso.cachedir import cache_dir
 from taso.ir import Graph, Node, TensorType
 from taso.match import RuleIndex
 from taso.rules import Rule
@@ -44,10 +45,6 @@ T = TypeVar("T")
 
 _loaded: tuple[list[Rule], RuleIndex] | None = None
 """The rules `proved_rules` read last, and the index of them all that was cached with them."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "subst"
 
 
 def proved_rules(db: sqlite_utils.Database) -> list[Rule]:

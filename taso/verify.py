@@ -15,7 +15,8 @@ expiry is reported as a reason of its own.
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import hashlib
 import multiprocessing
 import time
 from collections import Counter
@@ -27,6 +28,7 @@ import sqlite_utils
 import z3
 
 from taso import provenance, store
+from taso.cachedir import cache_dir
 from taso.errors import CheckFailed
 from taso.lowering import Tracked, lower_rule
 from taso.precheck import refute
@@ -270,20 +272,31 @@ class Summary:
         return out
 
 
-@functools.cache
-def _failing_axioms(root: Path, digest: str) -> tuple[str, ...]:
-    """The axioms of the specs under ``root`` (as of ``digest``) that fail the spec check; checked once."""
-    return tuple(r.name for r in check_specs(load_specs(root)) if not r.ok)
+def _passed_marker(root: Path) -> Path:
+    """Where a passed spec check of the specs under ``root`` is remembered, keyed by their digest and by the code
+    that checks them (the catalogue's semantics, the spec vocabulary, the checker)."""
+    h = hashlib.sha256(provenance.specs_digest(root).encode())
+    here = Path(__file__).resolve().parent
+    for name in ("ops.py", "spec.py", "speccheck.py"):
+        h.update((here / name).read_bytes())
+    return cache_dir() / "specs-checked" / h.hexdigest()[:32]
 
 
 def require_sound(specs: Specs) -> None:
-    """Raise `CheckFailed` unless every axiom holds against the ops' semantics (`subst verify --check-specs`)."""
-    failing = _failing_axioms(specs.root, provenance.specs_digest(specs.root))
+    """Raise `CheckFailed` unless every axiom holds against the ops' semantics (`subst verify --check-specs`).
+    A pass is remembered in the user's cache, so each verify of the same specs does not pay it again."""
+    marker = _passed_marker(specs.root)
+    if marker.exists():
+        return
+    failing = [r.name for r in check_specs(specs) if not r.ok]
     if failing:
         raise CheckFailed(
             f"{len(failing)} axiom(s) in {specs.root} fail against the ops' semantics ({', '.join(failing)}): "
             "no rule is proved from them; see `subst verify --check-specs`"
         )
+    with contextlib.suppress(OSError):  # an unwritable cache only means checking again next time
+        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.touch()
 
 
 def pending(db: sqlite_utils.Database, force: bool = False) -> list[dict]:

@@ -329,3 +329,19 @@ def test_a_lifted_rule_moves_its_conditions_past_the_batch_dims() -> None:
     up = lifted(rule, 1)
     assert up is not None
     assert up.covered == (SameSize(Size("x", 2), Size("w1", 0)), SizeIs(Size("out:0", 2), 5))
+
+
+def test_a_passed_spec_check_is_remembered_in_the_users_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify checks the specs first; a pass is remembered under the specs' digest (and the checking code), so
+    a second verify of the same specs does not pay for it again, while changed specs are checked anew (the
+    planted-axiom test above)."""
+    import taso.verify
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    checked: list[int] = []
+    real = taso.verify.check_specs
+    monkeypatch.setattr(taso.verify, "check_specs", lambda s: checked.append(1) or real(s))
+    specs = load_specs(SPECS_DIR)
+    taso.verify.require_sound(specs)
+    taso.verify.require_sound(specs)
+    assert checked == [1] and list((tmp_path / "cache" / "subst" / "specs-checked").iterdir())
