@@ -665,3 +665,27 @@ def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:
                 if value is not None:
                     d.dim_value = value
     return from_proto(model, external_data=g.meta.external_data)
+
+
+# ---- protos handed to and returned by the Python API (`taso.api`) -------------------------------------------
+
+ModelProto = onnx.ModelProto
+"""The proto type `taso.api` passes through, named here so that only this module imports onnx."""
+
+
+def write_proto(model: object, path: Path) -> Path:
+    """Write a ModelProto a caller handed over to ``path``, so it is read, validated and checked as a file is."""
+    if not isinstance(model, onnx.ModelProto):
+        raise BadInput(f"expected an onnx.ModelProto or a path, got {type(model).__name__}")
+    if next(_external_tensors(model), None) is not None:
+        raise BadInput("the ModelProto's weights are in external data it does not hold; pass the model's path")
+    try:
+        onnx.save_model(model, str(path))
+    except ValueError as e:  # past protobuf's 2 GB
+        raise BadInput(f"the ModelProto cannot be serialized ({_first_line(e)}); pass the model's path") from None
+    return path
+
+
+def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """The ModelProto at ``path``, external data loaded: what the API hands back."""
+    return onnx.load_model(str(path))
