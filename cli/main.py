@@ -306,17 +306,13 @@ def _no_place_to_stop(frame: FrameType | None) -> bool:
     return False
 
 
-def _on_sigterm(signum: int, frame: FrameType | None, owner: int = os.getpid()) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """`timeout` and process managers stop a run with SIGTERM, which by default kills Python on the spot and
     leaves its temp folders (a `.subst-XXXXXXXX/` beside the output) behind. Raised as an exception instead, it
     unwinds through every `with` and `finally`, which clean up; where it would not (`_no_place_to_stop`), it is
-    sent again a moment later. Forked workers (generate's pool) die as usual."""
-    if os.getpid() != owner:
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
+    sent again a moment later."""
     if _no_place_to_stop(frame):
-        again = threading.Timer(0.01, os.kill, (owner, signum))
+        again = threading.Timer(0.01, os.kill, (os.getpid(), signum))
         again.daemon = True  # a run that ends meanwhile has cleaned up: it need not be stopped
         again.start()
         return
@@ -327,6 +323,9 @@ def _on_sigterm(signum: int, frame: FrameType | None, owner: int = os.getpid()) 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns subst's and click's errors into one line and an exit code, never a traceback."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # forked workers (generate's pool) keep the default: the pool stops them with SIGTERM wherever they are,
+    # and a Python handler would run only once a blocking call in C returned (a worker stuck there hung the run)
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     code = EXIT_OK
     try:  # click's own `main` would exit 1 on a broken pipe; its parts are called here instead
         with cli.make_context("subst", sys.argv[1:] if argv is None else list(argv)) as ctx:

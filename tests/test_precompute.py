@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler
 from taso.check import compare
-from taso.optimize import _confirm_speedup
+from taso.optimize import _confirm_speedup, _quiet
 from taso.precompute import precompute
 
 
@@ -64,10 +64,10 @@ def test_a_rewrite_that_measures_slower_is_not_kept(tmp_path: Path) -> None:
     one = onnx_io.load_model(_relu_chain(tmp_path, 1))
     many = onnx_io.load_model(_relu_chain(tmp_path, 50))
     model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
-    kept, applied, measured = _confirm_speedup(one, many, {"relu-chain": 1}, model, tmp_path)
+    kept, applied, measured = _confirm_speedup(one, many, {"relu-chain": 1}, model, tmp_path, _quiet)
     assert kept is one and applied == {} and measured["kept_original"]
     assert measured["after_ms"] > measured["before_ms"]
-    kept, applied, measured = _confirm_speedup(many, one, {"relu-once": 1}, model, tmp_path)
+    kept, applied, measured = _confirm_speedup(many, one, {"relu-once": 1}, model, tmp_path, _quiet)
     assert kept is one and applied == {"relu-once": 1} and "kept_original" not in measured
 
 

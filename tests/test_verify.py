@@ -185,7 +185,7 @@ TRUE_RULES = {
   %a = Conv(%x, %k) {{{DEPTHWISE}}} : float32[2,4,5,5]
   return %a""",
         ),
-        "avgpool-as-conv",
+        "avgpool-to-conv",
     ),
     "relu through max pooling (true, but not in the finite field)": (
         rule(
