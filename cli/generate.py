@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import store_option, writable_store
+from cli.options import store_option
 from cli.progress import StageBars
 from taso import store
 from taso.errors import BadInput
@@ -76,7 +76,7 @@ def generate(
     except UnicodeDecodeError:
         raise BadInput(f"{config}: not UTF-8 text; a config is a JSON or TOML file") from None
     settings = settings_from(cfg, ops, max_ops, seed)
-    writable_store(store_path)  # refuse a store it cannot write before hours of work, not after
+    store.require_writable(store_path)  # refuse a store it cannot write before hours of work, not after
     start = time.perf_counter()
     result = run_generate(settings, workers, _Bar())  # progress goes to stderr, so --json output stays clean
     try:
@@ -210,7 +210,7 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
             raise BadInput(f"{path}: not UTF-8 text; a rules file is text as `subst rules show` prints") from None
         except IRError as e:
             raise BadInput(f"{path}: {e}") from None
-    writable_store(store_path)
+    store.require_writable(store_path)
     db = store.open_store(store_path, create_missing=True)
     have = store.known(db)
     files = []

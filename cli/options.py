@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,23 +49,3 @@ def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
             raise BadInput(f"--dim {item!r}: expected NAME=SIZE with a positive size, e.g. --dim batch=1")
         dims[name] = int(size)
     return dims
-
-
-def writable_store(path: Path) -> None:
-    """Refuse a store that cannot be written before hours of work, not at the first write: a read-only file
-    or folder (a shared store, a mounted image). A missing store is made, so its folder must take files."""
-    if path.is_dir():
-        raise BadInput(f"{path}: is a folder, not a store")
-    if path.exists():
-        store.open_store(path).close()  # a store at all, of our schema
-        why = store.unwritable(path)
-        if why:
-            raise BadInput(f"{path}: store is read-only ({why}); copy it somewhere writable or choose --store")
-    elif not path.parent.is_dir():
-        raise BadInput(f"{path}: folder {path.parent} does not exist")
-    else:
-        try:
-            with tempfile.TemporaryFile(dir=path.parent):
-                pass
-        except OSError as e:
-            raise BadInput(f"{path}: cannot make a store in {path.parent} ({e.strerror})") from None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import Finite, store_option, writable_store
+from cli.options import Finite, store_option
 from taso import store
 from taso.errors import CheckFailed
 from taso.provenance import SPECS_DIR
@@ -110,7 +110,7 @@ def verify(
     if check_specs:
         _check_specs(specs, instances, as_json)
         return
-    writable_store(store_path)  # verdicts are written as rules are decided: refuse a read-only store first
+    store.require_writable(store_path)  # verdicts are written as rules are decided: refuse a read-only store first
     db = store.open_store(store_path)
     rows = pending(db, force)
     with click.progressbar(length=len(rows), label="verifying", file=sys.stderr, show_pos=True) as bar:

@@ -60,19 +60,6 @@ def _label(report: Report, model: object) -> Report:
     return report
 
 
-def _writable_store(path: Path) -> None:
-    """Refuse a store that cannot be written before the work, not at the first write (as the CLI's ``--store``)."""
-    from taso import store
-
-    if path.exists():
-        store.open_store(path).close()  # a store at all, of our schema
-        why = store.unwritable(path)
-        if why:
-            raise BadInput(f"{path}: store is read-only ({why})")
-    elif not path.parent.is_dir():
-        raise BadInput(f"{path}: folder {path.parent} does not exist")
-
-
 def optimize(
     model: ModelProto | str | os.PathLike[str],
     *,
@@ -144,7 +131,7 @@ def verify(
     from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
 
     path = Path(store)
-    _writable_store(path)
+    stores.require_writable(path)
     db = stores.open_store(path)
     rows = pending(db, force)
     return verify_rows(
@@ -178,7 +165,9 @@ def generate(
     forms = ops if ops is None or isinstance(ops, str) else ",".join(ops)
     settings = settings_from(cfg, forms, max_ops, seed)  # type: ignore[arg-type]
     if store is not None:
-        _writable_store(Path(store))
+        from taso.store import require_writable
+
+        require_writable(Path(store))
     result = run(settings, workers)
     if store is not None:
         add_to_store(result, store)

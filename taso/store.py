@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -149,3 +150,23 @@ def cost_cache(db: sqlite_utils.Database) -> tuple[sqlite_utils.Database, bool]:
     memory = sqlite3.connect(":memory:")
     db.conn.backup(memory)
     return sqlite_utils.Database(memory), False
+
+
+def require_writable(path: Path) -> None:
+    """Refuse a store that cannot be written before hours of work, not at the first write: a read-only file
+    or folder (a shared store, a mounted image). A missing store is made, so its folder must take files."""
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder, not a store")
+    if path.exists():
+        open_store(path).close()  # a store at all, of our schema
+        why = unwritable(path)
+        if why:
+            raise BadInput(f"{path}: store is read-only ({why}); copy it somewhere writable or choose another store")
+    elif not path.parent.is_dir():
+        raise BadInput(f"{path}: folder {path.parent} does not exist")
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=path.parent):
+                pass
+        except OSError as e:
+            raise BadInput(f"{path}: cannot make a store in {path.parent} ({e.strerror})") from None
