@@ -128,8 +128,8 @@ class Rule:
 
     @cached_property
     def covered(self) -> tuple[Condition, ...] | None:
-        """The conditions a proof over symbolic sizes recorded (`taso.lowering`), or None where the proof was
-        made at the example's sizes."""
+        """The conditions the rule's proof recorded (`taso.lowering`); None for a rule the verifier has not
+        proved (one built in memory), which `taso.optimize` never applies."""
         if self.detail.get("sizes") != "symbolic":
             return None
         return tuple(condition_from_json(j) for j in self.detail.get("conditions", []))

@@ -5,7 +5,9 @@ with a counterexample; then both sides are lowered to z3 terms (`taso.lowering`)
 looks for a contradiction between the specs' axioms and ``src != dst`` within a per-rule budget. Unsat is a
 proof (the unsat core names the axioms used); a spent budget or an exhausted search is ``unknown`` with the
 reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, all
-axioms.
+axioms. Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
+of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
+as conditions the rewrite enforces.
 
 The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
 decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit

@@ -309,7 +309,7 @@ def test_a_rule_with_a_constant_generator_is_proved_one_way_only(prover: Prover)
     from taso.search import both_directions
 
     db = store.open_store(store.DEFAULT_PATH)
-    row = next(db["rules"].rows_where("ops LIKE '%ConvIdentity%' AND status = 'proved'", order_by="id"))
+    row = next(db["rules"].rows_where("ops LIKE '%ConvIdentity%' AND status = 'proved' AND dst_ops > 0", order_by="id"))
     r = Rule.from_row(row)
     assert r.detail["reversible"] is False and not r.reversible
     assert [v.name for v in both_directions([r])] == [r.name]
@@ -345,3 +345,37 @@ def test_a_passed_spec_check_is_remembered_in_the_users_cache(tmp_path: Path, mo
     taso.verify.require_sound(specs)
     taso.verify.require_sound(specs)
     assert checked == [1] and list((tmp_path / "cache" / "subst" / "specs-checked").iterdir())
+
+
+POOL_AS_CONV = """
+rule average pooling counting padding is a depthwise conv over a constant kernel
+graph(%x: float32[2,4,5,5]):
+  %a = AveragePool(%x) {count_include_pad=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]} : float32[2,4,5,5]
+  return %a
+=>
+graph(%x: float32[2,4,5,5]):
+  %k = PoolKernel() {dtype="float32", shape=[4, 1, 3, 3]} : float32[4,1,3,3]
+  %a = Conv(%x, %k) {dilations=[1, 1], group=4, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]} : float32[2,4,5,5]
+  return %a
+"""
+
+
+def test_a_target_constant_takes_the_models_sizes_and_keeps_the_sizes_no_input_has(prover: Prover) -> None:
+    """The kernel's 4 is the input's channels, mapped to the model's; its 1 and 3 are no input's size and stay
+    the literals the proof used (the rewrite declined such a constant before). At 10 x 7 images and a batch of
+    3 the rewrite equals the pooling it replaces."""
+    from taso.ir import parse_graph
+    from taso.precheck import run_graph
+
+    rule = parse_rules(POOL_AS_CONV)[0]
+    v = prover.verdict(rule)
+    assert v.status == "proved" and v.detail["reversible"] is False, v.detail
+    model = parse_graph(
+        "graph(%x: float32[3,4,10,7]):\n  %a = AveragePool(%x) {count_include_pad=1, kernel_shape=[3, 3], "
+        "pads=[1, 1, 1, 1], strides=[1, 1]} : float32[3,4,10,7]\n  return %a"
+    )
+    out = apply(model, next(find_matches(model, replace(rule, status="proved", detail=v.detail))))
+    assert [n.op for n in out.nodes] == ["Conv"]
+    assert [out.types[w].shape for w in out.weights] == [(4, 1, 3, 3)]  # the folded kernel
+    x = {"x": np.random.default_rng(0).standard_normal((3, 4, 10, 7))}
+    np.testing.assert_allclose(run_graph(out, x)[0], run_graph(model, x)[0], rtol=1e-6, atol=1e-7)
