@@ -1,13 +1,15 @@
-"""End-to-end latency of the corpus of real exporter output (models/corpus/) before and after `subst optimize`.
+"""End-to-end latency of the corpus of real exporter output (models/corpus/) before and after `subst optimize`,
+beside onnxsim, onnxslim and, for transformers, onnxruntime's transformers optimizer and subst on its output.
 
     PYTHONPATH=. python3 bench/bench_corpus.py --device cuda --out results/            # on the GPU machine
     PYTHONPATH=. python3 bench/bench_corpus.py --device cpu --models squeezenet1_1_ts --rounds 2
 
 Each model is optimized as the regression optimizes it (models/regress.py: the committed cost table, a search
-bounded by its budget, so the same rewrites as on CI; ``--workers`` at a time, on the CPU), then the original, the
-original again (the run's noise band) and subst's output are timed side by side in ``--rounds`` rounds, each
-opening fresh sessions in another order, at batch 1 and sequences of 16 (`corpus.dims`). Writes
-bench_corpus.json under --out after every model and prints a table.
+bounded by its budget, so the same rewrites as on CI; ``--workers`` at a time, on the CPU), and each peer
+(bench/peers.py) writes its version on the CPU too. Then the original, the original again (the run's noise
+band), subst's output and each peer's are timed side by side in ``--rounds`` rounds, each opening fresh sessions
+in another order, at batch 1 and sequences of 16 (`corpus.dims`). Writes bench_corpus.json under --out after
+every model and prints a table.
 """
 
 from __future__ import annotations
@@ -20,39 +22,63 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
+import peers  # noqa: E402
 import regress  # noqa: E402
 
 from taso import check, onnx_io, profiler, store  # noqa: E402
+from taso.optimize import optimize  # noqa: E402
+
+SHORT = {
+    "again": "again",
+    "subst": "subst",
+    "onnxsim": "onnxsim",
+    "onnxslim": "slim",
+    "ort_transformers": "ort-tf",
+    "ort_transformers+subst": "ort+subst",
+}
+"""Each variant's column in the table (speed-up over the original; "again" is the original timed twice)."""
 
 
-def _optimize(name: str, tmp: Path) -> dict:
+def _prepare(name: str, tmp: Path) -> dict:
+    """subst's output as the regression makes it, each peer's, and subst on the transformers optimizer's."""
     t0 = time.perf_counter()
     try:
         row = regress.run_model(name, store.DEFAULT_PATH, tmp)
     except Exception as e:  # a model that fails is a row of the table, not the end of the run
-        row = {"error": f"{type(e).__name__}: {e}"[:500]}
-    return {**row, "optimize_s": round(time.perf_counter() - t0, 1)}
+        return {"error": f"{type(e).__name__}: {e}"[:500], "optimize_s": round(time.perf_counter() - t0, 1)}
+    row["optimize_s"] = round(time.perf_counter() - t0, 1)
+    src = tmp / f"{name}.onnx"
+    variants = {"original": src, "again": src, "subst": tmp / f"{name}.opt.onnx"}
+    variants.update(peers.peers(src, tmp, name, corpus.MANIFEST[name]["model"]))
+    if "ort_transformers" in variants:
+        both = tmp / f"{name}.ort_transformers.opt.onnx"
+        settings = replace(regress.SETTINGS, dims=regress.DIMS[name])
+        try:
+            optimize(variants["ort_transformers"], both, store.DEFAULT_PATH, settings=settings)
+            variants["ort_transformers+subst"] = both
+        except Exception as e:
+            print(f"subst on ort_transformers failed on {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    return {**row, "variants": {k: str(v) for k, v in variants.items()}}
 
 
-def _time(name: str, tmp: Path, device: profiler.Device, rounds: int) -> dict[str, float]:
+def _time(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
     """Median over rounds of each variant's median latency in ms."""
-    dims = corpus.dims(name)
-    paths = {"original": tmp / f"{name}.onnx", "again": tmp / f"{name}.onnx", "subst": tmp / f"{name}.opt.onnx"}
-    feeds = check.random_inputs(onnx_io.load_model(paths["original"]), seed=0, dims=dims)
-    runs = [(str(p), feeds) for p in paths.values()]
+    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
+    runs = [(path, feeds) for path in variants.values()]
     per: list[list[float]] = [[] for _ in runs]
     for r in range(rounds):
         first = r % len(runs)
         timed = profiler.time_models(runs[first:] + runs[:first], device, warmup=20, samples=40)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t.median_ms)
-    return {k: statistics.median(v) for k, v in zip(paths, per)}
+    return {k: statistics.median(v) for k, v in zip(variants, per)}
 
 
 def main() -> int:
@@ -69,31 +95,34 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir, ProcessPoolExecutor(args.workers) as pool:
         tmp = Path(tmpdir)
-        jobs = {n: pool.submit(_optimize, n, tmp) for n in names}
+        jobs = {n: pool.submit(_prepare, n, tmp) for n in names}
         for name in names:
             row = {**corpus.MANIFEST[name], "model": name, **jobs[name].result()}
             if "error" not in row and row.get("check_ok"):
-                row["ms"] = _time(name, tmp, device, args.rounds)
+                try:
+                    row["ms"] = _time(name, row["variants"], device, args.rounds)
+                except Exception as e:  # one variant onnxruntime cannot run on the device: its error is the row
+                    row["error"] = f"timing: {type(e).__name__}: {e}"[:500]
+            if "ms" in row:
                 row["speedup"] = {k: row["ms"]["original"] / v for k, v in row["ms"].items()}
             rows.append(row)
             print(json.dumps({k: row.get(k) for k in ("model", "cost_ratio", "speedup", "rules", "error")}), flush=True)
             (args.out / "bench_corpus.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=1))
-            for f in (tmp / f"{name}.onnx", tmp / f"{name}.opt.onnx"):
-                f.unlink(missing_ok=True)
+            for f in tmp.glob(f"{name}.*"):
+                f.unlink()
     print(f"\ndevice {device.key}")
-    print(f"{'model':<28}{'orig ms':>9}{'again x':>9}{'subst x':>9}{'pred x':>8}{'opt s':>7}  rules")
+    print(f"{'model':<26}{'orig ms':>9}" + "".join(f"{c:>10}" for c in SHORT.values()) + f"{'pred':>7}  rules")
     for r in rows:
         if "ms" not in r:
-            print(f"{r['model']:<28}  not timed: {r.get('error') or r.get('check')}")
+            print(f"{r['model']:<26}  not timed: {r.get('error') or r.get('check')}")
             continue
+        cells = "".join(f"{r['speedup'][c]:>10.3f}" if c in r["speedup"] else f"{'-':>10}" for c in SHORT)
         rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
-        print(
-            f"{r['model']:<28}{r['ms']['original']:>9.3f}{r['speedup']['again']:>9.3f}{r['speedup']['subst']:>9.3f}"
-            f"{1 / r['cost_ratio']:>8.3f}{r['optimize_s']:>7.1f}  {rules}"
-        )
-    timed = [r["speedup"]["subst"] for r in rows if "speedup" in r]
-    if timed:
-        print(f"geomean subst: {math.exp(sum(map(math.log, timed)) / len(timed)):.3f}x over {len(timed)} models")
+        print(f"{r['model']:<26}{r['ms']['original']:>9.3f}{cells}{1 / r['cost_ratio']:>7.3f}  {rules}")
+    for column in SHORT:
+        timed = [r["speedup"][column] for r in rows if column in r.get("speedup", {})]
+        if timed:
+            print(f"geomean {column}: {math.exp(sum(map(math.log, timed)) / len(timed)):.3f}x over {len(timed)} models")
     return 0
 
 

@@ -26,37 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import onnx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
+
+import peers  # noqa: E402
 
 from build import ZOO, zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
-
-
-def _peers(src: Path, tmp: Path, name: str) -> dict[str, Path]:
-    """onnxsim and onnxslim outputs, where those packages are installed and succeed."""
-    out: dict[str, Path] = {}
-    try:
-        import onnxsim
-
-        model, ok = onnxsim.simplify(onnx.load(str(src)))
-        if ok:
-            out["onnxsim"] = tmp / f"{name}.onnxsim.onnx"
-            onnx.save_model(model, str(out["onnxsim"]))
-    except Exception as e:  # a peer failing on a model is a result, not a reason to stop
-        print(f"onnxsim failed on {name}: {e}", flush=True)
-    try:
-        import onnxslim
-
-        out["onnxslim"] = tmp / f"{name}.onnxslim.onnx"
-        onnx.save_model(onnxslim.slim(str(src)), str(out["onnxslim"]))
-    except Exception as e:
-        out.pop("onnxslim", None)
-        print(f"onnxslim failed on {name}: {e}", flush=True)
-    return out
 
 
 def _error(predicted: float | None, measured: float | None) -> float | None:
@@ -97,7 +74,12 @@ def main() -> int:
             seconds = time.perf_counter() - t0
             # the original timed a second time, as a variant of its own: how far an unchanged model moves in
             # this run, the noise band every other ratio is read against
-            variants = {"original": path, "again": path, "subst": out, **_peers(path, tmp, name)}
+            variants = {
+                "original": path,
+                "again": path,
+                "subst": out,
+                **peers.peers(path, tmp, name, only=("onnxsim", "onnxslim")),
+            }
             graphs = [onnx_io.load_model(p) for p in variants.values()]
             timings = dict(
                 zip(variants, cost.interleaved_timings(list(variants.values()), graphs, device, args.rounds))
@@ -130,13 +112,15 @@ def main() -> int:
             (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
             units = cost.export_reference(model, str(args.out / "reference_costs.json"))
             print(f"reference table: {units} measured units", flush=True)
-    peers = ["again", "subst", "onnxsim", "onnxslim"]
+    columns = ["again", "subst", "onnxsim", "onnxslim"]
     print(f"\ndevice {device.key}")
     print(
-        f"{'model':<14}{'orig ms':>9}" + "".join(f"{p + ' x':>12}" for p in peers) + f"{'pred x':>8}{'opt s':>7}  rules"
+        f"{'model':<14}{'orig ms':>9}"
+        + "".join(f"{p + ' x':>12}" for p in columns)
+        + f"{'pred x':>8}{'opt s':>7}  rules"
     )
     for r in rows:
-        cells = "".join(f"{r['speedup'][p]:>12.3f}" if p in r["speedup"] else f"{'-':>12}" for p in peers)
+        cells = "".join(f"{r['speedup'][p]:>12.3f}" if p in r["speedup"] else f"{'-':>12}" for p in columns)
         rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
         print(
             f"{r['model']:<14}{r['ms']['original']:>9.3f}{cells}{r['predicted_speedup']:>8.3f}{r['optimize_s']:>7.1f}  {rules}"
@@ -146,7 +130,7 @@ def main() -> int:
         print("\ncost model, predicted original vs measured: " + ", ".join(f"{m} {e:+.1f} %" for m, e, _ in errors))
         within = sum(abs(q if q is not None else e) <= 20 for _, e, q in errors)
         print(f"within 20 % (quick-mode rounds where any): {within} of {len(errors)}")
-    for p in peers:
+    for p in columns:
         values = [r["speedup"][p] for r in rows if p in r["speedup"]]
         if values:
             print(f"geomean {p}: {math.exp(sum(map(math.log, values)) / len(values)):.3f}x over {len(values)} models")
