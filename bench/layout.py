@@ -27,7 +27,7 @@ RESULTS = ROOT / "bench" / "results"
 def device_slug(device: str) -> str:
     """A short name for a device key (`taso.profiler.Device.key`) or name: ``h100``, ``h200``, ``cpu``."""
     provider, _, rest = device.partition("|")
-    if provider.startswith("CPU") or device == "cpu":
+    if provider.lower().startswith("cpu"):
         return "cpu"
     name = rest.split("|", 1)[0] if rest else provider
     model = re.search(r"\b([A-Z]\d{2,4})\b", name)
