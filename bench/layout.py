@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,7 @@ def meta(device: str | None = None) -> dict[str, str]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
         "device": device or "cpu",
         "commit": commit,
-        "command": " ".join(["python", *sys.argv]),
+        "command": shlex.join(["python", *sys.argv]),
     }
 
 

@@ -124,3 +124,21 @@ def test_write_leaves_a_whole_file_or_nothing(tmp_path: Path) -> None:
         layout.write(path, loop)
     assert json.loads(path.read_text())["rows"] == [1]
     assert [p.name for p in path.parent.iterdir()] == ["x-cpu.json"]
+
+
+def test_a_bench_writes_its_result_into_the_dated_layout_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench_generate at one op (a real `subst generate` process), with no --result: today's folder, with meta."""
+    import bench_generate
+
+    monkeypatch.setattr(layout, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["bench_generate.py", "--max-ops", "1", "--workers", "1"])
+    bench_generate.main()
+    (path,) = tmp_path.rglob("*.json")
+    assert NAME.match(path.relative_to(tmp_path).as_posix())
+    assert path.name == "generate-cpu-1ops.json"
+    record = json.loads(path.read_text())
+    assert record["meta"]["date"][:10] == path.parent.name
+    assert "--max-ops 1" in record["meta"]["command"]
+    assert record["rows"][0]["settings"]["max_ops"] == 1
