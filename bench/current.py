@@ -49,6 +49,8 @@ OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": opera
 
 @dataclass(frozen=True)
 class Metric:
+    """One row of the table: what is measured, the issue that set its target, and where the latest value lives."""
+
     name: str
     issue: int
     target: Target | None  # None: shown for comparison, no target of its own
