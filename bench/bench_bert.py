@@ -1,10 +1,10 @@
 """BERT-base on the target device: what onnxruntime fuses, and whether the cost model ranks the Q/K/V merge.
 
-    PYTHONPATH=. python bench/bench_bert.py --device cuda --out results/
+    PYTHONPATH=. python bench/bench_bert.py --device cuda --out bench-out/
 
 Prints the op census of onnxruntime's optimized graph (ENABLE_ALL, on the device's provider), then the
 predicted and measured (interleaved) speed-up of merging the projections that read one tensor, using the
-matmul-merge rule lifted to [batch, seq, hidden] (`taso.rules.lifted`).
+matmul-merge rule lifted to [batch, seq, hidden] (`taso.rules.lifted`). Prints only; writes no result file.
 """
 
 from __future__ import annotations

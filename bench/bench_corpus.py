@@ -1,15 +1,15 @@
 """End-to-end latency of the corpus of real exporter output (models/corpus/) before and after `subst optimize`,
 beside onnxsim, onnxslim and, for transformers, onnxruntime's transformers optimizer and subst on its output.
 
-    PYTHONPATH=. python3 bench/bench_corpus.py --device cuda --out results/            # on the GPU machine
+    PYTHONPATH=. python3 bench/bench_corpus.py --device cuda --result $OUT/corpus-h100.json   # on the GPU machine
     PYTHONPATH=. python3 bench/bench_corpus.py --device cpu --models squeezenet1_1_ts --rounds 2
 
 Each model is optimized as the regression optimizes it (models/regress.py: the committed cost table, a search
 bounded by its budget, so the same rewrites as on CI; ``--workers`` at a time, on the CPU), and each peer
 (bench/peers.py) writes its version on the CPU too. Then the original, the original again (the run's noise
 band), subst's output and each peer's are timed side by side in ``--rounds`` rounds, each opening fresh sessions
-in another order, at batch 1 and sequences of 16 (`corpus.dims`). Writes bench_corpus.json under --out after
-every model and prints a table.
+in another order, at batch 1 and sequences of 16 (`corpus.dims`). Writes
+bench/results/<today>/corpus-<device>.json (``--result``) after every model and prints a table.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
+import layout  # noqa: E402
 import peers  # noqa: E402
 import regress  # noqa: E402
 
@@ -88,9 +89,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/corpus-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("corpus", device.key)
     names = [n for n in args.models.split(",") if n]
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir, ProcessPoolExecutor(args.workers) as pool:
@@ -107,7 +110,7 @@ def main() -> int:
                 row["speedup"] = {k: row["ms"]["original"] / v for k, v in row["ms"].items()}
             rows.append(row)
             print(json.dumps({k: row.get(k) for k in ("model", "cost_ratio", "speedup", "rules", "error")}), flush=True)
-            (args.out / "bench_corpus.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=1))
+            layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
             for f in tmp.glob(f"{name}.*"):
                 f.unlink()
     print(f"\ndevice {device.key}")

@@ -1,10 +1,11 @@
 """Cost model accuracy on a real device: predicted vs measured whole-model latency for every zoo model,
 and whether the predicted effect of merging sibling convs agrees with the measured one.
 
-    PYTHONPATH=. python bench/bench_cost.py --device cuda --out results/    # on the GPU machine
+    PYTHONPATH=. python bench/bench_cost.py --device cuda --result $OUT/cost-h100.json    # on the GPU machine
     PYTHONPATH=. python bench/bench_cost.py --device cpu --models squeezenet,bert_tiny
 
-Prints a table; writes bench_cost.json (and the measured cost cache, costs.db) under --out.
+Prints a table; writes bench/results/<today>/cost-<device>.json (``--result``) and the measured cost cache,
+costs.db, under --out.
 Original and merged variants are timed interleaved, several rounds, so drift hits both alike. Whole models are
 timed after every model is profiled, one round each per pass over all of them (``--rounds`` passes), so each
 model's median spans the run rather than one moment of it.
@@ -33,6 +34,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
+import layout  # noqa: E402
 from bench_noise import MODES  # noqa: E402
 from variants import merge_sibling_convs  # noqa: E402
 
@@ -109,9 +111,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--modes", default="default", help="timing modes, bench_noise.py's names; the first is the table's")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/cost-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("cost", device.key)
     db = store.create(args.out / "costs.db")
     modes = [m for m in args.modes.split(",") if m]
     by_mode = {m: cost.CostModel(device, db, mode=MODES[m]) for m in modes}
@@ -124,9 +128,7 @@ def main() -> int:
     def write() -> None:  # after every step: a run cut short keeps its results
         quick = model.quick_reference_ms()
         out = {"device": device.key, "calibration": model.calibration.__dict__, "quick_reference_ms": quick}
-        (args.out / "bench_cost.json").write_text(
-            json.dumps({**out, "rows": rows, "merges": merges, "modes": detail}, indent=1)
-        )
+        layout.write(result, {"meta": layout.meta(device.key), **out, "rows": rows, "merges": merges, "modes": detail})
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

@@ -7,13 +7,13 @@ side, the reference run beside them) in ``--passes`` passes, forward and backwar
 measurement's marginal cost and reference latency. Per pass it prints the drift: the median over units of
 (this pass's cost / the unit's median cost), raw and normalised by the reference (cost x quickest reference /
 this reference). If the normalised drift is flatter, scaling by the reference takes the host's slow spells
-out of unit costs. Writes bench_drift.json under --out.
+out of unit costs. Writes bench/results/<today>/drift-<device>.json
+(``--result``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -23,6 +23,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
 from taso import cost, onnx_io, profiler  # noqa: E402
@@ -55,9 +57,11 @@ def main() -> int:
     ap.add_argument("--models", default="squeezenet,bert_base")
     ap.add_argument("--passes", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/drift-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("drift", device.key)
     with tempfile.TemporaryDirectory() as tmp:
         found = unit_graphs([m for m in args.models.split(",") if m], Path(tmp))
     keys = [k for k, (_, ug) in found.items() if cost.replicate(ug, 2) is not None]
@@ -93,16 +97,15 @@ def main() -> int:
         return statistics.median(ratios)
 
     summary = {"units": len(keys), "spread_raw": spread(False), "spread_normalised": spread(True)}
-    (args.out / "bench_drift.json").write_text(
-        json.dumps(
-            {
-                "device": device.key,
-                "rows": rows,
-                "summary": summary,
-                "taken": {found[k][0] + "|" + k[:12]: v for k, v in taken.items()},
-            },
-            indent=1,
-        )
+    layout.write(
+        result,
+        {
+            "meta": layout.meta(device.key),
+            "device": device.key,
+            "rows": rows,
+            "summary": summary,
+            "taken": {found[k][0] + "|" + k[:12]: v for k, v in taken.items()},
+        },
     )
     print(f"\ndevice {device.key}; {len(keys)} units, {args.passes} passes")
     print(f"{'pass':>5}{'reference ms':>14}{'drift raw':>11}{'drift norm':>12}")

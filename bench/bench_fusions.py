@@ -7,13 +7,13 @@ fuses across a unit's boundary in the whole model (or fuses inside a unit what i
 units pay for kernels the model does not run. For each model this prints the op census of onnxruntime's
 optimized whole model (ENABLE_ALL, on the device's provider), the census summed over its units (each unit's
 graph optimized as it is timed, times its count), and the ops where the two differ; then every distinct unit
-with its count and the ops onnxruntime made of it. Writes bench_fusions.json under --out.
+with its count and the ops onnxruntime made of it. Writes
+bench/results/<today>/fusions-<device>.json (``--result``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from collections import Counter
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+import layout  # noqa: E402
 from bench_cost import load  # noqa: E402
 
 from taso import cost, onnx_io, profiler  # noqa: E402
@@ -61,9 +62,13 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--models", default="gpt2,bert_base")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument(
+        "--result", type=Path, help="the result file (default: bench/results/<today>/fusions-<device>.json)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("fusions", device.key)
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         for name in [m for m in args.models.split(",") if m]:
@@ -79,7 +84,7 @@ def main() -> int:
             for u in row["unit_ops"]:
                 ops = ", ".join(f"{op} x{k}" if k > 1 else op for op, k in sorted(u["ops"].items()))
                 print(f"  x{u['count']:<3} {u['label']:<50} -> {ops}")
-    (args.out / "bench_fusions.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=1))
+    layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Each run is a fresh `subst generate --json` process into a scratch store. CPU is the user + system time of its
 whole process tree; memory is the peak of the tree's summed PSS (main process and workers, pages they share
-counted once), sampled every 0.1 s.
+counted once), sampled every 0.1 s. Writes bench/results/<today>/generate-cpu-<N>ops.json (``--result``).
 
     .venv/bin/python bench/bench_generate.py                       # --max-ops 1, 2, 3 over TASO's set
     .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
@@ -21,6 +21,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,7 +100,9 @@ def main() -> None:
     ap.add_argument("--config", help="generate --config file (default: TASO's op set and input pool)")
     ap.add_argument("--workers", type=int, help="generate --workers (default: all cores)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, help="also write the raw results here")
+    ap.add_argument(
+        "--result", type=Path, help="the result file (default: bench/results/<today>/generate-cpu-<N>ops.json)"
+    )
     args = ap.parse_args()
     rows = [run(n, args.config, args.workers, args.seed) for n in args.max_ops]
     print(
@@ -108,8 +112,8 @@ def main() -> None:
     for r in rows:
         print(f"  {r['cmd']}")
     print(table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+    what = f"{max(args.max_ops)}ops" + (f"-{Path(args.config).stem}" if args.config else "")
+    layout.write(args.result or layout.result_path("generate", "cpu", what), {"meta": layout.meta(), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ take a run apart: cuDNN's algorithm search, intra-op threads, outputs allocated 
 warm-up long enough for the GPU's clocks to ramp up, the host's share alone (no wait for the device) and the
 device's alone (a replayed CUDA graph). On CUDA the GPU's SM clock is sampled all along (nvidia-smi) and each
 session is given the median clock seen while it ran. Prints per model and mode the session medians' min,
-median, max and max/min, the median IQR within a session, and the clock range.
+median, max and max/min, the median IQR within a session, and the clock range; writes
+bench/results/<today>/noise-<device>.json (``--result``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -30,6 +30,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+import layout  # noqa: E402
 
 import build as zoo  # noqa: E402
 from taso import check, onnx_io, profiler  # noqa: E402
@@ -84,8 +86,10 @@ def main() -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--sessions", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/noise-<device>.json)")
     args = ap.parse_args()
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("noise", device.key)
     args.out.mkdir(parents=True, exist_ok=True)
     modes = [
         m for m in args.modes.split(",") if m and (device.is_cuda or not (MODES[m].cuda_graph or MODES[m].host_only))
@@ -116,7 +120,7 @@ def main() -> int:
     if clocks:
         clocks.stop()
     result = {"device": device.key, "loadavg": os.getloadavg(), "rows": list(rows.values())}
-    (args.out / "bench_noise.json").write_text(json.dumps(result, indent=1))
+    layout.write(result, {"meta": layout.meta(device.key), **result})
     print(f"\ndevice {device.key}, load average {result['loadavg']}")
     print(f"{'model':<12}{'mode':<12}{'min ms':>9}{'median':>9}{'max ms':>9}{'max/min':>9}{'IQR in':>9}{'SM MHz':>12}")
     for row in rows.values():

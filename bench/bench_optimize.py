@@ -1,6 +1,6 @@
 """End-to-end latency of `subst optimize` outputs beside onnxsim's and onnxslim's, on one device, interleaved.
 
-    PYTHONPATH=. python bench/bench_optimize.py --device cuda --out results/     # on the GPU machine
+    PYTHONPATH=. python bench/bench_optimize.py --device cuda --out $OUT      # on the GPU machine
     PYTHONPATH=. python bench/bench_optimize.py --device cpu --models squeezenet --time-limit 10
 
 For each zoo model (static shapes; `models/build.py`): optimize with the shipped store's proved rules (costs
@@ -10,8 +10,8 @@ unchanged model), each round visiting every variant once in an order that change
 (`taso.profiler.visiting_order`), and report each variant's median over rounds and its speed-up, and the cost
 model's predicted latency of the original against its measured one (all rounds, and the host's quick-mode
 rounds, as bench_cost.py reads them). Prints a table;
-writes bench_optimize.json and, from every unit measured on the way, reference_costs.json (the table CI costs
-with) under --out.
+writes bench/results/<today>/optimize-<device>.json (``--result``) and, from every unit measured on the way,
+reference_costs.json (the table CI costs with; merge it with models/merge_costs.py) under --out.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
+import layout  # noqa: E402
 import peers  # noqa: E402
 
 from build import ZOO, zoo_files  # noqa: E402
@@ -51,9 +52,13 @@ def main() -> int:
     ap.add_argument("--measure-limit", type=float, default=600.0, help="seconds a search may measure new units")
     ap.add_argument("--store", type=Path, default=store.DEFAULT_PATH)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument(
+        "--result", type=Path, help="the result file (default: bench/results/<today>/optimize-<device>.json)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("optimize", device.key)
     db_path = args.out / "store.db"
     if not db_path.exists():
         shutil.copy(args.store, db_path)
@@ -109,7 +114,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
             # written after every model, so a run stopped at a time limit still leaves what it measured
-            (args.out / "bench_optimize.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=2))
+            layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
             units = cost.export_reference(model, str(args.out / "reference_costs.json"))
             print(f"reference table: {units} measured units", flush=True)
     columns = ["again", "subst", "onnxsim", "onnxslim"]

@@ -7,7 +7,7 @@ Runs on the CPU: nothing is measured (the table is `models/reference_costs.json`
 otherwise). A search whose result swings with small cost noise is one a GPU run will find only sometimes.
 ``--sigma 0 --seeds 1 --time-limit 10`` is `subst optimize` with its defaults and the table as it is: the
 search time per model with a warm cost cache. Prints a table (predicted speed-up, graphs expanded, search and
-optimize seconds, rules per seed); writes bench_perturb.json under --out.
+optimize seconds, rules per seed); writes bench/results/<today>/perturb-cpu.json (``--result``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 
+import layout  # noqa: E402
+
 from build import zoo_files  # noqa: E402
 from taso import store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
@@ -37,8 +39,12 @@ def main() -> int:
     ap.add_argument("--costs", type=Path, default=ROOT / "models" / "reference_costs.json")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument(
+        "--result", type=Path, help="the result file (default: bench/results/<today>/perturb-<device>.json)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    result = args.result or layout.result_path("perturb", "cpu")
     table = json.loads(args.costs.read_text())
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -64,7 +70,7 @@ def main() -> int:
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
-    (args.out / "bench_perturb.json").write_text(json.dumps({"sigma": args.sigma, "rows": rows}, indent=1))
+    layout.write(result, {"meta": layout.meta("cpu"), "sigma": args.sigma, "rows": rows})
     print(
         f"\nsigma {args.sigma}\n{'model':<14}{'seed':>5}{'pred x':>8}{'expanded':>9}{'search s':>9}{'opt s':>7}  rules"
     )

@@ -1,6 +1,6 @@
 """PET on one device: single layers against their corrected mutants, then whole models with and without --pet.
 
-    PYTHONPATH=. python bench/bench_pet.py --device cuda --out bench-out/      # on the GPU machine
+    PYTHONPATH=. python bench/bench_pet.py --device cuda --out $OUT      # on the GPU machine
     PYTHONPATH=. python bench/bench_pet.py --device cpu --models csrnet --batches 1 --layers ''
 
 Layers: for each layer of --layers (convs, sibling convs and MatMuls taken from ResNet-50, ResNeXt-50,
@@ -9,7 +9,7 @@ it, timed interleaved: does any mutant ever beat the original?
 Models: each zoo builder at each batch of --batches (static shapes), optimized without and with PET (costs
 measured on --device, cached in a copy of the store under --out, so the second run profiles only the
 mutants), then original, plain and PET outputs timed side by side (`taso.profiler.time_models`). Prints
-both tables; writes bench_pet.json under --out after every model.
+both tables; writes bench/results/<today>/pet-<device>.json (``--result``) after every model.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+import layout  # noqa: E402
 
 from build import bert_base, csrnet, inception_v3, resnext50  # noqa: E402
 from taso import cost, onnx_io, ops, pet, profiler, store  # noqa: E402
@@ -176,13 +178,14 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--store", type=Path, default=store.DEFAULT_PATH)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/pet-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
     db = args.out / "store.db"
     if not db.exists():
         shutil.copy(args.store, db)
-    result_path = args.out / "bench_pet.json"
+    result_path = args.result or layout.result_path("pet", device.key)
     result = json.loads(result_path.read_text()) if result_path.exists() else {"device": device.key, "models": []}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -192,8 +195,8 @@ def main() -> int:
         for name in [m for m in args.models.split(",") if m]:
             for batch in [int(b) for b in args.batches.split(",")]:
                 result["models"].append(bench_model(name, batch, args, db, tmp))
-                result_path.write_text(json.dumps(result, indent=2, default=str))
-    result_path.write_text(json.dumps(result, indent=2, default=str))
+                layout.write(result_path, {**result, "meta": layout.meta(device.key)})
+    layout.write(result_path, {**result, "meta": layout.meta(device.key)})
     print(f"\ndevice {device.key}")
     for r in result.get("layers", []):
         cells = ", ".join(f"{k} {v:.3f}x" for k, v in r["speedup"].items() if k != "original")

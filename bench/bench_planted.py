@@ -3,26 +3,21 @@ alone, every planted over-claim (true at its example, false for other values of 
 with a condition pinning the example), and every planted false axiom through `--check-specs`.
 
 The planted rules and axioms are the test suite's (tests/data/planted*.rules, tests/data/planted_axioms.py;
-tests/test_planted.py asserts what this prints). A markdown table on stdout; ``--json`` writes the rows with the
-date, machine, commit and command.
+tests/test_planted.py asserts what this prints). A markdown table on stdout; the rows go, with the date,
+machine, commit and command, to bench/results/<today>/planted-cpu.json (``--result``).
 
-    .venv/bin/python bench/bench_planted.py --json bench/results-planted.json
+    .venv/bin/python bench/bench_planted.py
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import layout
 import z3
 
 import taso
@@ -99,7 +94,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="wall-clock safety net per rule")
     ap.add_argument("--specs", type=Path, default=ROOT / "specs", help="the specs to decide from")
-    ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/planted-cpu.json)")
     args = ap.parse_args()
     rules, axioms = rules_table(args.specs, args.timeout), axioms_table(args.specs)
     print("| planted rule | kind | with pre-check | z3 alone | seconds (pre-check / z3 alone) |")
@@ -115,25 +110,11 @@ def main() -> None:
         print(
             f"| {a['name']} | {a['generic']} | {verdict} | {a['instances']} / {a['free_instances']} | {a['seconds']} |"
         )
-    if args.json:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "taso", "specs"], capture_output=True, text=True, cwd=ROOT
-        )
-        record = {
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
-            "commit": commit.stdout.strip() + (" (taso/ or specs/ with uncommitted changes)" if dirty.stdout else "")
-            if CODE == ROOT
-            else f"taso/ imported from {CODE}, not this checkout",
-            "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "z3": z3.get_full_version(),
-            "specs": str(args.specs),
-            "timeout": args.timeout,
-            "rules": rules,
-            "axioms": axioms,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    meta = layout.meta()
+    if CODE != ROOT:
+        meta["commit"] = f"taso/ imported from {CODE}, not this checkout"
+    record = {"meta": meta, "z3": z3.get_full_version(), "specs": str(args.specs), "timeout": args.timeout}
+    layout.write(args.result or layout.result_path("planted", "cpu"), record | {"rules": rules, "axioms": axioms})
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ For each model, one cost model measuring on the device with a fresh cache:
 3. ``warm``: the cold search again, now that its units and the reference result's are cached;
 4. ``unlimited``: the same without a time limit (budget only).
 If (2) shows a gain that (1) misses and (3) finds, the time limit (spent measuring) is what hid it; if (3)
-misses it too, the path (alpha, budget) is. Prints a table; writes bench_search.json under --out.
+misses it too, the path (alpha, budget) is. Prints a table; writes bench/results/<today>/search-<device>.json
+(``--result``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+import layout  # noqa: E402
 
 from build import zoo_files  # noqa: E402
 from taso import cost, onnx_io, profiler, store  # noqa: E402
@@ -74,9 +77,11 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--alpha", type=float, default=1.05)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/search-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("search", device.key)
     rules = both_directions(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +89,7 @@ def main() -> int:
             g, _ = precompute(onnx_io.load_model(path))
             model = cost.CostModel(device, store.create(args.out / f"{name}.costs.db"))
             rows.append(searches(name, g, model, rules, args))
-            (args.out / "bench_search.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=1))
+            layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
     tags = ["cold", "reference", "warm", "unlimited"]
     print(f"\ndevice {device.key}, alpha {args.alpha}, budget {args.budget}, time limit {args.time_limit} s")
     print(f"{'model':<12}{'profile s':>10}" + "".join(f"{t + ' x':>13}{'s':>7}" for t in tags))

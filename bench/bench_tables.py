@@ -3,13 +3,13 @@
 (`bench/variants.py`), then time every variant interleaved on --device.
 
     PYTHONPATH=. python3 bench/bench_tables.py --device cuda --models inception_v1 \
-        --costs bench/results-optimize-h100-zoo-whole-costs.json,bench/results-optimize-h100-zoo-store2-costs.json
+        --costs models/reference_costs.json,bench-out/reference_costs.json
 
 Two tables that disagree about a rule (one estimated a unit the other measured) lead to two graphs; this says
 which of them is faster on the device, and by how much, in one run. Prints a table per model (median ms over
---rounds rounds, speed-up over the original, rules applied, predicted speed-up); writes bench_tables.json under
---out. A search on a table measures nothing, so `optimize`'s end-to-end guard does not run: the point is to time
-what each table chose.
+--rounds rounds, speed-up over the original, rules applied, predicted speed-up); writes
+bench/results/<today>/tables-<device>.json (``--result``). A search on a table measures nothing, so `optimize`'s
+end-to-end guard does not run: the point is to time what each table chose.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models"), str(ROOT / "bench")]
 
+import layout  # noqa: E402
 from variants import densify_groups, fold_affine_into_batchnorm, fold_batchnorm, merge_sibling_convs  # noqa: E402
 
 from build import zoo_files  # noqa: E402
@@ -80,9 +81,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/tables-<device>.json)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("tables", device.key)
     tables = [Path(p) for p in args.costs.split(",") if p]
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -119,7 +122,7 @@ def main() -> int:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-            (args.out / "bench_tables.json").write_text(json.dumps({"rows": rows}, indent=2))
+            layout.write(result, {"meta": layout.meta(device.key), "rows": rows})
     print(f"\n{'model':<14}{'variant':<48}{'ms':>8}{'x':>8}{'pred x':>8}  rules")
     for r in rows:
         for k, v in r["ms"].items():

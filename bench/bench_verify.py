@@ -1,7 +1,8 @@
 """Benchmark `subst verify` on a generated rule store, beside TASO's verifier (baselines.md).
 
 Works on a temporary copy of the store and decides every rule again (as --force does), so it is repeatable and
-leaves the store's own verdicts alone. Prints a markdown table for bench/RESULTS.md.
+leaves the store's own verdicts alone. Prints a markdown table and writes
+bench/results/<today>/verify-cpu.json (``--result``).
 
     .venv/bin/python bench/bench_verify.py                          # the shipped substitutions.db
     .venv/bin/python bench/bench_verify.py --store /tmp/g3.db --workers 2 --budget 3000000
@@ -19,6 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import layout
 import z3
 
 from taso import store
@@ -38,6 +40,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="z3 resource units per rule")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="wall-clock safety net per rule")
     ap.add_argument("--label", default="", help="what the store holds, for the table (e.g. '3-op set')")
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/verify-cpu.json)")
     args = ap.parse_args()
     cpu0 = _cpu()
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,6 +74,10 @@ def main() -> None:
     print("\nby source size (ops): " + ", ".join(f"{k[0]} ops {k[1]}: {v}" for k, v in sorted(by_ops.items())))
     print("unknown reasons: " + (json.dumps(s["unknown_reasons"]) if unknown else "none"))
     print("slowest rules: " + ", ".join(f"#{r['id']} {json.loads(r['detail']).get('seconds', 0):.2f} s" for r in slow))
+    row = {"rules": args.label or str(args.store), "total": n, "proved": s["proved"], "refuted": s["refuted"]}
+    row |= {"unknown": s["unknown"], "wall_s": round(s["seconds"], 1), "cpu_s": round(cpu, 1)}
+    record = {"meta": layout.meta(), "rows": [row], "workers": args.workers, "budget": args.budget}
+    layout.write(args.result or layout.result_path("verify", "cpu"), record | {"z3": z3.get_full_version()})
 
 
 def _cpu() -> float:

@@ -9,13 +9,13 @@ sped up each time, or the reference reads differently by company. This bench tim
 kind of company in turn, ``--passes`` times round (so a drift of the host hits every kind alike): alone, a
 tiny unit pair (one Relu vs five, as `measure_marginal` times), a mid-sized conv unit pair, the calibration's
 large MatMul, and whole zoo models. Prints each kind's median reference and its spread over passes, with the
-GPU's SM clock read after each; writes bench_yardstick.json under --out.
+GPU's SM clock read after each; writes
+bench/results/<today>/yardstick-<device>.json (``--result``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,6 +26,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+
+import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
 from taso import check, cost, onnx_io, profiler  # noqa: E402
@@ -76,9 +78,13 @@ def main() -> int:
     ap.add_argument("--models", default="squeezenet,resnet50")
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument(
+        "--result", type=Path, help="the result file (default: bench/results/<today>/yardstick-<device>.json)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
+    result = args.result or layout.result_path("yardstick", device.key)
     with tempfile.TemporaryDirectory() as tmpdir:
         kinds = companies([m for m in args.models.split(",") if m], Path(tmpdir))
         seen: dict[str, list[tuple[float, int | None]]] = {k: [] for k in kinds}
@@ -102,7 +108,7 @@ def main() -> int:
                 "passes": refs,
             }
         )
-    (args.out / "bench_yardstick.json").write_text(json.dumps({"device": device.key, "rows": rows}, indent=1))
+    layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
     print(f"\ndevice {device.key}\n{'company':<14}{'reference ms':>14}{'min':>9}{'max':>9}{'SM MHz':>8}")
     for r in rows:
         print(

@@ -1,0 +1,392 @@
+"""The one current table: every figure an issue set a target for, read from the result files in bench/results/.
+
+Each `Metric` names the file it reads (the latest run that measured it), how to read the value, and the target.
+The table goes into bench/README.md between the markers, with a digest of every file it read, so it is never
+hand-edited: tests/test_bench.py fails when the README's table is not what this script makes of the files.
+
+    .venv/bin/python bench/current.py            # rewrite the table in bench/README.md
+    .venv/bin/python bench/current.py --check    # exit 1 if the README's table is stale
+
+A new run becomes current by pointing its metric at the new file here, then running this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import operator
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from layout import RESULTS, device_slug
+
+README = Path(__file__).resolve().parent / "README.md"
+BEGIN = "<!-- current:begin (written by bench/current.py from bench/results/: do not edit by hand) -->"
+END = "<!-- current:end -->"
+NOT_MEASURED = "not measured"
+
+Value = tuple[float, str]  # the number the target is checked on, and how the table shows it
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bound from an issue: `value op bound`, shown as `text`."""
+
+    op: str  # one of OPS
+    bound: float
+    text: str
+
+    def met(self, value: float) -> bool:
+        return OPS[self.op](value, self.bound)
+
+
+OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "==": operator.eq}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One row of the table: what is measured, the issue that set its target, and where the latest value lives."""
+
+    name: str
+    issue: int
+    target: Target | None  # None: shown for comparison, no target of its own
+    file: str | None  # under bench/results/; None: no run has measured it yet
+    read: Callable[[dict], Value] | None = None
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _of(n: int, total: int) -> Value:
+    """A count that should be all: checked as the shortfall (0 = all)."""
+    return total - n, f"{n} of {total}"
+
+
+def _zoo_speedup(variant: str) -> Callable[[dict], Value]:
+    def read(d: dict) -> Value:
+        g = _geomean([r["speedup"][variant] for r in d["rows"]])
+        return g, f"{g:.3f}x over {len(d['rows'])}"
+
+    return read
+
+
+def _zoo_below_noise(d: dict) -> Value:
+    """Models a rule changed that measured slower than the original's own second session ("again") ever did."""
+    again = [r["speedup"]["again"] for r in d["rows"]]
+    changed = [r for r in d["rows"] if r["rules"]]
+    slow = [r["model"] for r in changed if r["speedup"]["subst"] < min(again)]
+    low = min(changed, key=lambda r: r["speedup"]["subst"])
+    return len(slow), (
+        f"{len(slow)} of {len(changed)} (band {min(again):.3f}-{max(again):.3f}x; "
+        f"lowest changed: {low['model']} {low['speedup']['subst']:.3f}x)"
+    )
+
+
+def _max_of(rows: list[dict], key: str, unit: str = "s") -> Value:
+    top = max(rows, key=lambda r: r[key])
+    return top[key], f"{top[key]:.2f} {unit} ({top['model']})"
+
+
+def _cost_within(key: str) -> Callable[[dict], Value]:
+    def read(d: dict) -> Value:
+        return _of(sum(abs(r[key]) <= 20 for r in d["rows"]), len(d["rows"]))
+
+    return read
+
+
+def _merges_agree(d: dict) -> Value:
+    return _of(sum((m["predicted_speedup"] > 1) == (m["measured_speedup"] > 1) for m in d["merges"]), len(d["merges"]))
+
+
+def _one(d: dict) -> dict:
+    return d["rows"][0]
+
+
+def _unknown_pct(d: dict) -> Value:
+    r = _one(d)
+    pct = 100 * r["unknown"] / r["total"]
+    return pct, f"{pct:.2f} % ({r['unknown']} of {r['total']:,})"
+
+
+def _planted(kind: str, verdict: Callable[[dict], bool]) -> Callable[[dict], Value]:
+    def read(d: dict) -> Value:
+        rows = [r for r in d["rules"] if r["kind"] == kind]
+        return _of(sum(verdict(r) for r in rows), len(rows))
+
+    return read
+
+
+def _corpus_h100(d: dict) -> Value:
+    timed = [r["speedup"]["subst"] for r in d["rows"] if r.get("speedup")]
+    g = _geomean(timed)
+    return g, f"{g:.3f}x over {len(timed)}"
+
+
+def _warm_cpu(d: dict) -> Value:
+    rows = [r for r in d["rows"] if r["model"] in ("resnet50", "bert_base")]
+    return _max_of(rows, "optimize_s")
+
+
+def _minutes(s: float) -> str:
+    return f"{int(s // 60)} min {round(s % 60)} s"
+
+
+METRICS: list[Metric] = [
+    Metric(
+        "optimize: geomean speed-up, 16 static zoo models (subst)",
+        6,
+        Target(">=", 1.15, ">= 1.15x"),
+        "2026-11-24/optimize-h100-zoo.json",
+        _zoo_speedup("subst"),
+    ),
+    Metric("optimize: onnxsim, same run", 6, None, "2026-11-24/optimize-h100-zoo.json", _zoo_speedup("onnxsim")),
+    Metric("optimize: onnxslim, same run", 6, None, "2026-11-24/optimize-h100-zoo.json", _zoo_speedup("onnxslim")),
+    Metric(
+        "optimize: rewritten models slower than the noise band",
+        6,
+        Target("==", 0, "0"),
+        "2026-11-24/optimize-h100-zoo.json",
+        _zoo_below_noise,
+    ),
+    Metric(
+        "optimize: search time per zoo model, CLI defaults, warm cost table (max)",
+        6,
+        Target("<=", 10, "<= 10 s"),
+        "2026-11-24/perturb-cpu-search-time.json",
+        lambda d: _max_of(d["rows"], "search_s"),
+    ),
+    Metric(
+        "optimize: ResNet-50 and BERT-base warm (zoo builders, cost table; max)",
+        32,
+        Target("<=", 10, "<= 10 s"),
+        "2026-11-24/perturb-cpu-search-time.json",
+        _warm_cpu,
+    ),
+    Metric("optimize: ResNet-50 and BERT-base cold, CPU defaults", 32, Target("<=", 60, "<= 60 s"), None),
+    Metric("optimize: every corpus model cold, H100", 32, Target("<=", 30, "<= 30 s"), None),
+    Metric(
+        "optimize: a 2-node model, cost table (report total, max of runs)",
+        31,
+        Target("<=", 1, "<= 1 s"),
+        "2026-11-24/optimize-cpu-2node.json",
+        lambda d: (_one(d)["report_total_s"][1], "{:.2f}-{:.2f} s".format(*_one(d)["report_total_s"])),
+    ),
+    Metric(
+        "cost model: zoo models within 20 % of measured (host's quick-mode rounds)",
+        5,
+        Target("==", 0, "all"),
+        "2026-11-23/cost-h100-zoo.json",
+        _cost_within("error_quick_pct"),
+    ),
+    Metric(
+        "cost model: zoo models within 20 % of measured (plain median)",
+        5,
+        Target("==", 0, "all"),
+        "2026-11-23/cost-h100-zoo.json",
+        _cost_within("error_pct"),
+    ),
+    Metric(
+        "cost model: sibling-conv merges ranked as measured",
+        5,
+        Target("==", 0, "all"),
+        "2026-11-23/cost-h100-quick.json",
+        _merges_agree,
+    ),
+    Metric(
+        "generate --max-ops 3, TASO's set: wall",
+        3,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-22/generate-cpu-3ops.json",
+        lambda d: (_one(d)["wall_s"], f"{_one(d)['wall_s']} s"),
+    ),
+    Metric(
+        "generate --max-ops 3, TASO's set: peak memory",
+        3,
+        Target("<=", 1024, "<= 1 GB"),
+        "2026-11-22/generate-cpu-3ops.json",
+        lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb']} MB"),
+    ),
+    Metric(
+        "generate --max-ops 4, TASO's set: wall",
+        30,
+        Target("<=", 720, "<= 12 min (issue 3: 30 min)"),
+        "2026-11-22/generate-cpu-4ops.json",
+        lambda d: (_one(d)["wall_s"], _minutes(_one(d)["wall_s"])),
+    ),
+    Metric(
+        "generate --max-ops 4, TASO's set: peak memory",
+        30,
+        Target("<=", 2048, "<= 2 GB"),
+        "2026-11-22/generate-cpu-4ops.json",
+        lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb'] / 1000:.1f} GB"),
+    ),
+    Metric(
+        "verify TASO's 3-op set: unknown",
+        4,
+        Target("<=", 2, "<= 2 %"),
+        "2026-11-22/verify-cpu-taso3.json",
+        _unknown_pct,
+    ),
+    Metric(
+        "verify TASO's 3-op set: wall",
+        4,
+        Target("<=", 60, "<= 60 s"),
+        "2026-11-22/verify-cpu-taso3.json",
+        lambda d: (_one(d)["wall_s"], f"{_one(d)['wall_s']} s"),
+    ),
+    Metric(
+        "verify the shipped store (symbolic sizes): unknown",
+        4,
+        Target("<=", 2, "<= 2 %"),
+        "2026-11-24/verify-cpu-store.json",
+        _unknown_pct,
+    ),
+    Metric(
+        "verify the shipped store (symbolic sizes): wall, machine loaded",
+        4,
+        Target("<=", 60, "<= 60 s"),
+        "2026-11-24/verify-cpu-store.json",
+        lambda d: (_one(d)["wall_s"], _minutes(_one(d)["wall_s"])),
+    ),
+    Metric(
+        "planted false rules refuted (random pre-check)",
+        28,
+        Target("==", 0, "all"),
+        "2026-11-24/planted-cpu.json",
+        _planted("false", lambda r: r["precheck"]["status"] == "refuted"),
+    ),
+    Metric(
+        "planted false rules not proved by z3 alone",
+        28,
+        Target("==", 0, "all"),
+        "2026-11-24/planted-cpu.json",
+        _planted("false", lambda r: r["z3"]["status"] != "proved"),
+    ),
+    Metric(
+        "planted over-claims proved only under a condition",
+        28,
+        Target("==", 0, "all"),
+        "2026-11-24/planted-cpu.json",
+        _planted("over-claim", lambda r: bool(r["z3"].get("conditions"))),
+    ),
+    Metric(
+        "planted false axioms caught by --check-specs",
+        28,
+        Target("==", 0, "all"),
+        "2026-11-24/planted-cpu.json",
+        lambda d: _of(sum(a["caught"] for a in d["axioms"]), len(d["axioms"])),
+    ),
+    Metric(
+        "corpus: exports that import, optimize, pass the check and the full check",
+        32,
+        Target("==", 0, "all"),
+        "2026-11-24/corpus-cpu.json",
+        lambda d: _of(sum(r["check_ok"] and r["full_check_ok"] for r in d["rows"]), len(d["rows"])),
+    ),
+    Metric(
+        "corpus: geomean speed-up (subst)",
+        32,
+        Target(">=", 1.20, ">= 1.20x"),
+        "2026-11-24/corpus-h100.json",
+        _corpus_h100,
+    ),
+    Metric(
+        "PET: search time with --pet, warm cost table (max of 4 models)",
+        8,
+        Target("<=", 10, "<= 10 s"),
+        "2026-11-22/pet-cpu-search-time.json",
+        lambda d: _max_of([{"model": r["model"], **r["pet"]} for r in d["rows"]], "search_s"),
+    ),
+    Metric(
+        "make test, 2-core machine",
+        31,
+        Target("<=", 720, "<= 12 min"),
+        "2026-11-24/maketest-cpu.json",
+        lambda d: (
+            d["make_test"]["wall_s"],
+            f"{_minutes(d['make_test']['wall_s'])}, {d['make_test']['passed']} passed",
+        ),
+    ),
+]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _command(meta: dict, width: int = 100) -> str:
+    """The command's first step, cut at a word near `width` (the file's meta keeps every call of a run in full)."""
+    first = meta["command"].split("; then")[0].split("; ")[0]
+    if len(first) > width:
+        first = first[:width].rsplit(" ", 1)[0]
+    return f"`{_cell(first)}`" + (" ..." if first != meta["command"] else "")
+
+
+def files(metrics: list[Metric] = METRICS) -> list[str]:
+    """Every result file the table reads, in table order."""
+    return list(dict.fromkeys(m.file for m in metrics if m.file))
+
+
+def render(results: Path = RESULTS, metrics: list[Metric] = METRICS) -> str:
+    """The table (between the markers) as the result files under `results` give it."""
+    loaded = {f: json.loads((results / f).read_text()) for f in files(metrics)}
+    lines = [
+        BEGIN,
+        "| metric | issue | value | target | met? | date | device | commit | command | file |",
+        "|---|---:|---|---|---|---|---|---|---|---|",
+    ]
+    for m in metrics:
+        target = m.target.text if m.target else "(for comparison)"
+        if m.file is None or m.read is None:
+            lines.append(f"| {m.name} | {m.issue} | {NOT_MEASURED} | {_cell(target)} | no | | | | | |")
+            continue
+        data = loaded[m.file]
+        meta = data["meta"]
+        number, shown = m.read(data)
+        met = ("yes" if m.target.met(number) else "**no**") if m.target else "-"
+        inferred = " (meta inferred)" if "inferred" in meta else ""
+        lines.append(
+            f"| {m.name} | {m.issue} | {_cell(shown)} | {_cell(target)} | {met} | {meta['date'][:10]} | "
+            f"{device_slug(meta['device'])} | {_cell(meta['commit'].split()[0])} | {_command(meta)} | "
+            f"[{m.file}](results/{m.file}){inferred} |"
+        )
+    digests = ", ".join(f"{f} {hashlib.sha256((results / f).read_bytes()).hexdigest()[:12]}" for f in files(metrics))
+    lines += ["", f"<!-- files read (sha256): {digests} -->", END]
+    return "\n".join(lines)
+
+
+def splice(readme: str, table: str) -> str:
+    """`readme` with the text between the markers (markers included) replaced by `table`."""
+    head, begin, rest = readme.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"{README} lacks the markers {BEGIN!r} ... {END!r}")
+    return head + table + tail
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if the README's table is not the files' table")
+    args = ap.parse_args()
+    text = README.read_text()
+    new = splice(text, render())
+    if args.check:
+        if new != text:
+            print("bench/README.md: the current table is stale; run python bench/current.py", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        tmp = README.with_suffix(".md.tmp")
+        tmp.write_text(new)
+        tmp.replace(README)
+    print(f"bench/README.md: {len(METRICS)} metrics from {len(files())} result files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

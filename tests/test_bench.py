@@ -1,0 +1,150 @@
+"""bench/README.md's current table is what bench/current.py makes of the result files, and every result file is in
+the dated layout and says how it was made (bench/layout.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import current  # noqa: E402
+import layout  # noqa: E402
+
+NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})/[a-z0-9]+-[a-z0-9]+(-[a-z0-9-]+)?\.json$")
+ZOO = "2026-11-24/optimize-h100-zoo.json"
+
+
+def _readme() -> str:
+    return current.README.read_text()
+
+
+def _row(table: str, metric: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(f"| {metric} |"))
+    return [c.strip() for c in line.strip("|").split(" | ")]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A copy of bench/results/ to edit by hand."""
+    return Path(shutil.copytree(layout.RESULTS, tmp_path / "results"))
+
+
+def test_readme_table_is_what_the_result_files_give() -> None:
+    text = _readme()
+    assert current.BEGIN in text and current.END in text
+    assert current.splice(text, current.render()) == text, "stale table: run python bench/current.py"
+
+
+def test_every_file_the_table_reads_exists_and_says_how_it_was_made() -> None:
+    assert current.files(), "the table reads no file"
+    for name in current.files():
+        path = layout.RESULTS / name
+        assert path.is_file(), name
+        meta = json.loads(path.read_text())["meta"]
+        assert {"date", "machine", "device", "commit", "command"} <= meta.keys(), name
+        assert meta["date"][:10] == name.split("/")[0], f"{name}: measured {meta['date']}, filed elsewhere"
+
+
+def test_every_result_file_is_in_the_dated_layout() -> None:
+    names = [p.relative_to(layout.RESULTS).as_posix() for p in layout.RESULTS.rglob("*") if p.is_file()]
+    assert names
+    for name in names:
+        assert NAME.match(name), f"{name}: not results/YYYY-MM-DD/<bench>-<device>[-<what>].json"
+        assert json.loads((layout.RESULTS / name).read_text())["meta"]["date"][:10] == NAME.match(name).group(1)
+
+
+def test_bench_holds_no_result_outside_the_dated_layout() -> None:
+    """A result dropped beside the scripts (the old results-*.json, or a diary) is one current.py never reads."""
+    loose = [p.name for p in (ROOT / "bench").iterdir() if p.is_file() and p.suffix not in (".py",)]
+    assert sorted(loose) == ["CORPUS.md", "README.md", "core4.json"], "results go to bench/results/YYYY-MM-DD/"
+
+
+def test_a_hand_edit_of_a_result_file_stales_the_table(results: Path) -> None:
+    """Even an edit that moves no figure (here: whitespace) shows, through the digest of the files read."""
+    path = results / ZOO
+    path.write_text(path.read_text() + "\n")
+    assert current.render(results) != current.render()
+
+
+def test_a_hand_edit_of_the_readme_table_is_caught() -> None:
+    text = _readme()
+    row = "| " + " | ".join(_row(text, "corpus: geomean speed-up (subst)")) + " |"
+    edited = text.replace(row, row.replace("1.038x", "1.238x").replace("**no**", "yes"))
+    assert edited != text
+    assert current.splice(edited, current.render()) != edited
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(factor=st.floats(min_value=0.8, max_value=1.5))
+def test_met_says_whether_the_value_reaches_its_target(results: Path, factor: float) -> None:
+    """Every zoo model measured `factor` times faster: the geomean is `factor`, met exactly when >= 1.15x."""
+    path = results / ZOO
+    data = json.loads(path.read_text())
+    for row in data["rows"]:
+        row["speedup"]["subst"] = factor
+    path.write_text(json.dumps(data))
+    cells = _row(current.render(results), "optimize: geomean speed-up, 16 static zoo models (subst)")
+    assert cells[2] == f"{factor:.3f}x over 16"
+    assert cells[4] == ("yes" if factor >= 1.15 else "**no**")
+
+
+def test_a_metric_no_run_measured_says_so() -> None:
+    unmeasured = [m for m in current.METRICS if m.file is None]
+    table = current.render()
+    for m in unmeasured:
+        assert _row(table, m.name)[2] == current.NOT_MEASURED
+
+
+@pytest.mark.parametrize(
+    ("device", "slug"),
+    [
+        ("CUDAExecutionProvider|NVIDIA H100 80GB HBM3|580.159.04|ort-1.31.1", "h100"),
+        ("CUDAExecutionProvider|NVIDIA H200|580.159.04|ort-1.31.1", "h200"),
+        ("CPUExecutionProvider|AMD EPYC 7B13 x2|-|ort-1.31.1", "cpu"),
+        ("cpu", "cpu"),
+    ],
+)
+def test_new_results_are_named_in_the_dated_layout(device: str, slug: str) -> None:
+    path = layout.result_path("optimize", device, "zoo")
+    assert path.parent.parent == layout.RESULTS
+    assert NAME.match(path.relative_to(layout.RESULTS).as_posix())
+    assert path.name == f"optimize-{slug}-zoo.json"
+
+
+def test_write_leaves_a_whole_file_or_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "2026-01-01" / "x-cpu.json"
+    layout.write(path, {"meta": layout.meta(), "rows": [1]})
+    assert json.loads(path.read_text())["rows"] == [1]
+    loop: dict = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError):
+        layout.write(path, loop)
+    assert json.loads(path.read_text())["rows"] == [1]
+    assert [p.name for p in path.parent.iterdir()] == ["x-cpu.json"]
+
+
+def test_a_bench_writes_its_result_into_the_dated_layout_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench_generate at one op (a real `subst generate` process), with no --result: today's folder, with meta."""
+    import bench_generate
+
+    monkeypatch.setattr(layout, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["bench_generate.py", "--max-ops", "1", "--workers", "1"])
+    bench_generate.main()
+    (path,) = tmp_path.rglob("*.json")
+    assert NAME.match(path.relative_to(tmp_path).as_posix())
+    assert path.name == "generate-cpu-1ops.json"
+    record = json.loads(path.read_text())
+    assert record["meta"]["date"][:10] == path.parent.name
+    assert "--max-ops 1" in record["meta"]["command"]
+    assert record["rows"][0]["settings"]["max_ops"] == 1
