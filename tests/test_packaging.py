@@ -97,7 +97,7 @@ def test_a_wheel_installed_in_a_fresh_venv_optimizes_from_anywhere_and_writes_no
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("subst-*.whl")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    site = _site_packages(venv)
+    site = _site_packages(venv).resolve()  # as taso resolves its own path
     here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site / "project-deps.pth").write_text("".join(f"{p}\n" for p in sorted(here)))
     installed = subprocess.run(
