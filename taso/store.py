@@ -154,7 +154,8 @@ def unwritable(path: str | Path) -> str | None:
 
 def require_writable(path: Path) -> None:
     """Refuse a store that cannot be written before hours of work, not at the first write: a read-only file
-    or folder (a shared store, a mounted image). A missing store is made, so its folder must take files."""
+    or folder (a shared store, a mounted image), or the shipped store, which would be writable in a checkout or a
+    user's venv. A missing store is made, so its folder must take files."""
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not a store")
     if is_shipped(path):
