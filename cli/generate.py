@@ -43,7 +43,7 @@ def _form_table() -> str:
 )
 @click.option("--workers", type=click.IntRange(1), default=None, help="Processes.  [default: all cores]")
 @click.option("--seed", type=int, default=None, help="Seed of the fingerprints' random inputs.  [default: 0]")
-@store_option("Store to add the candidate rules to (created if missing).")
+@store_option("Store to add the candidate rules to (created if missing).", writes=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def generate(
     max_ops: int | None,
@@ -64,7 +64,7 @@ def generate(
 
     \b
     Examples:
-      subst generate                          # TASO's op set, 3 ops, into substitutions.db
+      subst generate                          # TASO's op set, 3 ops, into ./substitutions.db
       subst generate --ops +bias              # and convs with a bias: the shipped store
       subst generate --max-ops 4 --store big.db
       subst generate --ops matmul,add,concat1,split1 --max-ops 3 --store mm.db
@@ -175,7 +175,7 @@ def _where(op: str | None, max_ops: int | None, status: str | None) -> tuple[str
 
 
 @rules.command("add")
-@store_option("Store to add the rules to (created if missing).")
+@store_option("Store to add the rules to (created if missing).", writes=True)
 @click.argument("rules_files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) -> None:
@@ -198,7 +198,7 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
 
     \b
     Example:
-      subst rules add specs/rules/*.rules && subst verify
+      subst rules add specs/rules/*.rules && subst verify     # into ./substitutions.db
     """
     written: dict[Path, list] = {}
     for path in rules_files:

@@ -76,8 +76,13 @@ def cli() -> None:
     \b
     The pipeline, in the order you would run it:
       subst generate --max-ops 3     enumerate small graphs, store candidate rewrite rules
-      subst verify --specs specs/    prove each candidate with z3; only proved rules are ever used
+      subst verify                   prove each candidate with z3; only proved rules are ever used
       subst optimize IN -o OUT       rewrite a model with proved rules, check it in onnxruntime, write it
+    \b
+    Stores: generate, verify and rules add write ./substitutions.db unless given --store; optimize and
+    rules list/show/stats read the shipped store (read-only) unless given --store (`--store substitutions.db`
+    for the rules made above). Measured op costs are cached per user in $XDG_CACHE_HOME/subst
+    (else ~/.cache/subst); nothing is ever written into the installed package.
     \b
     Look around:
       subst info MODEL               op census, catalogue coverage, inputs and outputs
@@ -147,7 +152,8 @@ def cli() -> None:
     type=click.Choice(["auto", "cuda", "cpu", "estimate"]),
     default="auto",
     show_default=True,
-    help="Where op costs are measured (cached in the store); estimate: analytic costs, nothing measured.",
+    help="Where op costs are measured (cached per user, whatever the store); estimate: analytic costs, nothing "
+    "measured or read from the cache.",
 )
 @dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
 @click.option(

@@ -12,6 +12,9 @@ import click
 from taso import store
 from taso.errors import BadInput
 
+WORKING_STORE = "substitutions.db"
+"""The store `subst generate`, `subst rules add` and `subst verify` write without --store: in the working folder."""
+
 
 class Finite(click.FloatRange):
     """A float in a range that must also be finite: click's FloatRange lets ``nan`` through (every comparison
@@ -24,14 +27,15 @@ class Finite(click.FloatRange):
         return number
 
 
-def store_option(help: str) -> Callable:
-    """``--store PATH``: the rule store (and cost cache), by default the shipped substitutions.db."""
+def store_option(help: str, writes: bool = False) -> Callable:
+    """``--store PATH``: the rule store. A command that reads it defaults to the shipped substitutions.db
+    (read-only); one that ``writes`` it, to substitutions.db in the working folder, never the package's."""
     return click.option(
         "--store",
         "store_path",
         type=click.Path(path_type=Path, dir_okay=False),
-        default=store.DEFAULT_PATH,
-        show_default="the shipped substitutions.db",
+        default=Path(WORKING_STORE) if writes else store.DEFAULT_PATH,
+        show_default=f"{WORKING_STORE} in the working folder" if writes else "the shipped substitutions.db",
         help=help,
     )
 

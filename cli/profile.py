@@ -1,4 +1,4 @@
-"""`subst profile`: measure a model's operator costs on this device and cache them in the store."""
+"""`subst profile`: measure a model's operator costs on this device and cache them in the user's cost cache."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from cli.options import dim_option, parse_dims, store_option
+from cli.options import dim_option, parse_dims
 from cli.progress import StageBars
-from taso import cost, onnx_io, profiler, store
+from taso import cost, onnx_io, profiler
+from taso.cachedir import cost_cache
 from taso.optimize import COSTS_NOT_CACHED
 
 
@@ -26,7 +27,6 @@ from taso.optimize import COSTS_NOT_CACHED
 )
 @dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them; default 1).")
 @click.option("--refresh", is_flag=True, help="Re-measure everything, ignoring the cache.")
-@store_option("Store holding the cost cache.")
 @click.option(
     "--measure-model/--no-measure-model",
     default=True,
@@ -42,7 +42,6 @@ def profile(
     device: str,
     dims: tuple[str, ...],
     refresh: bool,
-    store_path: Path,
     measure_model: bool,
     top: int,
     as_json: bool,
@@ -50,8 +49,9 @@ def profile(
     """Measure the latency of each distinct op (or fused op group) of MODEL on this device.
 
     Each unit is timed once as a small ONNX model in onnxruntime (CUDA: io_binding, warm-up past cuDNN's
-    algorithm search, median of many runs) and cached in the store under the device's identity (GPU name,
-    driver, onnxruntime version, provider), so `subst optimize` and later runs measure nothing twice.
+    algorithm search, median of many runs) and cached under the device's identity (GPU name, driver,
+    onnxruntime version, provider) in the user's cost cache ($XDG_CACHE_HOME/subst/costs.db, else
+    ~/.cache/subst/costs.db), so `subst optimize` and later runs measure nothing twice, whatever the store.
     A batch-1 run is bound by the host, whose speed drifts: the prediction is at the host's quick speed,
     and the whole-model measurement says how much slower the host was while it ran.
 
@@ -66,7 +66,7 @@ def profile(
     graph = onnx_io.load_model(model)
     onnx_io.check_dims(graph, sizes)
     graph = onnx_io.concretize(graph, sizes)
-    db, cached = store.cost_cache(store.open_store(store_path, create_missing=True))
+    db, uncached = cost_cache()
     model_cost = cost.CostModel(dev, db, refresh=refresh)
     bars = StageBars()
     try:
@@ -96,7 +96,7 @@ def profile(
         "error_pct": None if measured is None else 100 * (predicted.total_ms - measured) / measured,
         "host_slowdown": host,
         "seconds": time.perf_counter() - t0,
-        "warnings": [] if cached else [COSTS_NOT_CACHED],
+        "warnings": [f"{COSTS_NOT_CACHED}: {uncached}"] if uncached else [],
         "top": [
             {"unit": u.label, "ms": u.ms, "count": u.count, "estimated": u.estimated}
             for u in cost.cost_table(predicted.units, top)

@@ -24,10 +24,10 @@ from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
     "specs_dir",
     type=click.Path(path_type=Path),
     default=SPECS_DIR,
-    show_default="the repo's specs/",
+    show_default="the shipped specs",
     help="Folder of operator specs (one *.py per operator: symbols, shape rules, axioms).",
 )
-@store_option("Rule store whose candidates get verdicts.")
+@store_option("Rule store whose candidates get verdicts.", writes=True)
 @click.option(
     "--budget",
     type=click.IntRange(min=1, max=2**32 - 1),
@@ -101,7 +101,7 @@ def verify(
 
     \b
     Examples:
-      subst verify                                    decide the candidates in the shipped store
+      subst verify                                    decide the candidates in ./substitutions.db
       subst verify --store my.db --budget 60000000    a bigger budget per rule (about 3x the time)
       subst verify --force --workers 2 --json         decide every rule again, print a JSON summary
       subst verify --check-specs                      validate specs/ against the concrete semantics

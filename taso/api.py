@@ -77,9 +77,8 @@ def optimize(
     (False: ``--no-check``), ``rtol``/``atol``, ``seed``, and any field of `taso.optimize.Settings` (``alpha``,
     ``budget``, ``time_limit``, ``measure_limit``, ``device``, ``dims``, ``costs``, ``pet``). Raises `BadInput`
     (a model or option it cannot use) or `CheckFailed` (the rewrite's outputs differ; its ``report`` says how).
-    ``model`` is not modified. The store is written only where unit costs are measured on a device (they are
-    cached there, as `subst optimize` does); with ``costs`` nothing is (``device="estimate"`` still adds empty
-    cost tables to a store that has none).
+    ``model`` is not modified, and the store is only read: unit costs measured on a device are cached in the
+    user's cost cache (`taso.cachedir.cost_cache`), as `subst optimize` does.
     """
     from taso import onnx_io
     from taso import store as stores

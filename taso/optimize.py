@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taso import check, cost, onnx_io, pet, profiler, provenance, rulecache, store
+from taso.cachedir import cost_cache
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
@@ -165,7 +166,8 @@ class Report:
         ]
 
 
-COSTS_NOT_CACHED = "costs not cached: store is read-only"
+COSTS_NOT_CACHED = "costs not cached"
+"""The start of the warning that costs measured now are dropped at exit (`taso.cachedir.cost_cache` says why)."""
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
 
@@ -229,7 +231,7 @@ def _rewrite(
             return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
         index = rulecache.search_index(db, proved)
         progress("reading rules", 1, 1)
-        cache, cached = store.cost_cache(db)
+        cache, uncached = cost_cache()
         model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
         model.measure_until = model.measuring_s + settings.measure_limit
         ran, precomputed = precompute(graph)
@@ -273,7 +275,7 @@ def _rewrite(
         "after_ms": model.at_quick_host(after).total_ms,
         "device": model.device.key,
         "estimated_units": after.estimated,
-        **({"warning": COSTS_NOT_CACHED} if model.measure and not cached else {}),
+        **({"warning": f"{COSTS_NOT_CACHED}: {uncached}"} if model.measure and uncached else {}),
     }
     if model.measure and result is not graph:
         with _timed(times, "timing end to end"):
@@ -307,8 +309,8 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
         model = cost.reference_model(settings.costs)
         model.dims = dims
         return model
-    if settings.device == "estimate":
-        return cost.CostModel(profiler.pick_device("cpu"), db, measure=False, dims=dims)
+    if settings.device == "estimate":  # not the cache's costs either: what they are depends on the machine
+        return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
     return cost.CostModel(profiler.pick_device(settings.device), db, dims=dims)
 
 
@@ -344,7 +346,7 @@ def optimize(
     start = time.perf_counter()
     with staging as tmp:
         with _timed(times, "import"):
-            db = store.open_store(store_path)
+            db = store.open_store(store_path, read_only=True)  # costs go to the user's cache, never a store
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
         tell = progress or _quiet

@@ -17,8 +17,9 @@ from pathlib import Path
 import z3
 
 from taso.rules import Rule
+from taso.shipped import shipped
 
-SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
+SPECS_DIR = shipped("specs")
 """The shipped specs: what `subst verify` proves from and `subst optimize` trusts proofs from by default."""
 VERIFIER_VERSION = 2
 """Raised whenever lowering or the proof's meaning changes: verdicts of an older verifier are then stale.

@@ -1,7 +1,8 @@
-"""The substitution store: one SQLite file (via sqlite-utils) holding rules, verdicts and measured costs.
+"""The substitution store: one SQLite file (via sqlite-utils) holding rules and their verdicts.
 
 The schema carries a version in ``meta``; opening a store of another version is refused with a clear message
-rather than read wrongly.
+rather than read wrongly. The shipped store is opened read-only, whoever asks: nothing writes into the package,
+not even by mistake. Measured costs are not kept in a store but in the user's cache (`taso.cachedir`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import sqlite_utils
 
 from taso.errors import BadInput
 from taso.rules import Rule
+from taso.shipped import shipped
 
 SCHEMA_VERSION = 1
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "substitutions.db"
+DEFAULT_PATH = shipped("substitutions.db")
+"""The shipped store: what `subst optimize` and `subst rules list` read by default; read-only."""
 
 RULE_COLUMNS = {
     "id": int,
@@ -53,8 +56,14 @@ def _ensure_schema(db: sqlite_utils.Database) -> None:
     db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
 
-def open_store(path: str | Path, create_missing: bool = False) -> sqlite_utils.Database:
-    """Open an existing store, checking that it is one and that its schema version is ours."""
+def is_shipped(path: str | Path) -> bool:
+    """Whether ``path`` is the shipped store (through any link or relative path)."""
+    return Path(path).resolve() == DEFAULT_PATH.resolve()
+
+
+def open_store(path: str | Path, create_missing: bool = False, read_only: bool = False) -> sqlite_utils.Database:
+    """Open an existing store, checking that it is one and that its schema version is ours. ``read_only`` (and
+    the shipped store, always) opens it with SQLite's ``mode=ro``: a write raises instead of changing it."""
     p = Path(path)
     if not p.exists():
         if create_missing:
@@ -64,7 +73,10 @@ def open_store(path: str | Path, create_missing: bool = False) -> sqlite_utils.D
                 raise BadInput(f"{p}: cannot make a store there ({e})") from None
         raise BadInput(f"{p}: no such store (run `subst generate` to make one)")
     try:
-        db = sqlite_utils.Database(str(p))
+        if read_only or is_shipped(p):
+            db = sqlite_utils.Database(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True))
+        else:
+            db = sqlite_utils.Database(str(p))
         version = db["meta"].get("schema_version")["value"] if "meta" in db.table_names() else None
     except (sqlite3.DatabaseError, sqlite_utils.db.NotFoundError) as e:
         raise BadInput(f"{p}: not a subst store ({e})") from None
@@ -140,23 +152,14 @@ def unwritable(path: str | Path) -> str | None:
     return None
 
 
-def cost_cache(db: sqlite_utils.Database) -> tuple[sqlite_utils.Database, bool]:
-    """Where a cost model keeps its measurements, and whether they outlive the run: the store itself, or, where
-    it is read-only, a copy in memory that has its cached costs and drops the new ones at exit (the caller
-    says so: a run that measures the same units every time should not be a surprise)."""
-    path = db.execute("PRAGMA database_list").fetchone()[2]  # "" for a store in memory
-    if not path or unwritable(path) is None:
-        return db, True
-    memory = sqlite3.connect(":memory:")
-    db.conn.backup(memory)
-    return sqlite_utils.Database(memory), False
-
-
 def require_writable(path: Path) -> None:
     """Refuse a store that cannot be written before hours of work, not at the first write: a read-only file
-    or folder (a shared store, a mounted image). A missing store is made, so its folder must take files."""
+    or folder (a shared store, a mounted image), or the shipped store, which would be writable in a checkout or a
+    user's venv. A missing store is made, so its folder must take files."""
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not a store")
+    if is_shipped(path):
+        raise BadInput(f"{path}: is the shipped store, which subst never writes; choose another with --store")
     if path.exists():
         open_store(path).close()  # a store at all, of our schema
         why = unwritable(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -15,6 +16,17 @@ sys.path.insert(0, str(ROOT / "models"))
 import build as zoo  # noqa: E402, F401  (models/build.py: the zoo's builders, re-exported to tests)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A cache folder of the session's own (XDG_CACHE_HOME, which the commands a test runs inherit): costs measured
+    under a test suite's load must not become the user's cached costs, nor may a test see what an earlier run
+    cached. Each session checks the specs and reads the shipped rules once more (about 10 s)."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("cache")
+        mp.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
 def bert_path() -> Path:
     return ROOT / "models" / "bert_tiny.onnx"
@@ -22,8 +34,7 @@ def bert_path() -> Path:
 
 @pytest.fixture
 def empty_store(tmp_path: Path) -> Path:
-    """A store with no rules: for tests of import, export and the check, which must not search or write a
-    cost cache into the shipped substitutions.db."""
+    """A store with no rules: for tests of import, export and the check, which need no search."""
     from taso import store
 
     path = tmp_path / "empty.db"

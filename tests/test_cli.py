@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -100,7 +101,6 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
             ["rules", "add", ROOT / "specs/rules/batchnorm.rules", "--store", nodir],
             "folder",
         ),
-        "profile into a missing folder": (["profile", bert, "--store", nodir], "cannot make a store there"),
         "report folder missing": ([*opt, "--report", tmp / "no" / "r.json"], "does not exist"),
         "report onto a folder": ([*opt, "--report", tmp], "is a folder"),
         "report onto the output": ([*opt, "--report", out], "a model this run reads or writes"),
@@ -113,7 +113,7 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "budget zero": ([*opt, "--budget", "0"], "x>=1"),
         "verify timeout nan": (["verify", "--timeout", "nan", "--store", tmp / "new.db"], "not a finite number"),
         "unknown dim": ([*opt, "--dim", "foo=3"], "its inputs have batch, seq"),
-        "profile unknown dim": (["profile", bert, "--dim", "sequence=8", "--store", tmp / "new.db"], "batch, seq"),
+        "profile unknown dim": (["profile", bert, "--dim", "sequence=8"], "batch, seq"),
     }
 
 
@@ -141,7 +141,6 @@ CASE_NAMES = [
     "rules file not UTF-8",
     "rule id past SQLite's",
     "rules into a missing folder",
-    "profile into a missing folder",
     "report folder missing",
     "report onto a folder",
     "report onto the output",
@@ -390,30 +389,76 @@ def test_a_read_only_store_is_refused_up_front_in_one_line(tmp_path: Path, comma
     assert db.read_bytes() == before and sorted(os.listdir(db.parent)) == listing
 
 
-def test_profile_on_a_read_only_store_measures_and_says_it_caches_nothing(tmp_path: Path, empty_store: Path) -> None:
+def _costs(cache: Path) -> int:
+    """How many unit costs the cost cache under ``cache`` (an XDG_CACHE_HOME) holds."""
+    with sqlite3.connect(cache / "subst" / "costs.db") as db:
+        return db.execute("SELECT count(*) FROM costs").fetchone()[0]
+
+
+def test_profile_with_a_read_only_cost_cache_measures_and_says_it_caches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     model = tmp_path / "relu.onnx"
     onnx.save_model(_tiny(), str(model))
-    before = empty_store.read_bytes()
-    with _read_only(empty_store, folder=False):
-        r = subst_as_a_user("profile", model, "--store", empty_store, "--device", "cpu", "--no-measure-model")
+    args = ("profile", model, "--device", "cpu", "--no-measure-model", "--json")
+    r = subst(*args)
+    assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []  # a writable cache caches, and says nothing
+    folder = tmp_path / "cache" / "subst"
+    before, listing = (folder / "costs.db").read_bytes(), sorted(os.listdir(folder))
+    assert _costs(tmp_path / "cache") > 0
+    with _read_only(folder / "costs.db", folder=True):
+        r = subst_as_a_user(*args[:-1], "--refresh")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("costs not cached: store is read-only") == 1
-    assert empty_store.read_bytes() == before
-    r = subst("profile", model, "--store", empty_store, "--device", "cpu", "--no-measure-model", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []  # a writable store caches, and says nothing
+    assert r.stdout.count(f"costs not cached: the cost cache {folder / 'costs.db'} is read-only") == 1
+    assert (folder / "costs.db").read_bytes() == before and sorted(os.listdir(folder)) == listing
 
 
-def test_optimize_on_a_read_only_store_keeps_working_and_warns_once(tmp_path: Path) -> None:
-    db = prove_into(tmp_path / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])  # so it costs
+def test_a_cost_cache_that_is_no_database_is_passed_by_and_left_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    broken = tmp_path / "cache" / "subst" / "costs.db"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a database, but not ours to delete either" * 100)
     model = tmp_path / "relu.onnx"
     onnx.save_model(_tiny(), str(model))
-    before = db.read_bytes()
-    with _read_only(db, folder=False):
+    r = subst("profile", model, "--device", "cpu", "--no-measure-model", "--json")
+    assert r.returncode == 0, r.stderr
+    (warning,) = json.loads(r.stdout)["warnings"]
+    assert warning.startswith(f"costs not cached: the cost cache {broken} cannot be read")
+    assert broken.read_bytes() == b"not a database, but not ours to delete either" * 100
+
+
+def test_a_cache_folder_that_cannot_be_made_costs_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a_file").write_text("XDG_CACHE_HOME names a file, not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a_file"))
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_tiny(), str(model))
+    r = subst("profile", model, "--device", "cpu", "--no-measure-model", "--json")
+    assert r.returncode == 0, r.stderr
+    (warning,) = json.loads(r.stdout)["warnings"]
+    assert warning.startswith(f"costs not cached: cannot make the cache folder {tmp_path / 'a_file' / 'subst'}")
+
+
+def test_optimize_reads_a_read_only_store_and_caches_costs_per_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store is only read (opened read-only): what a run measures goes to the user's cost cache, so a
+    read-only store (a shared one, the shipped one) costs nothing twice and warns of nothing."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "ro").mkdir()
+    db = prove_into(tmp_path / "ro" / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_tiny(), str(model))
+    before, listing = db.read_bytes(), sorted(os.listdir(db.parent))
+    with _read_only(db, folder=True):
         r = subst_as_a_user("optimize", model, "-o", tmp_path / "o.onnx", "--store", db, "--device", "cpu", "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["cost"]["warning"] == "costs not cached: store is read-only" and report["check"]["ok"]
-    assert db.read_bytes() == before
+    assert "warning" not in report["cost"] and report["check"]["ok"]
+    assert db.read_bytes() == before and sorted(os.listdir(db.parent)) == listing
+    assert _costs(tmp_path / "cache") > 0
 
 
 def test_sigterm_during_optimize_leaves_no_temp_folder(tmp_path: Path, bert_path: Path, empty_store: Path) -> None:

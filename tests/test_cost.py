@@ -259,9 +259,9 @@ def test_device_choice(cpu) -> None:
         profiler.pick_device("tpu")
 
 
-def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> None:
-    db = tmp_path / "s.db"
-    args = ["profile", bert_path, "--device", "cpu", "--dim", "batch=1", "--dim", "seq=8", "--store", db, "--json"]
+def test_profile_cli_caches_per_user(tmp_path: Path, bert_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    args = ["profile", bert_path, "--device", "cpu", "--dim", "batch=1", "--dim", "seq=8", "--json"]
     r = subst(*args)
     assert r.returncode == 0, r.stderr
     first = json.loads(r.stdout)
@@ -270,7 +270,8 @@ def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> Non
     r = subst(*args, "--no-measure-model")
     second = json.loads(r.stdout)
     assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
-    r = subst("profile", bert_path, "--dim", "seq", "--store", db)
+    assert (tmp_path / "cache" / "subst" / "costs.db").is_file()
+    r = subst("profile", bert_path, "--dim", "seq")
     assert r.returncode == 2 and "NAME=SIZE" in r.stderr
 
 

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost, onnx_io, profiler, store
 from taso import search as taso_search
+from taso.cachedir import cost_cache
 from taso.check import compare
 from taso.ir import Graph, WeightData, extract, parse_graph
 from taso.match import find_matches
@@ -964,18 +965,37 @@ def test_a_grouped_conv_made_plain_takes_the_models_group_and_writes_the_literal
     assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok
 
 
-def test_the_measure_limit_bounds_profiling_the_models_own_units(tmp_path: Path) -> None:
+def test_the_measure_limit_bounds_profiling_the_models_own_units(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With no seconds to measure, the model's own units are estimated too (they were measured whatever the
     limit: DenseNet-121 over 5 min on the CPU), and every stage's time is reported."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a cold cost cache, calibrated as below
     db_path = _store(tmp_path, RELU_OF_SPLIT)  # proved, and matches nothing in the model
     cpu = profiler.pick_device("cpu")
     calibrated = {"run_ms": 0.01, "kernel_ms": 0.002, "gflops": 50.0, "gbps": 10.0, "reference_ms": 0.05}
-    store.open_store(db_path)["devices"].insert({"device": cpu.key, **calibrated, "measured_at": "then"}, pk="device")
+    cache, _ = cost_cache()
+    cache["devices"].upsert({"device": cpu.key, **calibrated, "measured_at": "then"}, pk="device")
     stages: list[str] = []
     settings = Settings(device="cpu", measure_limit=0.0)
     out = tmp_path / "o.onnx"
     report = optimize(_two_branches(tmp_path), out, db_path, settings=settings, progress=lambda s, *_: stages.append(s))
     assert report.cost["estimated_units"] > 0 and report.search["measured_units"] == 0
-    assert store.open_store(db_path)["costs"].count == 0  # nothing measured, so nothing cached
+    assert cost_cache()[0]["costs"].count == 0  # nothing measured, so nothing cached
     assert {"reading rules", "profiling units", "searching regions", "checking"} <= set(stages)
     assert {"import", "start-up", "profiling", "search", "export", "check", "total"} <= set(report.seconds)
+
+
+def test_estimated_costs_are_analytic_whatever_the_cost_cache_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--device estimate` reads nothing from the per-user cost cache: it holds what this machine measured, and an
+    estimate is the same on every machine."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    db_path, settings = _store(tmp_path, RELU_OF_SPLIT), Settings(device="estimate")
+    first = optimize(_two_branches(tmp_path), tmp_path / "a.onnx", db_path, settings=settings)
+    key = cost.CostModel(profiler.pick_device("cpu"), None, measure=False).key
+    slow = {"run_ms": 50.0, "kernel_ms": 20.0, "gflops": 0.001, "gbps": 0.001, "reference_ms": 0.05}
+    cost_cache()[0]["devices"].upsert({"device": key, **slow, "measured_at": "then"}, pk="device")
+    again = optimize(_two_branches(tmp_path), tmp_path / "b.onnx", db_path, settings=settings)
+    assert again.cost == first.cost
