@@ -14,16 +14,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from taso import feeds
 from taso.errors import BadInput
-from taso.ir import Graph, TensorType
+from taso.feeds import Sample, concrete_shape
+from taso.ir import Graph
 from taso.reference import NoReference, Reference
-
-DEFAULT_DIM = 2
-"""Size given to symbolic and unknown dims when drawing inputs (2, not 1, so batch mixing shows)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,12 @@ class CheckResult:
     """The original's own float32 error: the larger of onnxruntime's fully optimized and unoptimized runs."""
     limit: Errors | None = None
     note: str = ""
+    inputs: str = "random"
+    """Whose input sets the outputs were compared on: "random" (drawn by the check) or "given" (the user's)."""
 
     def summary(self) -> str:
         verdict = "match" if self.ok else "MISMATCH in " + ", ".join(self.mismatches)
-        head = f"{verdict}: {self.outputs} output(s) on {self.runs} random input set(s), max |diff| {self.max_abs_diff:.3g}"
+        head = f"{verdict}: {self.outputs} output(s) on {self.runs} {self.inputs} input set(s), max |diff| {self.max_abs_diff:.3g}"
         errors = ""
         if self.rewrite_error and self.original_error:
             errors = f"; error vs float64: rewrite {self.rewrite_error}, original {self.original_error}"
@@ -98,34 +99,32 @@ def tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
 
 
-def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:
-    if t.shape is None:
-        raise BadInput("cannot draw random inputs for an input of unknown rank; give its shape in the model")
-    # a negative size is an exporter's way to say unknown (paddle2onnx writes -1), like None
-    return tuple(
-        d if isinstance(d, int) and d >= 0 else dims.get(d if isinstance(d, str) else "", DEFAULT_DIM) for d in t.shape
-    )
-
-
-def random_inputs(g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded random feeds for ``g``'s activation inputs: normal floats, small non-negative ints, bools."""
+def random_inputs(
+    g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None, sensible: bool = True, size: int | None = None
+) -> dict[str, np.ndarray]:
+    """Seeded random feeds for ``g``'s activation inputs: normal floats, bools, and integers as the graph says
+    they are used (`feeds.hints`: in-range indices, sizes of ``size``, by default the first of `feeds.sizes`)
+    or, with ``sensible`` off, 0 or 1."""
     rng = np.random.default_rng(seed)
-    feeds = {}
+    dims = dims or {}
+    hints = feeds.hints(g, dims) if sensible else {}
+    size = size or feeds.sizes(dims)[0]
+    drawn = {}
     for name in g.inputs:
         t = g.types.get(name)
         if t is None:
             raise BadInput(f"input {name!r} has no tensor type; cannot draw random values for it")
-        shape = concrete_shape(t, dims or {})
+        shape = concrete_shape(t, dims)
         dtype = np.dtype(t.dtype)
         if dtype.kind == "f":
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
+            drawn[name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            feeds[name] = rng.integers(0, 2, shape).astype(dtype)
+            drawn[name] = feeds.integers(hints.get(name), shape, rng, size).astype(dtype)
         elif dtype.kind == "b":
-            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+            drawn[name] = rng.integers(0, 2, shape).astype(bool)
         else:
             raise BadInput(f"input {name!r} has element type {t.dtype}, which the check cannot draw")
-    return feeds
+    return drawn
 
 
 def ort_message(e: BaseException) -> str:
@@ -133,6 +132,11 @@ def ort_message(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
     text = re.sub(r"/onnxruntime_src/\S+ (?:[\w:<>~]+\([^)]*\)\s*)?", "", text)
+    text = re.sub(
+        r"Non-zero status code returned while running (\S+) node\. Name:'([^']*)' Status Message: ",
+        r"\1 node '\2': ",
+        text,
+    )
     return text[:300]
 
 
@@ -148,7 +152,7 @@ class Runner:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
-        opts.log_severity_level = 3
+        opts.log_severity_level = 4  # its errors come back as exceptions: logged too, they made a second line
         if not optimized:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
@@ -295,8 +299,10 @@ def compare(
     atol: float | None = None,
     seeds: Sequence[int] = (0, 1),
     dims: Mapping[str, int] | None = None,
+    given: Sequence[Sample] = (),
 ) -> CheckResult:
-    """Run both files on the same random inputs (drawn from ``graph``'s input types) and judge the candidate.
+    """Run both files on the same inputs and judge the candidate: on the ``given`` input sets (`feeds.given`)
+    where there are any, else on random ones drawn from ``graph``'s input types, one per seed.
 
     On the first input set every float output is measured against a float64 evaluation of ``graph``
     (`taso.reference`), as are the original's own two float32 runs (onnxruntime optimized and not): the
@@ -304,7 +310,8 @@ def compare(
     original's float32 output with that allowance (the float64 evaluation is the check's costly part). With
     ``rtol`` or ``atol`` given, the element-wise test at those tolerances decides instead, the errors still
     reported; where no reference can be computed, the element-wise test at each element type's `tolerance`
-    decides and the summary says why. Other outputs must be equal."""
+    decides and the summary says why. Other outputs must be equal. Raises `BadInput` where onnxruntime cannot
+    load the original or run it on the inputs (`feeds.refusal` says which inputs likely need given values)."""
     judge = _Judge(rtol, atol)
     try:
         original_run = Runner(original)
@@ -315,24 +322,55 @@ def compare(
     except RunError as e:
         return judge.result(len(original_run.names), 0, None, f"onnxruntime: {e}")
     reference = Reference.of(graph)
-    for k, seed in enumerate(seeds):
-        feeds = random_inputs(graph, seed, dims)
+    sets = len(given) or len(seeds)
+    for k in range(sets):
+        if given:
+            inputs, want = given[k].arrays, _run_given(original_run, given[k])
+        else:
+            inputs, want = _run_drawn(original_run, graph, seeds[k], dims or {})
         try:
-            want = original_run(feeds)
+            got = run(inputs)
         except RunError as e:
-            raise BadInput(f"onnxruntime cannot run the original model ({e}); --no-check skips the check") from None
-        try:
-            got = run(feeds)
-        except RunError as e:
-            return judge.result(len(want), len(seeds), reference, f"onnxruntime: {e}")
+            return judge.result(len(want), sets, reference, f"onnxruntime: {e}")
         if set(want) != set(got):
-            return judge.result(len(want), len(seeds), reference, "output names differ")
+            return judge.result(len(want), sets, reference, "output names differ")
         exact, plain = {}, {}
         if k == 0:
             try:
-                exact, plain = reference(feeds), Runner(original, optimized=False)(feeds)
+                exact, plain = reference(inputs), Runner(original, optimized=False)(inputs)
             except (NoReference, RunError) as e:
                 judge.notes.append(f"no float64 reference: {e}")
         for name, w in want.items():
             judge.output(name, w, got[name], plain.get(name), exact.get(name))
-    return judge.result(len(original_run.names), len(seeds), reference)
+    result = judge.result(len(original_run.names), sets, reference)
+    return replace(result, inputs="given") if given else result
+
+
+def _run_given(original: Runner, sample: Sample) -> dict[str, np.ndarray]:
+    try:
+        return original(sample.arrays)
+    except RunError as e:
+        raise BadInput(
+            f"onnxruntime cannot run the original model on --check-inputs {sample.label} ({e}); "
+            "--no-check skips the check"
+        ) from None
+
+
+def _run_drawn(
+    original: Runner, graph: Graph, seed: int, dims: Mapping[str, int]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Inputs drawn for ``seed`` and the original's outputs on them: the first draw the original runs on, of
+    integers as the graph says they are used (with each of `feeds.sizes` in turn), then 0 and 1 as before such
+    hints. Raises `BadInput` (`feeds.refusal`, on the first draw's error) where it runs on none."""
+    tried: list[dict[str, np.ndarray]] = []
+    error = ""
+    for how in [{"size": size} for size in feeds.sizes(dims)] + [{"sensible": False}]:
+        inputs = random_inputs(graph, seed, dims, **how)  # type: ignore[arg-type]
+        if any(all(np.array_equal(inputs[v], t[v]) for v in inputs) for t in tried):
+            continue
+        tried.append(inputs)
+        try:
+            return inputs, original(inputs)
+        except RunError as e:
+            error = error or str(e)
+    raise BadInput(feeds.refusal(graph, error))

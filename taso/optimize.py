@@ -9,12 +9,12 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, cost, onnx_io, pet, profiler, provenance, rulecache, store
+from taso import check, cost, feeds, onnx_io, pet, profiler, provenance, rulecache, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
@@ -32,7 +32,7 @@ TIME_LIMIT_REACHED = "time limit reached: result may depend on machine speed"
 
 @dataclass(frozen=True)
 class Settings:
-    """How hard to search and what to cost with."""
+    """How hard to search, what to cost with, and what to check on."""
 
     alpha: float = 1.05
     budget: int = 100
@@ -55,6 +55,9 @@ class Settings:
     are estimated (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
     specs: str | Path = provenance.SPECS_DIR
     """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
+    check_inputs: feeds.Source | Sequence[feeds.Source] = ()
+    """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
+    a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
 
 
 @dataclass
@@ -312,6 +315,15 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
     return cost.CostModel(profiler.pick_device(settings.device), db, dims=dims)
 
 
+def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:
+    """The check's given input sets, read and validated before any work: a bad file costs no search."""
+    if not settings.check_inputs:
+        return []
+    if not run_check:
+        raise BadInput("--check-inputs: the check is off (--no-check); give one or the other")
+    return feeds.given(settings.check_inputs, graph, settings.dims)
+
+
 def optimize(
     src: str | Path,
     dst: str | Path,
@@ -347,6 +359,7 @@ def optimize(
             db = store.open_store(store_path)
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
+            given = _given_inputs(graph, settings, run_check)
         tell = progress or _quiet
         result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
         report = Report(
@@ -370,7 +383,9 @@ def optimize(
         if run_check:
             tell("checking", 0, 1)
             with _timed(times, "check"):
-                report.check = check.compare(original, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
+                report.check = check.compare(
+                    original, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1), given=given
+                )
             tell("checking", 1, 1)
             if not report.check.ok:
                 report.seconds = {**times, "total": time.perf_counter() - start}

@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, zoo
-from hypothesis import given
+from conftest import ROOT, write_graph, zoo
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import check, onnx_io, store
-from taso.errors import CheckFailed
+import taso
+from taso import check, feeds, onnx_io, store
+from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph, TensorType, WeightData
-from taso.optimize import optimize
+from taso.optimize import Settings, optimize
 from taso.precompute import precompute
 from taso.search import apply_everywhere
 
@@ -178,10 +179,10 @@ dims = st.one_of(st.integers(-3, 5), st.none(), st.sampled_from(["batch", "seq"]
 
 @given(st.lists(dims, max_size=4), st.dictionaries(st.sampled_from(["batch", "seq"]), st.integers(0, 4)))
 def test_check_draws_inputs_for_any_declared_shape(shape: list, sizes: dict) -> None:
-    drawn = check.concrete_shape(TensorType("float32", tuple(shape)), sizes)
+    drawn = feeds.concrete_shape(TensorType("float32", tuple(shape)), sizes)
     assert all(d >= 0 for d in drawn)
     assert all(d == s for d, s in zip(drawn, shape) if isinstance(s, int) and s >= 0)
-    assert all(d == sizes.get(s, check.DEFAULT_DIM) for d, s in zip(drawn, shape) if isinstance(s, str))
+    assert all(d == sizes.get(s, feeds.DEFAULT_DIM) for d, s in zip(drawn, shape) if isinstance(s, str))
 
 
 def test_check_falls_back_to_element_wise_where_float32_is_not_rounding(tmp_path: Path) -> None:
@@ -212,3 +213,111 @@ def test_check_errors_are_relative_to_the_output_scale(seed: int, scale: float) 
     a, b = check.errors(y, exact, every), check.errors(y * scale, exact * scale, every)
     assert a.norm == pytest.approx(b.norm, rel=1e-6) and a.worst == pytest.approx(b.worst, rel=1e-6)
     assert a.norm <= a.worst  # the largest element's share of the RMS is at least the norm-wise ratio
+
+
+# ---- the check's inputs: integers the graph explains, and inputs the user gives ----------------------------
+
+
+def _ints(**values: object) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in values.items()]
+
+
+def vad_model(path: Path) -> Path:
+    """A voice-activity model in miniature: its int64 ``sr`` must be a sample rate (8000..8999 or 16000..16999):
+    frames = x reshaped to [-1, sr // 8000 * 256], which onnxruntime refuses for anything else. ``gain``, an
+    integer input the Reshape does not read, scales the output."""
+    nodes = [
+        helper.make_node("Div", ["sr", "c8000"], ["k"], name="per_8k"),
+        helper.make_node("Mul", ["k", "c256"], ["width"], name="width"),
+        helper.make_node("Unsqueeze", ["width", "zero"], ["width1"], name="width1"),
+        helper.make_node("Concat", ["minus1", "width1"], ["shape"], axis=0, name="shape"),
+        helper.make_node("Reshape", ["x", "shape"], ["frames"], allowzero=1, name="frames"),
+        helper.make_node("Tanh", ["frames"], ["t"], name="tanh"),
+        helper.make_node("Cast", ["gain"], ["g"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Mul", ["t", "g"], ["y"], name="y"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "samples"]),
+        helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        helper.make_tensor_value_info("gain", TensorProto.INT64, [1]),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["frames", "width"])
+    inits = _ints(c8000=8000, c256=256, zero=[0], minus1=[-1])
+    return write_graph(helper.make_graph(nodes, "vad", inputs, [y], inits), path)
+
+
+def vad_inputs(sr: int, samples: int = 512, seed: int = 0) -> dict[str, np.ndarray]:
+    x = np.random.default_rng(seed).standard_normal((1, samples)).astype(np.float32)
+    return {"x": x, "sr": np.array(sr, np.int64), "gain": np.array([3], np.int64)}
+
+
+def test_check_refuses_a_model_that_needs_meaningful_inputs_naming_the_input_at_fault(tmp_path: Path) -> None:
+    """No random sample rate lets onnxruntime run the model: the refusal names ``sr`` (which the failing
+    Reshape reads), not ``gain`` or the float ``x``, and says how to give the check its inputs."""
+    src = vad_model(tmp_path / "vad.onnx")
+    with pytest.raises(BadInput) as info:
+        check.compare(src, src, onnx_io.load_model(src))
+    message = str(info.value)
+    assert "input 'sr' (int64) likely needs meaningful values" in message
+    assert "'gain'" not in message and "'x'" not in message
+    assert "--check-inputs FILE.npz" in message and "node 'frames'" in message
+
+
+def test_check_runs_on_the_given_inputs_and_still_catches_a_wrong_rewrite(tmp_path: Path, empty_store: Path) -> None:
+    """Given 8000 and 16000 (and 512 samples, binding the symbolic dim), the check runs and passes; a rewrite
+    that turns Tanh into Relu is refused on the same inputs: the given inputs are really compared on."""
+    src = vad_model(tmp_path / "vad.onnx")
+    sets = [vad_inputs(8000), vad_inputs(16000, seed=1)]
+    _, report = taso.optimize(src, store=empty_store, check_inputs=sets)
+    assert report.check is not None and report.check.ok and report.check.inputs == "given"
+    assert "on 2 given input set(s)" in report.check.summary()
+
+    def tanh_is_relu(g: Graph) -> tuple[Graph, dict[str, int]]:
+        return replace(g, nodes=tuple(replace(n, op="Relu") if n.op == "Tanh" else n for n in g.nodes)), {"x": 1}
+
+    out = tmp_path / "out.onnx"
+    with pytest.raises(CheckFailed, match="on 2 given input set"):
+        optimize(src, out, empty_store, rewrite=tanh_is_relu, settings=Settings(check_inputs=sets))
+    assert not out.exists()
+
+
+@given(st.integers(1, 300), st.integers(0, 1), st.booleans())
+@settings(max_examples=12, deadline=None)
+def test_token_ids_are_drawn_within_the_axis_they_index(vocab: int, axis: int, flattened: bool) -> None:
+    """Ids into a table of ``vocab`` rows (or columns), read directly or after a Flatten, lie within it, cover
+    more than 0 and 1 where the table has more rows, and onnxruntime runs the model on them."""
+    table = numpy_helper.from_array(np.ones((vocab, 3) if axis == 0 else (3, vocab), np.float32), "table")
+    nodes = [helper.make_node("Flatten", ["ids"], ["flat"], axis=0)] if flattened else []
+    nodes.append(helper.make_node("Gather", ["table", "flat" if flattened else "ids"], ["y"], axis=axis))
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph(nodes, "g", [ids], [y], [table]))
+    g = onnx_io.from_proto(model)
+    drawn = check.random_inputs(g, seed=vocab)["ids"]
+    assert drawn.min() >= 0 and drawn.max() < vocab
+    assert vocab <= 2 or drawn.max() > 1
+    check.Runner(onnx_io.model_bytes(g))({"ids": drawn})
+
+
+def test_integers_that_size_or_shape_a_result_are_drawn_so_the_model_runs(tmp_path: Path) -> None:
+    """A Slice step (0 is refused) and the shape an input is expanded to (its own, not 0s and 1s): drawn from
+    the graph, both run, where the old 0-or-1 draw gave a step of 0."""
+    nodes = [
+        helper.make_node("Slice", ["x", "start", "end", "axis", "step"], ["s"]),
+        helper.make_node("Expand", ["x", "shape"], ["e"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 10]),
+        helper.make_tensor_value_info("step", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+    ]
+    outputs = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [None, None]) for v in "se"]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, _ints(start=[0], end=[100], axis=[1]))
+    src = write_graph(graph, tmp_path / "m.onnx")
+    g = onnx_io.load_model(src)
+    assert 0 in [check.random_inputs(g, seed, sensible=False)["step"][0] for seed in (0, 1)]  # the old draw fails
+    for seed in (0, 1):
+        drawn = check.random_inputs(g, seed)
+        assert drawn["step"][0] > 0
+        assert drawn["shape"].tolist() == [3, 10]  # x's own shape, which Expand always accepts
+    assert check.compare(src, src, g).ok
