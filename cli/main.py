@@ -94,7 +94,7 @@ def cli() -> None:
     "--check/--no-check",
     default=True,
     show_default=True,
-    help="Run original and result in onnxruntime on random inputs; refuse to write on a mismatch.",
+    help="Run original and result in onnxruntime on random inputs (or --check-inputs); refuse to write on a mismatch.",
 )
 @click.option(
     "--rtol",
