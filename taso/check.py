@@ -100,11 +100,11 @@ def tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[
 
 
 def random_inputs(
-    g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None, sensible: bool = True, size: int | None = None
+    g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None, sensible: bool = False, size: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Seeded random feeds for ``g``'s activation inputs: normal floats, bools, and integers as the graph says
-    they are used (`feeds.hints`: in-range indices, sizes of ``size``, by default the first of `feeds.sizes`)
-    or, with ``sensible`` off, 0 or 1."""
+    """Seeded random feeds for ``g``'s activation inputs: normal floats, bools, and integers 0 or 1 or, with
+    ``sensible``, as the graph says they are used (`feeds.hints`: in-range indices, sizes of ``size``, by
+    default the first of `feeds.sizes`). Timing draws plain integers; the check tries sensible ones first."""
     rng = np.random.default_rng(seed)
     dims = dims or {}
     hints = feeds.hints(g, dims) if sensible else {}
@@ -291,6 +291,34 @@ class _Judge:
         )
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """The input sets a check runs on, each one the original model was seen to run on, and whose they are."""
+
+    sets: tuple[dict[str, np.ndarray], ...]
+    given: bool = False
+
+
+def choose_inputs(
+    original: str | os.PathLike[str],
+    graph: Graph,
+    seeds: Sequence[int] = (0, 1),
+    dims: Mapping[str, int] | None = None,
+    given: Sequence[Sample] = (),
+) -> Inputs:
+    """The input sets to check on: the ``given`` ones (`feeds.given`) where there are any, else one drawn from
+    ``graph``'s input types per seed, the first draw the original runs on (`_run_drawn`). Chosen before any
+    search, so a model that runs on none is refused in a second, not after minutes of search. Raises
+    `BadInput` where onnxruntime cannot load the original or run it on them (`feeds.refusal` says which inputs
+    likely need given values)."""
+    run = _load(original)
+    if given:
+        for sample in given:
+            _run_original(run, sample.arrays, f"--check-inputs {sample.label}")
+        return Inputs(tuple(dict(sample.arrays) for sample in given), given=True)
+    return Inputs(tuple(_run_drawn(run, graph, seed, dims or {})[0] for seed in seeds))
+
+
 def compare(
     original: str | os.PathLike[str],
     candidate: str | os.PathLike[str],
@@ -299,10 +327,10 @@ def compare(
     atol: float | None = None,
     seeds: Sequence[int] = (0, 1),
     dims: Mapping[str, int] | None = None,
-    given: Sequence[Sample] = (),
+    inputs: Inputs | None = None,
 ) -> CheckResult:
-    """Run both files on the same inputs and judge the candidate: on the ``given`` input sets (`feeds.given`)
-    where there are any, else on random ones drawn from ``graph``'s input types, one per seed.
+    """Run both files on the same inputs and judge the candidate: on ``inputs`` (`choose_inputs`), by default
+    on random ones drawn from ``graph``'s input types, one per seed.
 
     On the first input set every float output is measured against a float64 evaluation of ``graph``
     (`taso.reference`), as are the original's own two float32 runs (onnxruntime optimized and not): the
@@ -311,48 +339,50 @@ def compare(
     ``rtol`` or ``atol`` given, the element-wise test at those tolerances decides instead, the errors still
     reported; where no reference can be computed, the element-wise test at each element type's `tolerance`
     decides and the summary says why. Other outputs must be equal. Raises `BadInput` where onnxruntime cannot
-    load the original or run it on the inputs (`feeds.refusal` says which inputs likely need given values)."""
+    load or run the original (as `choose_inputs`)."""
     judge = _Judge(rtol, atol)
-    try:
-        original_run = Runner(original)
-    except RunError as e:
-        raise BadInput(f"onnxruntime cannot load the original model ({e}); --no-check skips the check") from None
+    original_run = _load(original)
     try:
         run = Runner(candidate)
     except RunError as e:
         return judge.result(len(original_run.names), 0, None, f"onnxruntime: {e}")
+    if inputs is None:
+        chosen = [_run_drawn(original_run, graph, seed, dims or {}) for seed in seeds]
+    else:
+        chosen = [(s, _run_original(original_run, s, "the check's inputs")) for s in inputs.sets]
     reference = Reference.of(graph)
-    sets = len(given) or len(seeds)
-    for k in range(sets):
-        if given:
-            inputs, want = given[k].arrays, _run_given(original_run, given[k])
-        else:
-            inputs, want = _run_drawn(original_run, graph, seeds[k], dims or {})
+    for k, (feed, want) in enumerate(chosen):
         try:
-            got = run(inputs)
+            got = run(feed)
         except RunError as e:
-            return judge.result(len(want), sets, reference, f"onnxruntime: {e}")
+            return judge.result(len(want), len(chosen), reference, f"onnxruntime: {e}")
         if set(want) != set(got):
-            return judge.result(len(want), sets, reference, "output names differ")
+            return judge.result(len(want), len(chosen), reference, "output names differ")
         exact, plain = {}, {}
         if k == 0:
             try:
-                exact, plain = reference(inputs), Runner(original, optimized=False)(inputs)
+                exact, plain = reference(feed), Runner(original, optimized=False)(feed)
             except (NoReference, RunError) as e:
                 judge.notes.append(f"no float64 reference: {e}")
         for name, w in want.items():
             judge.output(name, w, got[name], plain.get(name), exact.get(name))
-    result = judge.result(len(original_run.names), sets, reference)
-    return replace(result, inputs="given") if given else result
+    result = judge.result(len(original_run.names), len(chosen), reference)
+    return replace(result, inputs="given") if inputs is not None and inputs.given else result
 
 
-def _run_given(original: Runner, sample: Sample) -> dict[str, np.ndarray]:
+def _load(original: str | os.PathLike[str]) -> Runner:
     try:
-        return original(sample.arrays)
+        return Runner(original)
+    except RunError as e:
+        raise BadInput(f"onnxruntime cannot load the original model ({e}); --no-check skips the check") from None
+
+
+def _run_original(original: Runner, inputs: Mapping[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
+    try:
+        return original(inputs)
     except RunError as e:
         raise BadInput(
-            f"onnxruntime cannot run the original model on --check-inputs {sample.label} ({e}); "
-            "--no-check skips the check"
+            f"onnxruntime cannot run the original model on {what} ({e}); --no-check skips the check"
         ) from None
 
 
@@ -364,7 +394,7 @@ def _run_drawn(
     hints. Raises `BadInput` (`feeds.refusal`, on the first draw's error) where it runs on none."""
     tried: list[dict[str, np.ndarray]] = []
     error = ""
-    for how in [{"size": size} for size in feeds.sizes(dims)] + [{"sensible": False}]:
+    for how in [{"sensible": True, "size": size} for size in feeds.sizes(dims)] + [{}]:
         inputs = random_inputs(graph, seed, dims, **how)  # type: ignore[arg-type]
         if any(all(np.array_equal(inputs[v], t[v]) for v in inputs) for t in tried):
             continue

@@ -9,10 +9,12 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from taso import check, cost, feeds, onnx_io, pet, profiler, provenance, rulecache, store
 from taso.errors import BadInput, CheckFailed
@@ -184,10 +186,17 @@ def _timed(times: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def _confirm_speedup(
-    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path, progress: Progress
+    graph: Graph,
+    result: Graph,
+    applied: dict[str, int],
+    model: cost.CostModel,
+    folder: Path,
+    progress: Progress,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Graph, dict[str, int], dict[str, float]]:
-    """Time original and result end to end on the device, interleaved; keep the original unless the result is
-    clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
+    """Time original and result end to end on the device, interleaved (on ``inputs``, the user's, where given);
+    keep the original unless the result is clearly faster. The cost model predicts, this decides: a rewrite
+    must never make the model slower."""
     with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
         paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
         dims = model.dims or {}
@@ -199,6 +208,7 @@ def _confirm_speedup(
             model.device,
             rounds=GUARD_ROUNDS,
             progress=lambda done, rounds: progress("timing end to end", done, rounds),
+            inputs=inputs,
         )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
     if cost.clearly_faster(before, after):
@@ -214,6 +224,7 @@ def _rewrite(
     scratch: Path,
     progress: Progress,
     times: dict[str, float],
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Graph, dict[str, int], dict, dict]:
     """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
     the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
@@ -280,7 +291,9 @@ def _rewrite(
     }
     if model.measure and result is not graph:
         with _timed(times, "timing end to end"):
-            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch, progress)
+            result, applied, costs["measured"] = _confirm_speedup(
+                graph, result, applied, model, scratch, progress, inputs
+            )
     search_facts = {
         "regions": found.regions,
         "replayed": found.replayed,
@@ -360,8 +373,17 @@ def optimize(
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
             given = _given_inputs(graph, settings, run_check)
+        original = Path(src)
+        checked_upgraded = upgrade is not None and upgrade.opset < onnx_io.ORT_MIN_OPSET
+        if checked_upgraded and run_check:  # onnxruntime cannot run an opset-6 file: its upgrade is checked instead
+            original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        inputs = None
+        if run_check:  # before the search: a model the check cannot run is refused at once, not after minutes
+            with _timed(times, "check"):
+                inputs = check.choose_inputs(original, graph, (seed, seed + 1), given=given)
+        timing = inputs.sets[0] if inputs is not None and inputs.given else None
         tell = progress or _quiet
-        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
+        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times, timing)
         report = Report(
             str(src),
             str(dst),
@@ -373,19 +395,14 @@ def optimize(
             cost=costs,
             search=search_facts,
         )
-        original = Path(src)
-        if upgrade is not None:  # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead
-            report.upgrade = {**asdict(upgrade), "checked_upgraded": upgrade.opset < onnx_io.ORT_MIN_OPSET}
-            if report.upgrade["checked_upgraded"] and run_check:
-                original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        if upgrade is not None:
+            report.upgrade = {**asdict(upgrade), "checked_upgraded": checked_upgraded}
         with _timed(times, "export"):
             staged = onnx_io.save_model(result, Path(tmp) / dst.name)
-        if run_check:
+        if inputs is not None:
             tell("checking", 0, 1)
             with _timed(times, "check"):
-                report.check = check.compare(
-                    original, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1), given=given
-                )
+                report.check = check.compare(original, staged, graph, rtol=rtol, atol=atol, inputs=inputs)
             tell("checking", 1, 1)
             if not report.check.ok:
                 report.seconds = {**times, "total": time.perf_counter() - start}

@@ -15,12 +15,13 @@ from conftest import ROOT, write_graph, zoo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail as ORT_FAILURE
 
 import taso
-from taso import check, feeds, onnx_io, store
+from taso import check, cost, feeds, onnx_io, profiler, store
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph, TensorType, WeightData
-from taso.optimize import Settings, optimize
+from taso.optimize import Settings, _confirm_speedup, _quiet, optimize
 from taso.precompute import precompute
 from taso.search import apply_everywhere
 
@@ -293,7 +294,7 @@ def test_token_ids_are_drawn_within_the_axis_they_index(vocab: int, axis: int, f
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     model = helper.make_model(helper.make_graph(nodes, "g", [ids], [y], [table]))
     g = onnx_io.from_proto(model)
-    drawn = check.random_inputs(g, seed=vocab)["ids"]
+    drawn = check.random_inputs(g, seed=vocab, sensible=True)["ids"]
     assert drawn.min() >= 0 and drawn.max() < vocab
     assert vocab <= 2 or drawn.max() > 1
     check.Runner(onnx_io.model_bytes(g))({"ids": drawn})
@@ -315,9 +316,56 @@ def test_integers_that_size_or_shape_a_result_are_drawn_so_the_model_runs(tmp_pa
     graph = helper.make_graph(nodes, "g", inputs, outputs, _ints(start=[0], end=[100], axis=[1]))
     src = write_graph(graph, tmp_path / "m.onnx")
     g = onnx_io.load_model(src)
-    assert 0 in [check.random_inputs(g, seed, sensible=False)["step"][0] for seed in (0, 1)]  # the old draw fails
+    assert 0 in [check.random_inputs(g, seed)["step"][0] for seed in (0, 1)]  # the plain draw fails
     for seed in (0, 1):
-        drawn = check.random_inputs(g, seed)
+        drawn = check.random_inputs(g, seed, sensible=True)
         assert drawn["step"][0] > 0
         assert drawn["shape"].tolist() == [3, 10]  # x's own shape, which Expand always accepts
     assert check.compare(src, src, g).ok
+
+
+def test_the_end_to_end_timing_runs_on_the_given_inputs(tmp_path: Path) -> None:
+    """The guard that times original and result before the check runs the VAD model on the user's inputs:
+    onnxruntime refuses it on drawn ones, so a rewrite found in such a model crashed the run there."""
+    g = onnx_io.load_model(vad_model(tmp_path / "vad.onnx"))
+    model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
+    with pytest.raises(ORT_FAILURE, match="frames"):
+        _confirm_speedup(g, g, {"none": 1}, model, tmp_path, _quiet)
+    _, _, measured = _confirm_speedup(g, g, {"none": 1}, model, tmp_path, _quiet, vad_inputs(16000))
+    assert measured["before_ms"] > 0 and measured["after_ms"] > 0
+
+
+def test_a_model_the_check_cannot_run_is_refused_before_any_search(tmp_path: Path) -> None:
+    """The check's inputs are chosen first: a model onnxruntime runs on no drawn inputs is refused before the
+    search (minutes on a large model), and nothing is written."""
+    searched = []
+
+    def rewrite(g: Graph) -> tuple[Graph, dict[str, int]]:
+        searched.append(g)
+        return g, {}
+
+    out = tmp_path / "out.onnx"
+    with pytest.raises(BadInput, match="'sr'"):
+        optimize(vad_model(tmp_path / "vad.onnx"), out, rewrite=rewrite)
+    assert not searched and not out.exists()
+
+
+def test_integers_the_graph_misjudges_fall_back_to_the_plain_draw(tmp_path: Path) -> None:
+    """x (4 elements) reshaped to [4 - 2n] with zeros kept runs only for n = 0: the sizes the graph suggests
+    (2, then 1) fail, and the plain 0-or-1 draw that the check used before them still checks the model."""
+    nodes = [
+        helper.make_node("Mul", ["n", "two"], ["n2"]),
+        helper.make_node("Sub", ["four", "n2"], ["size"]),
+        helper.make_node("Unsqueeze", ["size", "zero"], ["shape"]),
+        helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("n", TensorProto.INT64, []),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
+    src = write_graph(helper.make_graph(nodes, "g", inputs, [y], _ints(two=2, four=4, zero=[0])), tmp_path / "m.onnx")
+    g = onnx_io.load_model(src)
+    assert feeds.hints(g, {})["n"].size
+    seed = next(s for s in range(100) if all(check.random_inputs(g, k)["n"] == 0 for k in (s, s + 1)))
+    assert check.compare(src, src, g, seeds=(seed, seed + 1)).ok
