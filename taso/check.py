@@ -314,7 +314,7 @@ def choose_inputs(
     run = _load(original)
     if given:
         for sample in given:
-            _run_original(run, sample.arrays, f"--check-inputs {sample.label}")
+            _run_original(run, sample.arrays, sample.label)
         return Inputs(tuple(dict(sample.arrays) for sample in given), given=True)
     return Inputs(tuple(_run_drawn(run, graph, seed, dims or {})[0] for seed in seeds))
 

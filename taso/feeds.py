@@ -32,7 +32,7 @@ Source = str | os.PathLike[str] | Mapping[str, np.ndarray]
 
 @dataclass(frozen=True)
 class Sample:
-    """One input set the user gave, and how messages name it (its file, or its place in the list)."""
+    """One input set the user gave, and how messages name it (its option and file, or its place in the list)."""
 
     label: str
     arrays: Mapping[str, np.ndarray]
@@ -205,13 +205,13 @@ def given(sources: Source | Sequence[Source], g: Graph, dims: Mapping[str, int])
         sources = [sources]
     samples = []
     for k, source in enumerate(sources):
-        if isinstance(source, Mapping):
-            label = f"set {k + 1}"
+        if isinstance(source, Mapping):  # handed over in Python: named as the API's keyword names it
+            label = f"check_inputs[{k}]"
             arrays = {str(name): np.asarray(a) for name, a in source.items()}
         else:
-            label = os.fspath(source)
-            arrays = _read(label)
-        _validate(f"--check-inputs {label}", arrays, g, dims)
+            label = f"--check-inputs {os.fspath(source)}"
+            arrays = _read(os.fspath(source))
+        _validate(label, arrays, g, dims)
         samples.append(Sample(label, arrays))
     return samples
 

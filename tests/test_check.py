@@ -369,3 +369,12 @@ def test_integers_the_graph_misjudges_fall_back_to_the_plain_draw(tmp_path: Path
     assert feeds.hints(g, {})["n"].size
     seed = next(s for s in range(100) if all(check.random_inputs(g, k)["n"] == 0 for k in (s, s + 1)))
     assert check.compare(src, src, g, seeds=(seed, seed + 1)).ok
+
+
+def test_the_api_takes_one_set_of_arrays_and_names_a_bad_one_by_its_place(tmp_path: Path, empty_store: Path) -> None:
+    src = vad_model(tmp_path / "vad.onnx")
+    _, report = taso.optimize(src, store=empty_store, check_inputs=vad_inputs(8000))
+    assert report.check is not None and report.check.ok and report.check.runs == 1
+    wrong = {**vad_inputs(8000), "sr": np.array(8000, np.int32)}
+    with pytest.raises(BadInput, match=r"^check_inputs\[1\]: 'sr' is int32, the model takes int64\[\]$"):
+        taso.optimize(src, store=empty_store, check_inputs=[vad_inputs(16000), wrong])
