@@ -118,7 +118,8 @@ def cli() -> None:
     metavar="FILE.npz",
     help="Check on these inputs, not random ones: one array per model input, by name (numpy.savez(FILE, "
     "name=array, ...)); repeat for more input sets. For a model that runs only on meaningful values (a sample "
-    "rate of 8000 or 16000). Their shapes bind the symbolic dims they fill.",
+    "rate of 8000 or 16000). Their shapes bind the symbolic dims they fill. The check is as strong as these "
+    "values: give varied ones (all-zero audio passes a wrong rewrite that keeps zero).",
 )
 @click.option(
     "--alpha",
@@ -210,7 +211,7 @@ def optimize(
     Example:
       subst optimize resnet.onnx -o resnet.opt.onnx
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
-      python -c "import numpy as np; np.savez('in.npz', x=np.zeros((1, 512), np.float32), sr=np.array(16000))"
+      python -c "import numpy as np; np.savez('in.npz', x=np.random.randn(1, 512).astype('f4'), sr=np.array(16000))"
       subst optimize vad.onnx -o vad.opt.onnx --check-inputs in.npz
     """
     if report_path is not None:
