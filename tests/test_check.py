@@ -378,3 +378,26 @@ def test_the_api_takes_one_set_of_arrays_and_names_a_bad_one_by_its_place(tmp_pa
     wrong = {**vad_inputs(8000), "sr": np.array(8000, np.int32)}
     with pytest.raises(BadInput, match=r"^check_inputs\[1\]: 'sr' is int32, the model takes int64\[\]$"):
         taso.optimize(src, store=empty_store, check_inputs=[vad_inputs(16000), wrong])
+
+
+FLAWS = ["none", "a float64", "b int32", "a rank 2", "b rank 0", "a dim 0 of 2", "a dim 2 of 4", "b other n", "--dim"]
+
+
+@given(st.sampled_from(FLAWS), st.integers(0, 5), st.booleans())
+def test_given_inputs_are_taken_exactly_when_they_fit_the_model(flaw: str, n: int, with_dim: bool) -> None:
+    """Inputs a: float32[1, n, 3] and b: int64[n]: a set is taken iff each array has its input's element type
+    and rank, the dims the model fixes, and one size for n, the --dim one where that is given."""
+    types = {"a": TensorType("float32", (1, "n", 3)), "b": TensorType("int64", ("n",))}
+    g = Graph((), ("a", "b"), ("a",), types)
+    a_shape = {"a rank 2": (1, n), "a dim 0 of 2": (2, n, 3), "a dim 2 of 4": (1, n, 4)}.get(flaw, (1, n, 3))
+    b_shape = {"b rank 0": (), "b other n": (n + 1,)}.get(flaw, (n,))
+    arrays = {
+        "a": np.zeros(a_shape, np.float64 if flaw == "a float64" else np.float32),
+        "b": np.zeros(b_shape, np.int32 if flaw == "b int32" else np.int64),
+    }
+    dims = {"n": n + 1 if flaw == "--dim" else n} if with_dim or flaw == "--dim" else {}
+    if flaw == "none":
+        assert feeds.given(arrays, g, dims)[0].arrays == arrays
+    else:
+        with pytest.raises(BadInput, match=r"^check_inputs\[0\]: '[ab]' "):
+            feeds.given(arrays, g, dims)
