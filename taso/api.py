@@ -77,8 +77,8 @@ def optimize(
     (False: ``--no-check``), ``rtol``/``atol``, ``seed``, and any field of `taso.optimize.Settings` (``alpha``,
     ``budget``, ``time_limit``, ``measure_limit``, ``device``, ``dims``, ``costs``, ``pet``, and
     ``check_inputs``: the check's input sets, each an npz path or a dict of arrays by input name, as
-    ``--check-inputs`` gives them). Raises `BadInput`
-    (a model or option it cannot use) or `CheckFailed` (the rewrite's outputs differ; its ``report`` says how).
+    ``--check-inputs`` gives them). Raises `BadInput` (a model or option it cannot use) or `CheckFailed` (the
+    rewrite's outputs differ; its ``report`` says how).
     ``model`` is not modified. The store is written only where unit costs are measured on a device (they are
     cached there, as `subst optimize` does); with ``costs`` nothing is (``device="estimate"`` still adds empty
     cost tables to a store that has none).
