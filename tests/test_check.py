@@ -15,7 +15,6 @@ from conftest import ROOT, write_graph, zoo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.capi.onnxruntime_pybind11_state import Fail as ORT_FAILURE
 
 import taso
 from taso import check, cost, feeds, onnx_io, profiler, store
@@ -324,14 +323,19 @@ def test_integers_that_size_or_shape_a_result_are_drawn_so_the_model_runs(tmp_pa
     assert check.compare(src, src, g).ok
 
 
-def test_the_end_to_end_timing_runs_on_the_given_inputs(tmp_path: Path) -> None:
-    """The guard that times original and result before the check runs the VAD model on the user's inputs:
-    onnxruntime refuses it on drawn ones, so a rewrite found in such a model crashed the run there."""
-    g = onnx_io.load_model(vad_model(tmp_path / "vad.onnx"))
+def test_the_end_to_end_timing_runs_on_inputs_the_original_runs_on(tmp_path: Path) -> None:
+    """The guard that times original and result (before the check) runs a model on the user's inputs, or on
+    the first draw it runs on: on plain 0-or-1 ids RoBERTa's embeddings made onnxruntime fail there, a crash."""
     model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
-    with pytest.raises(ORT_FAILURE, match="frames"):
-        _confirm_speedup(g, g, {"none": 1}, model, tmp_path, _quiet)
-    _, _, measured = _confirm_speedup(g, g, {"none": 1}, model, tmp_path, _quiet, vad_inputs(16000))
+    roberta = onnx_io.load_model(roberta_embeddings(tmp_path / "roberta.onnx"))
+    with pytest.raises(check.RunError, match="out of data bounds"):
+        check.Runner(onnx_io.model_bytes(roberta))(check.random_inputs(onnx_io.concretize(roberta, {}), seed=0))
+    _, _, measured = _confirm_speedup(roberta, roberta, {"none": 1}, model, tmp_path, _quiet)
+    assert measured["before_ms"] > 0 and measured["after_ms"] > 0
+    vad = onnx_io.load_model(vad_model(tmp_path / "vad.onnx"))
+    with pytest.raises(BadInput, match="'sr'"):
+        _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet)
+    _, _, measured = _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet, vad_inputs(16000))
     assert measured["before_ms"] > 0 and measured["after_ms"] > 0
 
 
