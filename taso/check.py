@@ -104,7 +104,8 @@ def random_inputs(
 ) -> dict[str, np.ndarray]:
     """Seeded random feeds for ``g``'s activation inputs: normal floats, bools, and integers 0 or 1 or, with
     ``sensible``, as the graph says they are used (`feeds.hints`: in-range indices, sizes of ``size``, by
-    default the first of `feeds.sizes`). Timing draws plain integers; the check tries sensible ones first."""
+    default the first of `feeds.sizes`). Unit timings draw plain ones; the check and the end-to-end timing
+    guard try sensible ones first (`choose_inputs`)."""
     rng = np.random.default_rng(seed)
     dims = dims or {}
     hints = feeds.hints(g, dims) if sensible else {}
