@@ -99,7 +99,7 @@ def cli() -> None:
     "--check/--no-check",
     default=True,
     show_default=True,
-    help="Run original and result in onnxruntime on random inputs; refuse to write on a mismatch.",
+    help="Run original and result in onnxruntime on random inputs (or --check-inputs); refuse to write on a mismatch.",
 )
 @click.option(
     "--rtol",
@@ -115,6 +115,16 @@ def cli() -> None:
 )
 @click.option(
     "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the check's random inputs."
+)
+@click.option(
+    "--check-inputs",
+    "check_inputs",
+    multiple=True,
+    metavar="FILE.npz",
+    help="Check on these inputs, not random ones: one array per model input, by name (numpy.savez(FILE, "
+    "name=array, ...)); repeat for more input sets. For a model that runs only on meaningful values (a sample "
+    "rate of 8000 or 16000). Their shapes bind the symbolic dims they fill. The check is as strong as these "
+    "values: give varied ones (all-zero audio passes a wrong rewrite that keeps zero).",
 )
 @click.option(
     "--alpha",
@@ -181,6 +191,7 @@ def optimize(
     rtol: float | None,
     atol: float | None,
     seed: int,
+    check_inputs: tuple[str, ...],
     alpha: float,
     budget: int,
     time_limit: float,
@@ -198,10 +209,16 @@ def optimize(
     pass through unchanged, as do names, doc strings, metadata and dynamic dims. Models older than opset 13
     are upgraded with onnx's version converter first.
 
+    The check runs on random inputs; integer inputs get values the graph says the model runs on (token ids
+    within their embedding, positive lengths). An input no graph can explain (a sample rate that must be 8000
+    or 16000) needs --check-inputs.
+
     \b
     Example:
       subst optimize resnet.onnx -o resnet.opt.onnx
       subst optimize bert.onnx -o bert.opt.onnx --json > report.json
+      python -c "import numpy as np; np.savez('in.npz', x=np.random.randn(1, 512).astype('f4'), sr=np.array(16000))"
+      subst optimize vad.onnx -o vad.opt.onnx --check-inputs in.npz
     """
     if report_path is not None:
         _refuse_unwritable(report_path, "--report")
@@ -210,7 +227,9 @@ def optimize(
     costs = str(costs_path) if costs_path else None
     if costs is not None:
         cost.reference_model(costs)  # read once up front: a file that is no cost table is refused before any work
-    settings = Settings(alpha, budget, time_limit, device, parse_dims(dims), costs, pet, measure_limit)
+    settings = Settings(
+        alpha, budget, time_limit, device, parse_dims(dims), costs, pet, measure_limit, check_inputs=check_inputs
+    )
     try:
         bars = StageBars()
         try:

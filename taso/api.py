@@ -75,8 +75,10 @@ def optimize(
 
     The keywords are `subst optimize`'s options: ``store`` (the shipped substitutions.db by default), ``check``
     (False: ``--no-check``), ``rtol``/``atol``, ``seed``, and any field of `taso.optimize.Settings` (``alpha``,
-    ``budget``, ``time_limit``, ``measure_limit``, ``device``, ``dims``, ``costs``, ``pet``). Raises `BadInput`
-    (a model or option it cannot use) or `CheckFailed` (the rewrite's outputs differ; its ``report`` says how).
+    ``budget``, ``time_limit``, ``measure_limit``, ``device``, ``dims``, ``costs``, ``pet``, and
+    ``check_inputs``: the check's input sets, each an npz path or a dict of arrays by input name, as
+    ``--check-inputs`` gives them). Raises `BadInput` (a model or option it cannot use) or `CheckFailed` (the
+    rewrite's outputs differ; its ``report`` says how).
     ``model`` is not modified, and the store is only read: unit costs measured on a device are cached in the
     user's cost cache (`taso.cachedir.cost_cache`), as `subst optimize` does.
     """

@@ -14,16 +14,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from taso import feeds
 from taso.errors import BadInput
-from taso.ir import Graph, TensorType
+from taso.feeds import Sample, concrete_shape
+from taso.ir import Graph
 from taso.reference import NoReference, Reference
-
-DEFAULT_DIM = 2
-"""Size given to symbolic and unknown dims when drawing inputs (2, not 1, so batch mixing shows)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,12 @@ class CheckResult:
     """The original's own float32 error: the larger of onnxruntime's fully optimized and unoptimized runs."""
     limit: Errors | None = None
     note: str = ""
+    inputs: str = "random"
+    """Whose input sets the outputs were compared on: "random" (drawn by the check) or "given" (the user's)."""
 
     def summary(self) -> str:
         verdict = "match" if self.ok else "MISMATCH in " + ", ".join(self.mismatches)
-        head = f"{verdict}: {self.outputs} output(s) on {self.runs} random input set(s), max |diff| {self.max_abs_diff:.3g}"
+        head = f"{verdict}: {self.outputs} output(s) on {self.runs} {self.inputs} input set(s), max |diff| {self.max_abs_diff:.3g}"
         errors = ""
         if self.rewrite_error and self.original_error:
             errors = f"; error vs float64: rewrite {self.rewrite_error}, original {self.original_error}"
@@ -98,34 +99,33 @@ def tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
 
 
-def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:
-    if t.shape is None:
-        raise BadInput("cannot draw random inputs for an input of unknown rank; give its shape in the model")
-    # a negative size is an exporter's way to say unknown (paddle2onnx writes -1), like None
-    return tuple(
-        d if isinstance(d, int) and d >= 0 else dims.get(d if isinstance(d, str) else "", DEFAULT_DIM) for d in t.shape
-    )
-
-
-def random_inputs(g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded random feeds for ``g``'s activation inputs: normal floats, small non-negative ints, bools."""
+def random_inputs(
+    g: Graph, seed: int = 0, dims: Mapping[str, int] | None = None, sensible: bool = False, size: int | None = None
+) -> dict[str, np.ndarray]:
+    """Seeded random feeds for ``g``'s activation inputs: normal floats, bools, and integers 0 or 1 or, with
+    ``sensible``, as the graph says they are used (`feeds.hints`: in-range indices, sizes of ``size``, by
+    default the first of `feeds.sizes`). Unit timings draw plain ones; the check and the end-to-end timing
+    guard try sensible ones first (`choose_inputs`)."""
     rng = np.random.default_rng(seed)
-    feeds = {}
+    dims = dims or {}
+    hints = feeds.hints(g, dims) if sensible else {}
+    size = size or feeds.sizes(dims)[0]
+    drawn = {}
     for name in g.inputs:
         t = g.types.get(name)
         if t is None:
             raise BadInput(f"input {name!r} has no tensor type; cannot draw random values for it")
-        shape = concrete_shape(t, dims or {})
+        shape = concrete_shape(t, dims)
         dtype = np.dtype(t.dtype)
         if dtype.kind == "f":
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
+            drawn[name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            feeds[name] = rng.integers(0, 2, shape).astype(dtype)
+            drawn[name] = feeds.integers(hints.get(name), shape, rng, size).astype(dtype)
         elif dtype.kind == "b":
-            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+            drawn[name] = rng.integers(0, 2, shape).astype(bool)
         else:
             raise BadInput(f"input {name!r} has element type {t.dtype}, which the check cannot draw")
-    return feeds
+    return drawn
 
 
 def ort_message(e: BaseException) -> str:
@@ -133,6 +133,11 @@ def ort_message(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
     text = re.sub(r"/onnxruntime_src/\S+ (?:[\w:<>~]+\([^)]*\)\s*)?", "", text)
+    text = re.sub(
+        r"Non-zero status code returned while running (\S+) node\. Name:'([^']*)' Status Message: ",
+        r"\1 node '\2': ",
+        text,
+    )
     return text[:300]
 
 
@@ -148,7 +153,7 @@ class Runner:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
-        opts.log_severity_level = 3
+        opts.log_severity_level = 4  # its errors come back as exceptions: logged too, they made a second line
         if not optimized:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
@@ -287,6 +292,34 @@ class _Judge:
         )
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """The input sets a check runs on, each one the original model was seen to run on, and whose they are."""
+
+    sets: tuple[dict[str, np.ndarray], ...]
+    given: bool = False
+
+
+def choose_inputs(
+    original: str | os.PathLike[str],
+    graph: Graph,
+    seeds: Sequence[int] = (0, 1),
+    dims: Mapping[str, int] | None = None,
+    given: Sequence[Sample] = (),
+) -> Inputs:
+    """The input sets to check on: the ``given`` ones (`feeds.given`) where there are any, else one drawn from
+    ``graph``'s input types per seed, the first draw the original runs on (`_run_drawn`). Chosen before any
+    search, so a model that runs on none is refused in a second, not after minutes of search. Raises
+    `BadInput` where onnxruntime cannot load the original or run it on them (`feeds.refusal` says which inputs
+    likely need given values)."""
+    run = _load(original)
+    if given:
+        for sample in given:
+            _run_original(run, sample.arrays, sample.label)
+        return Inputs(tuple(dict(sample.arrays) for sample in given), given=True)
+    return Inputs(tuple(_run_drawn(run, graph, seed, dims or {})[0] for seed in seeds))
+
+
 def compare(
     original: str | os.PathLike[str],
     candidate: str | os.PathLike[str],
@@ -295,8 +328,10 @@ def compare(
     atol: float | None = None,
     seeds: Sequence[int] = (0, 1),
     dims: Mapping[str, int] | None = None,
+    inputs: Inputs | None = None,
 ) -> CheckResult:
-    """Run both files on the same random inputs (drawn from ``graph``'s input types) and judge the candidate.
+    """Run both files on the same inputs and judge the candidate: on ``inputs`` (`choose_inputs`), by default
+    on random ones drawn from ``graph``'s input types, one per seed.
 
     On the first input set every float output is measured against a float64 evaluation of ``graph``
     (`taso.reference`), as are the original's own two float32 runs (onnxruntime optimized and not): the
@@ -304,35 +339,69 @@ def compare(
     original's float32 output with that allowance (the float64 evaluation is the check's costly part). With
     ``rtol`` or ``atol`` given, the element-wise test at those tolerances decides instead, the errors still
     reported; where no reference can be computed, the element-wise test at each element type's `tolerance`
-    decides and the summary says why. Other outputs must be equal."""
+    decides and the summary says why. Other outputs must be equal. Raises `BadInput` where onnxruntime cannot
+    load or run the original (as `choose_inputs`)."""
     judge = _Judge(rtol, atol)
-    try:
-        original_run = Runner(original)
-    except RunError as e:
-        raise BadInput(f"onnxruntime cannot load the original model ({e}); --no-check skips the check") from None
+    original_run = _load(original)
     try:
         run = Runner(candidate)
     except RunError as e:
         return judge.result(len(original_run.names), 0, None, f"onnxruntime: {e}")
+    if inputs is None:
+        chosen = [_run_drawn(original_run, graph, seed, dims or {}) for seed in seeds]
+    else:
+        chosen = [(s, _run_original(original_run, s, "the check's inputs")) for s in inputs.sets]
     reference = Reference.of(graph)
-    for k, seed in enumerate(seeds):
-        feeds = random_inputs(graph, seed, dims)
+    for k, (feed, want) in enumerate(chosen):
         try:
-            want = original_run(feeds)
+            got = run(feed)
         except RunError as e:
-            raise BadInput(f"onnxruntime cannot run the original model ({e}); --no-check skips the check") from None
-        try:
-            got = run(feeds)
-        except RunError as e:
-            return judge.result(len(want), len(seeds), reference, f"onnxruntime: {e}")
+            return judge.result(len(want), len(chosen), reference, f"onnxruntime: {e}")
         if set(want) != set(got):
-            return judge.result(len(want), len(seeds), reference, "output names differ")
+            return judge.result(len(want), len(chosen), reference, "output names differ")
         exact, plain = {}, {}
         if k == 0:
             try:
-                exact, plain = reference(feeds), Runner(original, optimized=False)(feeds)
+                exact, plain = reference(feed), Runner(original, optimized=False)(feed)
             except (NoReference, RunError) as e:
                 judge.notes.append(f"no float64 reference: {e}")
         for name, w in want.items():
             judge.output(name, w, got[name], plain.get(name), exact.get(name))
-    return judge.result(len(original_run.names), len(seeds), reference)
+    result = judge.result(len(original_run.names), len(chosen), reference)
+    return replace(result, inputs="given") if inputs is not None and inputs.given else result
+
+
+def _load(original: str | os.PathLike[str]) -> Runner:
+    try:
+        return Runner(original)
+    except RunError as e:
+        raise BadInput(f"onnxruntime cannot load the original model ({e}); --no-check skips the check") from None
+
+
+def _run_original(original: Runner, inputs: Mapping[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
+    try:
+        return original(inputs)
+    except RunError as e:
+        raise BadInput(
+            f"onnxruntime cannot run the original model on {what} ({e}); --no-check skips the check"
+        ) from None
+
+
+def _run_drawn(
+    original: Runner, graph: Graph, seed: int, dims: Mapping[str, int]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Inputs drawn for ``seed`` and the original's outputs on them: the first draw the original runs on, of
+    integers as the graph says they are used (with each of `feeds.sizes` in turn), then 0 and 1 as before such
+    hints. Raises `BadInput` (`feeds.refusal`, on the first draw's error) where it runs on none."""
+    tried: list[dict[str, np.ndarray]] = []
+    error = ""
+    for how in [{"sensible": True, "size": size} for size in feeds.sizes(dims)] + [{}]:
+        inputs = random_inputs(graph, seed, dims, **how)  # type: ignore[arg-type]
+        if any(all(np.array_equal(inputs[v], t[v]) for v in inputs) for t in tried):
+            continue
+        tried.append(inputs)
+        try:
+            return inputs, original(inputs)
+        except RunError as e:
+            error = error or str(e)
+    raise BadInput(feeds.refusal(graph, error))

@@ -687,13 +687,15 @@ def interleaved_timings(
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
     progress: Callable[[int, int], None] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> list[list[Timing]]:
     """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
     model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair.
     Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
     slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
-    hears (rounds done, rounds) after each round: a round of a large model takes seconds."""
-    runs = [(str(p), check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
+    hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
+    user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones."""
+    runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
     for r in range(rounds):
         first = r % len(runs)
@@ -712,9 +714,10 @@ def interleaved_rounds(
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
     progress: Callable[[int, int], None] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> list[list[float]]:
     """Each model's median latency in every round of `interleaved_timings`."""
-    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress)
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs)
     return [[t.median_ms for t in ts] for ts in timings]
 
 

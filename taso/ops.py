@@ -1049,3 +1049,46 @@ def infer(
         raise OpError(f"{op} takes {d.arity[0]}..{d.arity[1]} inputs, got {len(types)}")
     consts = list(consts) + [None] * (len(types) - len(consts))
     return d.infer(types, attrs, consts, d.outputs or n_outputs)
+
+
+# ---- what ONNX ops do with integer values, catalogued or not -------------------------------------------------
+# The check must feed a model values it can run on; these say which of an op's inputs index or size something,
+# for ops subst passes through untouched as much as for its own (whose `OpDef.static_inputs` say the same).
+
+INDEX_INPUTS: Mapping[str, tuple[int, int]] = {"Gather": (1, 0), "GatherElements": (1, 0)}
+"""Op -> (indices input, data input): the indices pick along the data's ``axis`` attribute (0 by default) and
+must lie within it: token ids into an embedding."""
+
+SHAPE_INPUTS: Mapping[str, tuple[int, int]] = {"Reshape": (1, 0), "Expand": (1, 0)}
+"""Op -> (shape input, data input): the data's own shape is always a valid value of the shape input."""
+
+SIZE_INPUTS: Mapping[str, tuple[int, ...]] = {
+    "Expand": (1,),
+    "Tile": (1,),
+    "Range": (0, 1, 2),
+    "ConstantOfShape": (0,),
+    "Slice": (1, 2, 4),
+    "Pad": (1,),
+    "Resize": (3,),
+    "TopK": (1,),
+    "OneHot": (1,),
+}
+"""ONNX ops outside the catalogue -> inputs whose values size their result (repeats, lengths, counts, steps):
+a small positive value is valid where 0 often is not (a Range or Slice step, a Tile count)."""
+
+SHAPE_READERS = frozenset({"Shape", "Size"})
+"""Ops whose output depends on their input's shape alone, never its values."""
+
+MOVERS = frozenset({"Unsqueeze", "Squeeze", "Flatten", "Identity"})
+"""ONNX ops outside the catalogue whose output holds only their first input's values, moved (as a catalogue op
+tagged `REARRANGES` does): token ids reshaped before the Gather that reads them are still token ids."""
+
+
+def moves_values(op: str) -> bool:
+    """Whether ``op``'s output holds only its data inputs' values, moved (`MOVERS`, `REARRANGES`)."""
+    return op in MOVERS or (op in OPS and REARRANGES in OPS[op].tags)
+
+
+def size_inputs(op: str) -> tuple[int, ...]:
+    """Positions of ``op``'s inputs whose values size or shape its result (`SIZE_INPUTS`, `OpDef.static_inputs`)."""
+    return OPS[op].static_inputs if op in OPS else SIZE_INPUTS.get(op, ())

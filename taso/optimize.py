@@ -9,12 +9,14 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from taso import check, cost, onnx_io, pet, profiler, provenance, rulecache, store
+import numpy as np
+
+from taso import check, cost, feeds, onnx_io, pet, profiler, provenance, rulecache, store
 from taso.cachedir import cost_cache
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
@@ -33,7 +35,7 @@ TIME_LIMIT_REACHED = "time limit reached: result may depend on machine speed"
 
 @dataclass(frozen=True)
 class Settings:
-    """How hard to search and what to cost with."""
+    """How hard to search, what to cost with, and what to check on."""
 
     alpha: float = 1.05
     budget: int = 100
@@ -56,6 +58,9 @@ class Settings:
     are estimated (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
     specs: str | Path = provenance.SPECS_DIR
     """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
+    check_inputs: feeds.Source | Sequence[feeds.Source] = ()
+    """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
+    a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
 
 
 @dataclass
@@ -183,14 +188,24 @@ def _timed(times: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def _confirm_speedup(
-    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path, progress: Progress
+    graph: Graph,
+    result: Graph,
+    applied: dict[str, int],
+    model: cost.CostModel,
+    folder: Path,
+    progress: Progress,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Graph, dict[str, int], dict[str, float]]:
-    """Time original and result end to end on the device, interleaved; keep the original unless the result is
-    clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
+    """Time original and result end to end on the device, interleaved, on ``inputs`` (the user's) or on the
+    first draw the original runs on, as the check draws (0-or-1 token type ids crashed the timing of a model
+    whose type table has one row); keep the original unless the result is clearly faster. The cost model
+    predicts, this decides: a rewrite must never make the model slower."""
     with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
         paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
         dims = model.dims or {}
         graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
+        if inputs is None:
+            inputs = check.choose_inputs(paths[0], graphs[0], seeds=(0,), dims=dims).sets[0]
         progress("timing end to end", 0, GUARD_ROUNDS)
         before, after = cost.interleaved_rounds(
             paths,
@@ -198,6 +213,7 @@ def _confirm_speedup(
             model.device,
             rounds=GUARD_ROUNDS,
             progress=lambda done, rounds: progress("timing end to end", done, rounds),
+            inputs=inputs,
         )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
     if cost.clearly_faster(before, after):
@@ -213,6 +229,7 @@ def _rewrite(
     scratch: Path,
     progress: Progress,
     times: dict[str, float],
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Graph, dict[str, int], dict, dict]:
     """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
     the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
@@ -279,7 +296,9 @@ def _rewrite(
     }
     if model.measure and result is not graph:
         with _timed(times, "timing end to end"):
-            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch, progress)
+            result, applied, costs["measured"] = _confirm_speedup(
+                graph, result, applied, model, scratch, progress, inputs
+            )
     search_facts = {
         "regions": found.regions,
         "replayed": found.replayed,
@@ -312,6 +331,15 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
     if settings.device == "estimate":  # not the cache's costs either: what they are depends on the machine
         return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
     return cost.CostModel(profiler.pick_device(settings.device), db, dims=dims)
+
+
+def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:
+    """The check's given input sets, read and validated before any work: a bad file costs no search."""
+    if not settings.check_inputs:
+        return []
+    if not run_check:
+        raise BadInput("--check-inputs: the check is off (--no-check); give one or the other")
+    return feeds.given(settings.check_inputs, graph, settings.dims)
 
 
 def optimize(
@@ -349,8 +377,18 @@ def optimize(
             db = store.open_store(store_path, read_only=True)  # costs go to the user's cache, never a store
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
+            given = _given_inputs(graph, settings, run_check)
+        original = Path(src)
+        checked_upgraded = upgrade is not None and upgrade.opset < onnx_io.ORT_MIN_OPSET
+        if checked_upgraded and run_check:  # onnxruntime cannot run an opset-6 file: its upgrade is checked instead
+            original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        inputs = None
+        if run_check:  # before the search: a model the check cannot run is refused at once, not after minutes
+            with _timed(times, "check"):
+                inputs = check.choose_inputs(original, graph, (seed, seed + 1), given=given)
+        timing = inputs.sets[0] if inputs is not None and inputs.given else None
         tell = progress or _quiet
-        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
+        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times, timing)
         report = Report(
             str(src),
             str(dst),
@@ -362,17 +400,14 @@ def optimize(
             cost=costs,
             search=search_facts,
         )
-        original = Path(src)
-        if upgrade is not None:  # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead
-            report.upgrade = {**asdict(upgrade), "checked_upgraded": upgrade.opset < onnx_io.ORT_MIN_OPSET}
-            if report.upgrade["checked_upgraded"] and run_check:
-                original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        if upgrade is not None:
+            report.upgrade = {**asdict(upgrade), "checked_upgraded": checked_upgraded}
         with _timed(times, "export"):
             staged = onnx_io.save_model(result, Path(tmp) / dst.name)
-        if run_check:
+        if inputs is not None:
             tell("checking", 0, 1)
             with _timed(times, "check"):
-                report.check = check.compare(original, staged, graph, rtol=rtol, atol=atol, seeds=(seed, seed + 1))
+                report.check = check.compare(original, staged, graph, rtol=rtol, atol=atol, inputs=inputs)
             tell("checking", 1, 1)
             if not report.check.ok:
                 report.seconds = {**times, "total": time.perf_counter() - start}

@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, zoo
-from hypothesis import given
+from conftest import ROOT, write_graph, zoo
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import check, onnx_io, store
-from taso.errors import CheckFailed
+import taso
+from taso import check, cost, feeds, onnx_io, profiler, store
+from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph, TensorType, WeightData
-from taso.optimize import optimize
+from taso.optimize import Settings, _confirm_speedup, _quiet, optimize
 from taso.precompute import precompute
 from taso.search import apply_everywhere
 
@@ -178,10 +179,10 @@ dims = st.one_of(st.integers(-3, 5), st.none(), st.sampled_from(["batch", "seq"]
 
 @given(st.lists(dims, max_size=4), st.dictionaries(st.sampled_from(["batch", "seq"]), st.integers(0, 4)))
 def test_check_draws_inputs_for_any_declared_shape(shape: list, sizes: dict) -> None:
-    drawn = check.concrete_shape(TensorType("float32", tuple(shape)), sizes)
+    drawn = feeds.concrete_shape(TensorType("float32", tuple(shape)), sizes)
     assert all(d >= 0 for d in drawn)
     assert all(d == s for d, s in zip(drawn, shape) if isinstance(s, int) and s >= 0)
-    assert all(d == sizes.get(s, check.DEFAULT_DIM) for d, s in zip(drawn, shape) if isinstance(s, str))
+    assert all(d == sizes.get(s, feeds.DEFAULT_DIM) for d, s in zip(drawn, shape) if isinstance(s, str))
 
 
 def test_check_falls_back_to_element_wise_where_float32_is_not_rounding(tmp_path: Path) -> None:
@@ -212,3 +213,223 @@ def test_check_errors_are_relative_to_the_output_scale(seed: int, scale: float) 
     a, b = check.errors(y, exact, every), check.errors(y * scale, exact * scale, every)
     assert a.norm == pytest.approx(b.norm, rel=1e-6) and a.worst == pytest.approx(b.worst, rel=1e-6)
     assert a.norm <= a.worst  # the largest element's share of the RMS is at least the norm-wise ratio
+
+
+# ---- the check's inputs: integers the graph explains, and inputs the user gives ----------------------------
+
+
+def _ints(**values: object) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in values.items()]
+
+
+def vad_model(path: Path) -> Path:
+    """A voice-activity model in miniature: its int64 ``sr`` must be a sample rate (8000..8999 or 16000..16999):
+    frames = x reshaped to [-1, sr // 8000 * 256], which onnxruntime refuses for anything else. ``gain``, an
+    integer input the Reshape does not read, scales the output."""
+    nodes = [
+        helper.make_node("Div", ["sr", "c8000"], ["k"], name="per_8k"),
+        helper.make_node("Mul", ["k", "c256"], ["width"], name="width"),
+        helper.make_node("Unsqueeze", ["width", "zero"], ["width1"], name="width1"),
+        helper.make_node("Concat", ["minus1", "width1"], ["shape"], axis=0, name="shape"),
+        helper.make_node("Reshape", ["x", "shape"], ["frames"], allowzero=1, name="frames"),
+        helper.make_node("Tanh", ["frames"], ["t"], name="tanh"),
+        helper.make_node("Cast", ["gain"], ["g"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Mul", ["t", "g"], ["y"], name="y"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "samples"]),
+        helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        helper.make_tensor_value_info("gain", TensorProto.INT64, [1]),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["frames", "width"])
+    inits = _ints(c8000=8000, c256=256, zero=[0], minus1=[-1])
+    return write_graph(helper.make_graph(nodes, "vad", inputs, [y], inits), path)
+
+
+def vad_inputs(sr: int, samples: int = 512, seed: int = 0) -> dict[str, np.ndarray]:
+    x = np.random.default_rng(seed).standard_normal((1, samples)).astype(np.float32)
+    return {"x": x, "sr": np.array(sr, np.int64), "gain": np.array([3], np.int64)}
+
+
+def test_check_refuses_a_model_that_needs_meaningful_inputs_naming_the_input_at_fault(tmp_path: Path) -> None:
+    """No random sample rate lets onnxruntime run the model: the refusal names ``sr`` (which the failing
+    Reshape reads), not ``gain`` or the float ``x``, and says how to give the check its inputs."""
+    src = vad_model(tmp_path / "vad.onnx")
+    with pytest.raises(BadInput) as info:
+        check.compare(src, src, onnx_io.load_model(src))
+    message = str(info.value)
+    assert "input 'sr' (int64) likely needs meaningful values" in message
+    assert "'gain'" not in message and "'x'" not in message
+    assert "--check-inputs FILE.npz" in message and "node 'frames'" in message
+
+
+def test_check_runs_on_the_given_inputs_and_still_catches_a_wrong_rewrite(tmp_path: Path, empty_store: Path) -> None:
+    """Given 8000 and 16000 (and 512 samples, binding the symbolic dim), the check runs and passes; a rewrite
+    that turns Tanh into Relu is refused on the same inputs: the given inputs are really compared on."""
+    src = vad_model(tmp_path / "vad.onnx")
+    sets = [vad_inputs(8000), vad_inputs(16000, seed=1)]
+    _, report = taso.optimize(src, store=empty_store, check_inputs=sets)
+    assert report.check is not None and report.check.ok and report.check.inputs == "given"
+    assert "on 2 given input set(s)" in report.check.summary()
+
+    def tanh_is_relu(g: Graph) -> tuple[Graph, dict[str, int]]:
+        return replace(g, nodes=tuple(replace(n, op="Relu") if n.op == "Tanh" else n for n in g.nodes)), {"x": 1}
+
+    out = tmp_path / "out.onnx"
+    with pytest.raises(CheckFailed, match="on 2 given input set"):
+        optimize(src, out, empty_store, rewrite=tanh_is_relu, settings=Settings(check_inputs=sets))
+    assert not out.exists()
+
+
+@given(st.integers(1, 300), st.integers(0, 1), st.booleans())
+@settings(max_examples=12, deadline=None)
+def test_token_ids_are_drawn_within_the_axis_they_index(vocab: int, axis: int, flattened: bool) -> None:
+    """Ids into a table of ``vocab`` rows (or columns), read directly or after a Flatten, lie within it, cover
+    more than 0 and 1 where the table has more rows, and onnxruntime runs the model on them."""
+    table = numpy_helper.from_array(np.ones((vocab, 3) if axis == 0 else (3, vocab), np.float32), "table")
+    nodes = [helper.make_node("Flatten", ["ids"], ["flat"], axis=0)] if flattened else []
+    nodes.append(helper.make_node("Gather", ["table", "flat" if flattened else "ids"], ["y"], axis=axis))
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph(nodes, "g", [ids], [y], [table]))
+    g = onnx_io.from_proto(model)
+    drawn = check.random_inputs(g, seed=vocab, sensible=True)["ids"]
+    assert drawn.min() >= 0 and drawn.max() < vocab
+    assert vocab <= 2 or drawn.max() > 1
+    check.Runner(onnx_io.model_bytes(g))({"ids": drawn})
+
+
+def test_integers_that_size_or_shape_a_result_are_drawn_so_the_model_runs(tmp_path: Path) -> None:
+    """A Slice step (0 is refused) and the shape an input is expanded to (its own, not 0s and 1s): drawn from
+    the graph, both run, where the old 0-or-1 draw gave a step of 0."""
+    nodes = [
+        helper.make_node("Slice", ["x", "start", "end", "axis", "step"], ["s"]),
+        helper.make_node("Expand", ["x", "shape"], ["e"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 10]),
+        helper.make_tensor_value_info("step", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+    ]
+    outputs = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [None, None]) for v in "se"]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, _ints(start=[0], end=[100], axis=[1]))
+    src = write_graph(graph, tmp_path / "m.onnx")
+    g = onnx_io.load_model(src)
+    assert 0 in [check.random_inputs(g, seed)["step"][0] for seed in (0, 1)]  # the plain draw fails
+    for seed in (0, 1):
+        drawn = check.random_inputs(g, seed, sensible=True)
+        assert drawn["step"][0] > 0
+        assert drawn["shape"].tolist() == [3, 10]  # x's own shape, which Expand always accepts
+    assert check.compare(src, src, g).ok
+
+
+def test_the_end_to_end_timing_runs_on_inputs_the_original_runs_on(tmp_path: Path) -> None:
+    """The guard that times original and result (before the check) runs a model on the user's inputs, or on
+    the first draw it runs on: on plain 0-or-1 ids RoBERTa's embeddings made onnxruntime fail there, a crash."""
+    model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
+    roberta = onnx_io.load_model(roberta_embeddings(tmp_path / "roberta.onnx"))
+    with pytest.raises(check.RunError, match="out of data bounds"):
+        check.Runner(onnx_io.model_bytes(roberta))(check.random_inputs(onnx_io.concretize(roberta, {}), seed=0))
+    _, _, measured = _confirm_speedup(roberta, roberta, {"none": 1}, model, tmp_path, _quiet)
+    assert measured["before_ms"] > 0 and measured["after_ms"] > 0
+    vad = onnx_io.load_model(vad_model(tmp_path / "vad.onnx"))
+    with pytest.raises(BadInput, match="'sr'"):
+        _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet)
+    _, _, measured = _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet, vad_inputs(16000))
+    assert measured["before_ms"] > 0 and measured["after_ms"] > 0
+
+
+def test_a_model_the_check_cannot_run_is_refused_before_any_search(tmp_path: Path) -> None:
+    """The check's inputs are chosen first: a model onnxruntime runs on no drawn inputs is refused before the
+    search (minutes on a large model), and nothing is written."""
+    searched = []
+
+    def rewrite(g: Graph) -> tuple[Graph, dict[str, int]]:
+        searched.append(g)
+        return g, {}
+
+    out = tmp_path / "out.onnx"
+    with pytest.raises(BadInput, match="'sr'"):
+        optimize(vad_model(tmp_path / "vad.onnx"), out, rewrite=rewrite)
+    assert not searched and not out.exists()
+
+
+def test_integers_the_graph_misjudges_fall_back_to_the_plain_draw(tmp_path: Path) -> None:
+    """x (4 elements) reshaped to [4 - 2n] with zeros kept runs only for n = 0: the sizes the graph suggests
+    (2, then 1) fail, and the plain 0-or-1 draw that the check used before them still checks the model."""
+    nodes = [
+        helper.make_node("Mul", ["n", "two"], ["n2"]),
+        helper.make_node("Sub", ["four", "n2"], ["size"]),
+        helper.make_node("Unsqueeze", ["size", "zero"], ["shape"]),
+        helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("n", TensorProto.INT64, []),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
+    src = write_graph(helper.make_graph(nodes, "g", inputs, [y], _ints(two=2, four=4, zero=[0])), tmp_path / "m.onnx")
+    g = onnx_io.load_model(src)
+    assert feeds.hints(g, {})["n"].size
+    seed = next(s for s in range(100) if all(check.random_inputs(g, k)["n"] == 0 for k in (s, s + 1)))
+    assert check.compare(src, src, g, seeds=(seed, seed + 1)).ok
+
+
+def test_the_api_takes_one_set_of_arrays_and_names_a_bad_one_by_its_place(tmp_path: Path, empty_store: Path) -> None:
+    src = vad_model(tmp_path / "vad.onnx")
+    _, report = taso.optimize(src, store=empty_store, check_inputs=vad_inputs(8000))
+    assert report.check is not None and report.check.ok and report.check.runs == 1
+    wrong = {**vad_inputs(8000), "sr": np.array(8000, np.int32)}
+    with pytest.raises(BadInput, match=r"^check_inputs\[1\]: 'sr' is int32, the model takes int64\[\]$"):
+        taso.optimize(src, store=empty_store, check_inputs=[vad_inputs(16000), wrong])
+
+
+FLAWS = ["none", "a float64", "b int32", "a rank 2", "b rank 0", "a dim 0 of 2", "a dim 2 of 4", "b other n", "--dim"]
+
+
+@given(st.sampled_from(FLAWS), st.integers(0, 5), st.booleans())
+def test_given_inputs_are_taken_exactly_when_they_fit_the_model(flaw: str, n: int, with_dim: bool) -> None:
+    """Inputs a: float32[1, n, 3] and b: int64[n]: a set is taken iff each array has its input's element type
+    and rank, the dims the model fixes, and one size for n, the --dim one where that is given."""
+    types = {"a": TensorType("float32", (1, "n", 3)), "b": TensorType("int64", ("n",))}
+    g = Graph((), ("a", "b"), ("a",), types)
+    a_shape = {"a rank 2": (1, n), "a dim 0 of 2": (2, n, 3), "a dim 2 of 4": (1, n, 4)}.get(flaw, (1, n, 3))
+    b_shape = {"b rank 0": (), "b other n": (n + 1,)}.get(flaw, (n,))
+    arrays = {
+        "a": np.zeros(a_shape, np.float64 if flaw == "a float64" else np.float32),
+        "b": np.zeros(b_shape, np.int32 if flaw == "b int32" else np.int64),
+    }
+    dims = {"n": n + 1 if flaw == "--dim" else n} if with_dim or flaw == "--dim" else {}
+    if flaw == "none":
+        assert feeds.given(arrays, g, dims)[0].arrays == arrays
+    else:
+        with pytest.raises(BadInput, match=r"^check_inputs\[0\]: '[ab]' "):
+            feeds.given(arrays, g, dims)
+
+
+def roberta_embeddings(path: Path) -> Path:
+    """RoBERTa's embeddings in miniature: token ids into a 50-row table, and token type ids into a table of
+    one row (its type_vocab_size is 1), so only 0 is a valid type id."""
+    rng = np.random.default_rng(0)
+    tables = [
+        numpy_helper.from_array(rng.standard_normal((rows, 8)).astype(np.float32), name)
+        for name, rows in (("words", 50), ("types", 1))
+    ]
+    nodes = [
+        helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+        helper.make_node("Gather", ["types", "token_type_ids"], ["t"]),
+        helper.make_node("Add", ["w", "t"], ["y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(v, TensorProto.INT64, ["batch", "seq"]) for v in ("input_ids", "token_type_ids")
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 8])
+    return write_graph(helper.make_graph(nodes, "roberta", inputs, [y], tables), path)
+
+
+def test_token_ids_into_a_one_row_table_are_checked_without_given_inputs(tmp_path: Path, empty_store: Path) -> None:
+    """Random 0-or-1 type ids made onnxruntime refuse the original, and subst the model (exit 2); drawn within
+    the table, the check runs and passes."""
+    src = roberta_embeddings(tmp_path / "roberta.onnx")
+    report = optimize(src, tmp_path / "out.onnx", empty_store, settings=Settings(device="estimate"))
+    assert report.check is not None and report.check.ok and report.check.inputs == "random"

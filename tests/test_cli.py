@@ -21,9 +21,10 @@ import onnx
 import pytest
 from conftest import ROOT, prove_into, subst
 from onnx import TensorProto, helper, numpy_helper
+from test_check import vad_inputs, vad_model
 from test_provenance import DISTRIBUTE
 
-from taso import onnx_io
+from taso import onnx_io, store
 from taso.check import compare, tolerance
 from taso.errors import CheckFailed
 from taso.ir import Graph, Node
@@ -74,6 +75,21 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
     opt = ["optimize", bert, "-o", out]
     nodir = tmp / "no" / "s.db"
     costs = [*opt, "--store", ROOT / "substitutions.db", "--costs"]
+    ids = np.ones((1, 8), np.int64)
+    np.savez(tmp / "bert.npz", input_ids=ids, attention_mask=ids)
+    np.savez(tmp / "extra.npz", input_ids=ids, attention_mask=ids, token_type_ids=ids)
+    np.savez(tmp / "lacking.npz", input_ids=ids)
+    np.savez(tmp / "int32.npz", input_ids=ids.astype(np.int32), attention_mask=ids)
+    np.savez(tmp / "rank1.npz", input_ids=ids[0], attention_mask=ids)
+    np.savez(tmp / "two_seqs.npz", input_ids=ids, attention_mask=np.ones((1, 9), np.int64))
+    np.savez(tmp / "objects.npz", input_ids=np.array([None, 1], object), attention_mask=ids)
+    np.save(tmp / "one.npy", ids)
+    vad = vad_model(tmp / "vad.onnx")
+    np.savez(tmp / "vad_batch2.npz", **{**vad_inputs(8000), "x": np.ones((2, 512), np.float32)})
+    np.savez(tmp / "vad_24000.npz", **vad_inputs(24000))
+    store.create(tmp / "empty.db")
+    inputs = [*opt, "--check-inputs"]
+    on_vad = ["optimize", vad, "-o", out, "--store", tmp / "empty.db", "--device", "estimate"]
     return {
         "missing file": (["optimize", tmp / "nope.onnx", "-o", out], "no such file"),
         "not onnx": (["optimize", tmp / "text.onnx", "-o", out], "not an ONNX model"),
@@ -114,6 +130,27 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "verify timeout nan": (["verify", "--timeout", "nan", "--store", tmp / "new.db"], "not a finite number"),
         "unknown dim": ([*opt, "--dim", "foo=3"], "its inputs have batch, seq"),
         "profile unknown dim": (["profile", bert, "--dim", "sequence=8"], "batch, seq"),
+        "check inputs missing": ([*inputs, tmp / "none.npz"], "none.npz: no such file"),
+        "check inputs a folder": ([*inputs, tmp], "is a folder"),
+        "check inputs not npz": ([*inputs, tmp / "text.onnx"], "not an npz file"),
+        "check inputs one array": ([*inputs, tmp / "one.npy"], "one .npy array, not an npz"),
+        "check inputs of objects": ([*inputs, tmp / "objects.npz"], "not an npz of plain arrays"),
+        "check inputs name no input": ([*inputs, tmp / "extra.npz"], "'token_type_ids' is not an input of the model"),
+        "check inputs lack one": ([*inputs, tmp / "lacking.npz"], "no array for input 'attention_mask'"),
+        "check inputs dtype": ([*inputs, tmp / "int32.npz"], "'input_ids' is int32, the model takes int64"),
+        "check inputs rank": ([*inputs, tmp / "rank1.npz"], "the model takes rank 2"),
+        "check inputs two sizes of a dim": (
+            [*inputs, tmp / "two_seqs.npz"],
+            "gives seq=9, but 'input_ids' gives seq=8",
+        ),
+        "check inputs against --dim": ([*inputs, tmp / "bert.npz", "--dim", "seq=4"], "seq=8, but --dim seq=4"),
+        "check inputs and no check": ([*inputs, tmp / "bert.npz", "--no-check"], "the check is off"),
+        "check inputs fixed dim": ([*on_vad, "--check-inputs", tmp / "vad_batch2.npz"], "fixes its dim 0 at 1"),
+        "check inputs the original rejects": (
+            [*on_vad, "--check-inputs", tmp / "vad_24000.npz"],
+            "cannot run the original model on --check-inputs",
+        ),
+        "inputs that need meaningful values": (on_vad, "'sr' (int64) likely needs meaningful values"),
     }
 
 
@@ -154,6 +191,21 @@ CASE_NAMES = [
     "verify timeout nan",
     "unknown dim",
     "profile unknown dim",
+    "check inputs missing",
+    "check inputs a folder",
+    "check inputs not npz",
+    "check inputs one array",
+    "check inputs of objects",
+    "check inputs name no input",
+    "check inputs lack one",
+    "check inputs dtype",
+    "check inputs rank",
+    "check inputs two sizes of a dim",
+    "check inputs against --dim",
+    "check inputs and no check",
+    "check inputs fixed dim",
+    "check inputs the original rejects",
+    "inputs that need meaningful values",
 ]
 
 
@@ -273,6 +325,25 @@ def test_help_teaches() -> None:
     assert r.returncode == 0 and "subst optimize IN -o OUT" in r.stdout and "Exit codes" in r.stdout
     r = subst("optimize", "--help")
     assert r.returncode == 0 and "--no-check" in r.stdout and "Example" in r.stdout
+    assert "--check-inputs FILE.npz" in r.stdout and "np.savez" in r.stdout
+
+
+def test_a_model_that_runs_only_on_meaningful_inputs_is_checked_on_the_users(tmp_path: Path, empty_store: Path) -> None:
+    """The voice-activity model in miniature: refused without --check-inputs (exit 2, the message says what to
+    do), optimized with two input sets (8000 and 16000 Hz, 512 samples binding the symbolic dim), the check
+    passing on both and the report saying whose inputs it ran on."""
+    vad = vad_model(tmp_path / "vad.onnx")
+    out = tmp_path / "out.onnx"
+    base = ["optimize", vad, "-o", out, "--store", empty_store, "--device", "estimate"]
+    r = subst(*base)
+    assert r.returncode == 2 and "--check-inputs FILE.npz" in r.stderr and not out.exists()
+    for sr in (8000, 16000):
+        np.savez(tmp_path / f"{sr}.npz", **vad_inputs(sr, seed=sr))
+    r = subst(*base, "--check-inputs", tmp_path / "8000.npz", "--check-inputs", tmp_path / "16000.npz", "--json")
+    assert r.returncode == 0, r.stderr
+    check = json.loads(r.stdout)["check"]
+    assert check["ok"] and check["inputs"] == "given" and check["runs"] == 2 and check["mode"] == "reference"
+    assert out.is_file()
 
 
 def test_check_does_not_pass_on_outputs_that_are_all_nan(tmp_path: Path, save, empty_store: Path) -> None:
