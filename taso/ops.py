@@ -568,7 +568,7 @@ BLOCK_DIAGONAL = _register(
         "A grouped conv's kernel as a plain conv's: output channels of group k read only input channels of "
         "group k, zeros elsewhere. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT}),
     )
 )
 
@@ -828,7 +828,7 @@ RESHAPE = _register(
         _reshape,
         "Give a tensor a new shape read from the second input (0 copies a dimension, -1 infers one).",
         static_inputs=(1,),
-        tags=frozenset({REARRANGES, VIEW}),
+        tags=frozenset({REARRANGES, VIEW, FIELD_EXACT}),
         no_spec="only rewritten by PET mutants and the precompute pass, never by a proved rule: a rule over it "
         "would need the target shape as a symbolic list",
     )
@@ -960,6 +960,7 @@ CHANNEL_VECTOR = _register(
         "A per-channel tensor (C, 1, ..., 1), which broadcasts over NCHW one value per channel, as the vector "
         "(C,) that BatchNormalization takes. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
+        tags=frozenset({FIELD_EXACT}),
     )
 )
 
