@@ -369,9 +369,8 @@ RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", 
 SIGMOID = _unary(
     "Sigmoid",
     lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
-    "1 / (1 + exp(-x)).",
+    "1 / (1 + exp(-x)); over Z_p a keyed random function, as exp has no field counterpart (specs/sigmoid.py).",
     {BATCH_POLYMORPHIC, EPILOGUE},
-    no_spec="not yet specified",
 )
 TANH = _unary("Tanh", np.tanh, "Hyperbolic tangent.", {BATCH_POLYMORPHIC, EPILOGUE}, no_spec="not yet specified")
 

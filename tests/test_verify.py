@@ -363,10 +363,10 @@ def test_a_shards_verdicts_and_proofs_are_the_same_on_a_slowed_machine_and_any_h
     ("src", "dst", "reason"),
     [
         (
-            "%b = Sigmoid(%x) : float32[4,4]",
-            "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Sigmoid(%a) : float32[4,4]\n"
+            "%b = Tanh(%x) : float32[4,4]",
+            "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Tanh(%a) : float32[4,4]\n"
             "  %b = Transpose(%c) {perm=[1,0]} : float32[4,4]",
-            "no spec for Sigmoid",
+            "no spec for Tanh",
         ),
         ("%a = Relu(%x) : float32[4,4]\n  %b = Relu(%a) : float32[4,4]", "%b = Relu(%x) : float32[4,4]", "no proof"),
         ("%b = Add(%x, %v) : float32[4,4]", "%b = Add(%v, %x) : float32[4,4]", "broadcasting"),
