@@ -230,11 +230,10 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
     """
     from taso import ops  # here: rules are data, and only this transform needs shape rules
 
+    polymorphic = ops.having(ops.BATCH_POLYMORPHIC)
     sides = []
     for g in (rule.src, rule.dst):
-        if any(n.op not in ops.having(ops.BATCH_POLYMORPHIC) for n in g.nodes) or any(
-            g.types[i].rank != 2 for i in g.inputs
-        ):
+        if any(n.op not in polymorphic for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):
             return None
         types = dict(g.types)
         live = set(g.inputs)
