@@ -25,20 +25,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import sqlite_utils
 
-from taso import check, onnx_io
+from taso import check, onnx_io, ops
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
 from taso.precompute import fold_static_shapes
 from taso.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
 
-ELEMENTWISE = frozenset(
-    {"Add", "Sub", "Mul", "Div", "Erf", "Relu", "Sigmoid", "Tanh", "Sqrt", "Pow", "BatchNormalization", "Clip"}
-)
-PRODUCT_EPILOGUES = ELEMENTWISE | {"Softmax", "LayerNormalization"}
+ELEMENTWISE = ops.having(ops.EPILOGUE)
 EPILOGUES: dict[str, frozenset[str]] = {
-    "Conv": ELEMENTWISE,
-    "MatMul": PRODUCT_EPILOGUES,
-    "Gemm": PRODUCT_EPILOGUES,
-    "Add": frozenset({"LayerNormalization"}),
+    name: frozenset().union(*map(ops.having, op.fuses)) for name, op in ops.OPS.items() if op.fuses
 }
 """Head op -> ops that join its unit when they consume it (onnxruntime folds BatchNorm/Mul/Add into Conv
 weights, fuses bias, activations, GELU chains and Add+LayerNormalization; on the CUDA EP it runs attention
@@ -58,7 +52,7 @@ class Unit:
         return "+".join(n.op for n in self.nodes)
 
 
-VIEWS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"})
+VIEWS = ops.having(ops.VIEW)
 """Ops that onnxruntime runs as a view of their input (no copy, no kernel) when the input is an intermediate
 value: they join the unit that produced it. Timed alone their output is a graph output and must be copied, a
 kernel the model never runs (BERT: 8 Reshapes of 6.5 us each, 8 % of its prediction on the H100)."""

@@ -72,7 +72,6 @@ ROW = 2 + MAX_ARITY
 MIN_IMAGE = 2
 """Convs and pools must leave images at least this wide: on a single pixel every stride and padding reads the
 same taps, and the coincidences that follow (stride 1 = stride 2) hold for no real model."""
-_WINDOWED = ("Conv", "AveragePool", "MaxPool")
 
 
 # ---- settings -----------------------------------------------------------------------------------------------
@@ -181,6 +180,16 @@ def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
     return lambda sigs: {"shape": tuple(shape), "dtype": "float32"}
 
 
+def _elementwise_forms() -> list[Form]:
+    """A form for each unary element-wise op of the catalogue, named as the op, on any tensor of rank >= 1: a
+    new activation enters the generator by its catalogue entry alone."""
+    return [
+        Form(op.name.lower(), op.name, 1, lambda s: {} if _rank(s[0]) else None)
+        for op in ops.OPS.values()
+        if op.elementwise and op.arity == (1, 1)
+    ]
+
+
 FORMS: dict[str, Form] = {
     f.name: f
     for f in [
@@ -188,9 +197,7 @@ FORMS: dict[str, Form] = {
         Form("add", "Add", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
         Form("mul", "Mul", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
         Form("smul", "Mul", 2, lambda s: {} if _rank(s[0]) and s[1][0] == () else None, doc="by a 0-d scalar"),
-        Form("relu", "Relu", 1, lambda s: {} if _rank(s[0]) else None),
-        Form("sigmoid", "Sigmoid", 1, lambda s: {} if _rank(s[0]) else None),
-        Form("tanh", "Tanh", 1, lambda s: {} if _rank(s[0]) else None),
+        *_elementwise_forms(),
         Form("conv_s1_same", "Conv", 2, _conv(1, True), doc="stride 1, SAME padding; group 1 or depthwise"),
         Form("conv_s1_valid", "Conv", 2, _conv(1, False), doc="stride 1, no padding"),
         Form("conv_s2_same", "Conv", 2, _conv(2, True), doc="stride 2, SAME padding"),
@@ -217,9 +224,11 @@ FORMS: dict[str, Form] = {
 }
 
 TASO_FORMS = tuple(
-    f for f, form in FORMS.items() if f not in ("sigmoid", "tanh") and not f.endswith("_bias") and form.cut == "parts"
+    f
+    for f, form in FORMS.items()
+    if ops.TASO in ops.get(form.op).traits and not f.endswith("_bias") and form.cut == "parts"
 )
-"""The forms TASO's generator uses (its fused conv+relu is conv followed by relu here; a concat there has two
+"""The forms TASO's generator uses, over its ops (`taso.ops.TASO`; its fused conv+relu is conv followed by relu here; a concat there has two
 parts, so the split forms that group three or more parts never apply)."""
 BIAS_FORMS = tuple(f for f in FORMS if f.endswith("_bias"))
 """Convs with a bias (``--ops +bias``): exporters write a bias into nearly every Conv (a BatchNorm folds into it),
@@ -363,7 +372,7 @@ class _Context:
             out_types = ops.infer(form.op, types, attrs, consts, n_out)
         except ops.OpError:
             return None
-        if form.op in _WINDOWED and min(out_types[0].shape[2:]) < MIN_IMAGE:  # type: ignore[index]
+        if form.op in ops.having(ops.WINDOWED) and min(out_types[0].shape[2:]) < MIN_IMAGE:  # type: ignore[index]
             return None
         kind = ACTIVATION if any(s[1] == ACTIVATION for s in sigs) else WEIGHT
         splits = _splits_after(form, attrs, sigs)
@@ -415,8 +424,11 @@ def _splits_after(form: Form, attrs: dict, sigs: Sequence[Sig]) -> Splits | list
         if attrs["group"] == 1 and 0 in s[1] and all(bias.get(0) == s[1][0] for bias in s[2:]):
             out[1] = s[1][0]
         return tuple(sorted(out.items()))
-    if op in ("Relu", "Sigmoid", "Tanh", "AveragePool", "MaxPool", "Enlarge") or form.name == "smul":
-        return tuple(sorted((ax, v) for ax, v in s[0].items() if op != "Enlarge" or ax < 2))
+    d = ops.get(op)
+    if (d.elementwise and d.arity == (1, 1)) or form.name == "smul":
+        return tuple(sorted(s[0].items()))
+    if ops.PLANEWISE in d.traits:
+        return tuple(sorted((ax, v) for ax, v in s[0].items() if ax < 2))
     return ()
 
 
@@ -610,14 +622,15 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
         args = [x2, w.reshape(-1, *w.shape[2:]), *(v.reshape(-1) for v in bias)]
         (y,) = field_apply(op, args, {**attrs, "group": b * attrs["group"]}, 1, key)
         return (y.reshape(n, b, -1, *y.shape[2:]).swapaxes(0, 1),)
-    if op in ("AveragePool", "MaxPool", "Enlarge"):  # maps of each (image, channel): the batch joins the images
+    d = ops.get(op)
+    if ops.PLANEWISE in d.traits:  # maps of each (image, channel): the batch joins the images
         (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key)
         return (y.reshape(b, -1, *y.shape[1:]),)
-    if op in ("Concat", "Split"):  # (a Split's second argument, its sizes, is not batched)
+    if "axis" in d.attrs:  # Concat, Split (a Split's second argument, its sizes, is not batched)
         return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key)
-    if op == "Transpose":
+    if "perm" in d.attrs:
         return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key)
-    if op in ("MatMul", "Add", "Mul") or ops.get(op).elementwise:  # the batch axis lines up: broadcast the rest
+    if ops.BATCH_POLYMORPHIC in d.traits:  # the batch axis lines up: broadcast the rest
         rank = max(x.ndim for x in xs)
         return field_apply(op, [x.reshape(b, *(1,) * (rank - x.ndim), *x.shape[1:]) for x in xs], attrs, n_out, key)
     if not xs:  # a constant: the same for every row

@@ -44,9 +44,51 @@ class Export:
     extra_inputs: tuple[np.ndarray, ...] = ()
 
 
+# ---- traits: what each stage asks of an op, declared on its entry (tinygrad's `GroupOp` sets) ----------------
+# A stage derives its op set with `having(trait)`, never from a list of names of its own.
+
 REARRANGES = "rearranges"
 """Tag of an op whose output holds only its inputs' values, moved, and zeros: folding it into a weight cannot
 overflow, so a search may leave the folded array to be made when first read (`taso.rewrite.fold_constants`)."""
+CONSTANT = "constant"
+"""A zero-input op making a fixed tensor whose ``shape`` attribute a rewrite recomputes from the model's dims."""
+ELEMENTWISE = "elementwise"
+"""Each output element depends on the inputs' elements at its own position only (``OpDef.elementwise``)."""
+COMMUTATIVE = "commutative"
+"""The inputs may be swapped (``OpDef.commutative``); the matcher and the generator expand the swap."""
+FIELD_EXACT = "field-exact"
+"""Its semantics over Z_p (`taso.field`) is its real semantics mod p (a polynomial with rational coefficients),
+so a field mismatch of a rule made of such ops refutes it (`taso.precheck`). Not for keyed random stand-ins
+(Relu, MaxPool) nor for ops that refuse the field."""
+BATCH_POLYMORPHIC = "batch-polymorphic"
+"""Applied to a stack of matrices (weights broadcast) it equals the stack of its per-matrix results, with
+``axis``/``perm`` shifted past the stack's axes: a 2-D rule over such ops is lifted to any rank
+(`taso.rules.lifted`)."""
+PLANEWISE = "planewise"
+"""On an NCHW tensor it maps each (image, channel) plane on its own: a batch of such tensors may be folded into
+the images (`taso.generate._field_batch`), and a split along axis 0 or 1 passes through."""
+WINDOWED = "windowed"
+"""Slides a window over an image's spatial dims: generated graphs must leave images of at least
+`taso.generate.MIN_IMAGE` pixels."""
+TASO = "taso"
+"""One of the ops of TASO's generator (`taso.generate.TASO_FORMS`): ops added later stay out of the default rule
+set, so adding one leaves the shipped store as it is."""
+EPILOGUE = "epilogue"
+"""onnxruntime fuses it into the Conv, MatMul or Gemm whose output it consumes (`taso.cost.units`)."""
+PRODUCT_EPILOGUE = "product-epilogue"
+"""onnxruntime fuses it into a MatMul or Gemm whose output it consumes (FusedMatMul + BiasSoftmax, Gemm +
+SkipLayerNormalization on the CUDA provider), though not into a Conv."""
+SKIP_EPILOGUE = "skip-epilogue"
+"""onnxruntime fuses it with the Add whose output it consumes (SkipLayerNormalization)."""
+VIEW = "view"
+"""onnxruntime runs it as a view of its input (no copy, no kernel) when the input is an intermediate value."""
+
+ONNX_TRAITS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("Sub", "Div", "Erf", "Sqrt", "Pow", "Clip"), frozenset({EPILOGUE})),
+    **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"), frozenset({VIEW})),
+}
+"""What subst knows of ONNX ops it does not model (they stay opaque): only how onnxruntime runs them, which the
+cost model's units need. An op modelled later moves its traits to its catalogue entry."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +117,20 @@ class OpDef:
     onnx: bool = True
     """Whether ONNX has an op of this name that import maps onto this description."""
     tags: frozenset[str] = field(default_factory=frozenset)
+    """Traits (the constants above) each stage reads through `having`."""
     field: FieldRule | None = None
     """Finite-field semantics where ``compute`` followed by ``% p`` is not right (non-linear ops, division)."""
+    fuses: frozenset[str] = frozenset()
+    """Traits of the consumers onnxruntime fuses into this op's kernel (`taso.cost.EPILOGUES`)."""
+    no_spec: str = ""
+    """Why no spec under specs/ models this op, where none does: rules using it stay unknown (a test holds every
+    op to a spec or to this reason)."""
+
+    @property
+    def traits(self) -> frozenset[str]:
+        """Its tags with its flags: what `having` matches."""
+        flags = {ELEMENTWISE: self.elementwise, COMMUTATIVE: self.commutative}
+        return self.tags | {t for t, on in flags.items() if on}
 
     @property
     def exportable(self) -> bool:
@@ -126,6 +180,14 @@ def _register(op: OpDef) -> OpDef:
         raise OpError(f"operator {op.name} described twice")
     OPS[op.name] = op
     return op
+
+
+def having(trait: str) -> frozenset[str]:
+    """Names of the ops with ``trait``, the catalogue's and the opaque ONNX ops' (`ONNX_TRAITS`)."""
+    return frozenset(
+        [name for name, op in OPS.items() if trait in op.traits]
+        + [name for name, traits in ONNX_TRAITS.items() if trait in traits]
+    )
 
 
 def get(name: str) -> OpDef:
@@ -258,7 +320,13 @@ def _unary_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n:
     return (types[0],)
 
 
-def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str) -> OpDef:
+def _binary(
+    name: str,
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    doc: str,
+    tags: set[str],
+    fuses: frozenset[str] = frozenset(),
+) -> OpDef:
     return _register(
         OpDef(
             name,
@@ -269,11 +337,13 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: 
             doc,
             commutative=True,
             elementwise=True,
+            tags=frozenset(tags),
+            fuses=frozenset(fuses),
         )
     )
 
 
-def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> OpDef:
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: set[str], no_spec: str = "") -> OpDef:
     return _register(
         OpDef(
             name,
@@ -284,15 +354,32 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> OpDef
             doc,
             elementwise=True,
             field=lambda xs, a, n, key: (ff.keyed(xs[0], key, name),),  # a random function: see taso.field
+            tags=frozenset(tags),
+            no_spec=no_spec,
         )
     )
 
 
-ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.")
-MUL = _binary("Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.")
-RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).")
-SIGMOID = _unary("Sigmoid", lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), "1 / (1 + exp(-x)).")
-TANH = _unary("Tanh", np.tanh, "Hyperbolic tangent.")
+_ARITHMETIC = {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE, TASO}
+ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.", _ARITHMETIC, frozenset({SKIP_EPILOGUE}))
+MUL = _binary(
+    "Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.", _ARITHMETIC
+)
+RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
+SIGMOID = _unary(
+    "Sigmoid",
+    lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
+    "1 / (1 + exp(-x)); over Z_p a keyed random function, as exp has no field counterpart (specs/sigmoid.py).",
+    {BATCH_POLYMORPHIC, EPILOGUE},
+)
+TANH = _unary(
+    "Tanh",
+    np.tanh,
+    "Hyperbolic tangent; over Z_p a keyed random function, as exp has no field counterpart.",
+    {BATCH_POLYMORPHIC, EPILOGUE},
+    no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py, and a spec of its "
+    "own changes the specs digest every shipped proof records (make store after)",
+)
 
 
 # ---- matrix products ----------------------------------------------------------------------------------------
@@ -328,6 +415,8 @@ MATMUL = _register(
         lambda xs, a, n: (np.matmul(xs[0], xs[1]),),
         "Matrix product of the last two axes, broadcast over the leading ones.",
         normalize=_matmul_normalize,
+        tags=frozenset({FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
+        fuses=frozenset({EPILOGUE, PRODUCT_EPILOGUE}),
     )
 )
 
@@ -359,6 +448,9 @@ GEMM = _register(
         _gemm_shape,
         _gemm,
         "alpha * op(A) @ op(B) + beta * C, op = optional transpose; the fully connected layer.",
+        fuses=frozenset({EPILOGUE, PRODUCT_EPILOGUE}),
+        no_spec="imported from ONNX only; no generated rule builds one (alpha, beta and transposes are floats and "
+        "flags a rule would have to range over)",
     )
 )
 
@@ -443,6 +535,8 @@ CONV = _register(
         _conv,
         "2-D convolution over NCHW with optional bias; pads are (top, left, bottom, right).",
         normalize=_conv_normalize,
+        tags=frozenset({FIELD_EXACT, WINDOWED, TASO}),
+        fuses=frozenset({EPILOGUE}),
     )
 )
 
@@ -480,7 +574,7 @@ BLOCK_DIAGONAL = _register(
         "A grouped conv's kernel as a plain conv's: output channels of group k read only input channels of "
         "group k, zeros elsewhere. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT}),
     )
 )
 
@@ -561,6 +655,7 @@ AVGPOOL = _register(
         "2-D average pooling; count_include_pad=0 divides by the number of real (unpadded) elements.",
         normalize=_pool_normalize,
         field=_avgpool_field,
+        tags=frozenset({FIELD_EXACT, WINDOWED, PLANEWISE, TASO}),
     )
 )
 MAXPOOL = _register(
@@ -573,6 +668,7 @@ MAXPOOL = _register(
         "2-D max pooling (no indices output).",
         normalize=_pool_normalize,
         field=_maxpool_field,
+        tags=frozenset({WINDOWED, PLANEWISE, TASO}),
     )
 )
 
@@ -609,7 +705,7 @@ CONCAT = _register(
         _concat_shape,
         lambda xs, a, n: (np.concatenate(list(xs), axis=int(a["axis"])),),  # type: ignore[arg-type]
         "Join tensors along an axis.",
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
     )
 )
 
@@ -660,7 +756,7 @@ SPLIT = _register(
         outputs=None,
         static_inputs=(1,),
         normalize=_split_normalize,
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
     )
 )
 
@@ -692,7 +788,7 @@ TRANSPOSE = _register(
         lambda xs, a, n: (np.transpose(xs[0], a["perm"]),),  # type: ignore[arg-type]
         "Permute axes.",
         normalize=_transpose_normalize,
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
     )
 )
 
@@ -738,7 +834,9 @@ RESHAPE = _register(
         _reshape,
         "Give a tensor a new shape read from the second input (0 copies a dimension, -1 infers one).",
         static_inputs=(1,),
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, VIEW, FIELD_EXACT}),
+        no_spec="only rewritten by PET mutants and the precompute pass, never by a proved rule: a rule over it "
+        "would need the target shape as a symbolic list",
     )
 )
 
@@ -779,6 +877,7 @@ BATCHNORM = _register(
         "Inference batch norm: (x - mean) / sqrt(var + eps) * scale + bias, per channel (axis 1).",
         normalize=_batchnorm_normalize,
         field=_no_field("BatchNormalization"),
+        tags=frozenset({EPILOGUE}),
     )
 )
 
@@ -867,6 +966,7 @@ CHANNEL_VECTOR = _register(
         "A per-channel tensor (C, 1, ..., 1), which broadcasts over NCHW one value per channel, as the vector "
         "(C,) that BatchNormalization takes. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
+        tags=frozenset({FIELD_EXACT}),
     )
 )
 
@@ -899,6 +999,9 @@ LAYERNORM = _register(
         min_opset=17,
         normalize=_layernorm_normalize,
         field=_no_field("LayerNormalization"),
+        tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
+        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
+        "value, which the field refuses",
     )
 )
 
@@ -918,6 +1021,9 @@ SOFTMAX = _register(
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
         field=_no_field("Softmax"),
+        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
+        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
+        "value, which the field refuses",
     )
 )
 
@@ -963,7 +1069,7 @@ ENLARGE = _register(
         "Zero-pad a conv kernel, centred, to a larger odd size (TASO's enlarge); exported as Pad.",
         export=_enlarge_export,
         onnx=False,
-        tags=frozenset({REARRANGES}),
+        tags=frozenset({REARRANGES, FIELD_EXACT, PLANEWISE, TASO}),
     )
 )
 
@@ -990,7 +1096,7 @@ def _constant(
             doc,
             export=export,
             onnx=False,
-            tags=frozenset({"constant"}),
+            tags=frozenset({CONSTANT, FIELD_EXACT, TASO}),
             field=field,
         )
     )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from taso import ops
 from taso.field import P
 from taso.fingerprint import field_eval, random_field_inputs
 from taso.ir import Graph
@@ -29,10 +30,8 @@ TRIALS = ((0, "small integers"), (1, "normal floats"))
 RTOL = ATOL = 1e-6
 FIELD_SEED = 7919
 """Seed of the field check's inputs and key: not the generator's, so it is a fresh evaluation."""
-FIELD_EXACT = frozenset(  # ops whose field semantics is their real one mod p (see the module docstring)
-    {"Add", "Mul", "MatMul", "Conv", "Concat", "Split", "Transpose", "Enlarge", "AveragePool"}
-    | {"Ones", "Eye", "ConvIdentity", "PoolKernel"}
-)
+FIELD_EXACT = ops.having(ops.FIELD_EXACT)
+"""Ops whose field semantics is their real one mod p (see the module docstring)."""
 
 
 def run_graph(g: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

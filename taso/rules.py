@@ -217,10 +217,6 @@ def _strip_comments(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
-BATCH_POLYMORPHIC = frozenset(
-    {"MatMul", "Add", "Mul", "Relu", "Sigmoid", "Tanh", "Concat", "Split", "Transpose", "Softmax"}
-)
-"""Ops that, applied to a stack of matrices (weights broadcast), equal the stack of their per-matrix results."""
 _PLACEHOLDER = 97
 """Size given to lifted leading dims: sizes are free when matching; 97 keeps them out of the rule's dim map."""
 
@@ -234,9 +230,10 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
     """
     from taso import ops  # here: rules are data, and only this transform needs shape rules
 
+    polymorphic = ops.having(ops.BATCH_POLYMORPHIC)
     sides = []
     for g in (rule.src, rule.dst):
-        if any(n.op not in BATCH_POLYMORPHIC for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):
+        if any(n.op not in polymorphic for n in g.nodes) or any(g.types[i].rank != 2 for i in g.inputs):
             return None
         types = dict(g.types)
         live = set(g.inputs)

@@ -29,7 +29,7 @@ from pathlib import Path
 import sqlite_utils
 import z3
 
-from taso import provenance, store
+from taso import ops, provenance, store
 from taso.cachedir import cache_dir
 from taso.errors import CheckFailed
 from taso.lowering import Tracked, lower_rule
@@ -99,6 +99,9 @@ class Prover:
             counterexample = refute(rule) if self.precheck else None
             if counterexample is not None:
                 return Verdict("refuted", {"counterexample": counterexample, "seconds": _since(t0)})
+            unspecified = [op for op in rule.ops if op not in self.specs.by_op and op not in self.specs.lowerings]
+            if unspecified:
+                return Verdict("unknown", {**_no_spec(unspecified, self.specs), "seconds": _since(t0)})
             low = lower_rule(rule, self.specs)
         except Unsupported as e:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
@@ -180,6 +183,13 @@ class Prover:
             s.pop()
 
 
+def _no_spec(unspecified: list[str], specs: Specs) -> dict:
+    """The detail of a rule over ops no spec models: the reason names them and what the catalogue says of them."""
+    why = "; ".join(f"{op}: {ops.get(op).no_spec}" for op in unspecified if op in ops.OPS and ops.get(op).no_spec)
+    reason = f"no spec for {', '.join(unspecified)}: no file under {specs.root} declares a symbol for it"
+    return {"reason": reason + (f" ({why})" if why else ""), "unspecified": unspecified}
+
+
 @dataclass
 class _Allowance:
     """One rule's limits, z3 resource units (the budget) and a wall-clock deadline (the safety net), and the units
@@ -240,6 +250,8 @@ class Summary:
     seconds: float = 0.0
     workers: int = 1
     reasons: Counter = field(default_factory=Counter)
+    unspecified: Counter = field(default_factory=Counter)
+    """Op -> rules left unknown because no spec models it."""
 
     @property
     def decided(self) -> int:
@@ -254,6 +266,7 @@ class Summary:
             "seconds": round(self.seconds, 2),
             "workers": self.workers,
             "unknown_reasons": dict(self.reasons.most_common()),
+            "unspecified_ops": dict(self.unspecified.most_common()),
         }
 
     def lines(self) -> list[str]:
@@ -267,6 +280,11 @@ class Summary:
             f"unknown   {unknown}" + (f" ({100 * unknown / n:.1f} %)" if n else ""),
         ]
         out += [f"          {c} x {r}" for r, c in self.reasons.most_common(5)]
+        for op, count in self.unspecified.most_common():
+            out.append(
+                f"warning   {count} rule(s) use {op}, which no spec models: they stay unknown until a spec under "
+                "specs/ declares it (see specs/relu.py)"
+            )
         if self.reasons[SAFETY_NET]:
             out.append(
                 f"warning   {self.reasons[SAFETY_NET]} rule(s) hit --timeout: their verdicts depend on the machine"
@@ -332,6 +350,7 @@ def verify_rows(
             summary.counts[v.status] += 1
             if v.status == "unknown":
                 summary.reasons[_reason_kind(v.detail["reason"])] += 1
+                summary.unspecified.update(v.detail.get("unspecified", ()))
             if time.perf_counter() - flushed > FLUSH_SECONDS:
                 _store(db, batch)
                 flushed = time.perf_counter()

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taso import onnx_io, ops
+from taso import cost, generate, onnx_io, ops, precheck
 from taso.check import Runner
+from taso.field import P
+from taso.fingerprint import field_apply
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
+from taso.provenance import SPECS_DIR
+from taso.rules import Rule, lifted
+from taso.spec import load_specs
 
 # op -> (input shapes, attrs, constant inputs by position, number of outputs)
 CASES: dict[str, list[tuple]] = {
@@ -44,7 +49,7 @@ CASES: dict[str, list[tuple]] = {
     "MaxPool": [([(1, 3, 6, 5)], {"kernel_shape": (3, 2), "strides": (2, 1), "pads": (1, 0, 1, 1)}, {}, 1)],
     "Concat": [([(2, 3), (2, 5), (2, 1)], {"axis": 1}, {}, 1), ([(2, 3), (4, 3)], {"axis": -2}, {}, 1)],
     "Split": [([(2, 6), (2,)], {"axis": 1}, {1: np.array([2, 4], np.int64)}, 2), ([(6, 3)], {"axis": 0}, {}, 3)],
-    "Transpose": [([(2, 3, 4)], {"perm": (2, 0, 1)}, {}, 1)],
+    "Transpose": [([(2, 3, 4)], {"perm": (2, 0, 1)}, {}, 1), ([(3, 4)], {"perm": (1, 0)}, {}, 1)],
     "Reshape": [([(2, 3, 4), (3,)], {"allowzero": 0}, {1: np.array([0, -1, 2], np.int64)}, 1)],
     "BatchNormalization": [([(2, 3, 4, 4), (3,), (3,), (3,), (3,)], {"epsilon": 1e-3}, {}, 1)],
     "LayerNormalization": [
@@ -320,3 +325,112 @@ def test_a_per_channel_mul_and_add_fold_into_the_batchnorm_before_them(
         shift = ops.get("Add").run([shift, vector.run([params["a"]], {})[0]], {})[0]
     got = ops.get("BatchNormalization").run([x, scale, shift, mean, var], {"epsilon": eps})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# ---- traits: each stage's view of an op, derived from its entry, and each trait true of the op's semantics ---
+
+FOLD_CASES: dict[str, list[tuple]] = {
+    "BnKernel": [([(4, 2, 3, 3), (4,), (4,)], {"epsilon": 1e-5}, {}, 1)],
+    "BnBias": [([(4,), (4,), (4,), (4,)], {"epsilon": 1e-5}, {}, 1)],
+    "BlockDiagonal": [([(4, 2, 1, 3)], {"group": 2}, {}, 1)],
+    "ChannelVector": [([(3, 1, 1)], {}, {}, 1)],
+}
+ALL_CASES = {**CASES, **FOLD_CASES}
+DENOMINATOR = 2520
+"""Every fraction a field-exact op makes on these cases (window counts up to 9) is a multiple of 1/2520."""
+
+
+def _integer_inputs(shapes: list, consts: dict, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [consts[i] if i in consts else rng.integers(-3, 4, s).astype(np.float64) for i, s in enumerate(shapes)]
+
+
+def test_every_op_has_a_spec_or_a_reasoned_opt_out_and_every_stage_sees_it() -> None:
+    """The catalogue entry is the one place an op is described: it is modelled by a spec under specs/ or says
+    why not (never both), and the generator, the pre-check, the lifting and the cost model read its traits."""
+    specs = load_specs(SPECS_DIR)
+    assert set(ALL_CASES) == set(ops.OPS)
+    for name, op in ops.OPS.items():
+        specified = name in specs.by_op or name in specs.lowerings
+        assert specified != bool(op.no_spec), f"{name}: a spec under specs/ or a no_spec reason, not both"
+        views = {
+            "generated": any(f.op == name for f in generate.FORMS.values()),
+            "field-exact": name in precheck.FIELD_EXACT,
+            "lifted": name in ops.having(ops.BATCH_POLYMORPHIC),
+            "epilogue": name in cost.ELEMENTWISE,
+            "head": name in cost.EPILOGUES,
+            "view": name in cost.VIEWS,
+        }
+        if op.elementwise and op.arity == (1, 1):
+            assert views["generated"] and name.lower() in generate.FORMS, name
+        if views["generated"] and not op.tags & {ops.TASO}:
+            assert not any(generate.FORMS[f].op == name for f in generate.TASO_FORMS), name
+        assert views["head"] == bool(op.fuses), name
+        assert all(f.op in ops.OPS for f in generate.FORMS.values())
+    assert not set(ops.ONNX_TRAITS) & set(ops.OPS), "a modelled op keeps its traits on its catalogue entry"
+
+
+@pytest.mark.parametrize("op", sorted(ops.OPS))
+def test_an_op_is_field_exact_exactly_when_its_field_semantics_is_its_real_one_mod_p(op: str) -> None:
+    """The pre-check refutes a rule of field-exact ops over Z_p, so the trait must hold wherever it is claimed;
+    and an op whose field semantics is exact must claim it, or the pre-check loses refutations."""
+    agreed, checked = True, 0
+    for shapes, attrs, consts, n in ALL_CASES[op]:
+        for seed in range(3):
+            xs = _integer_inputs(shapes, consts, seed)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                real = ops.get(op).run(xs, attrs, n)
+            try:
+                field = field_apply(op, [x if x.dtype.kind == "i" else x.astype(np.int64) % P for x in xs], attrs, n, 5)
+            except ops.OpError:
+                continue  # no field semantics here (fractions, or division by computed values): nothing to refute
+            checked += 1
+            for r, f in zip(real, field):
+                scaled = np.round(np.asarray(r, np.float64) * DENOMINATOR).astype(np.int64) % P
+                agreed &= bool(np.array_equal(scaled, f.astype(np.int64) * DENOMINATOR % P))
+    assert (checked > 0 and agreed) == (op in precheck.FIELD_EXACT), (op, checked, agreed)
+
+
+@pytest.mark.parametrize("op", sorted(ops.having(ops.BATCH_POLYMORPHIC)))
+def test_a_batch_polymorphic_op_lifted_computes_each_matrix_of_the_stack(op: str) -> None:
+    """`taso.rules.lifted` lifts a rule over these ops to stacks of matrices: the lifted op on a stack must equal
+    the op on each matrix (activations stacked, weights broadcast), or a lifted rule rewrites wrongly."""
+    lifted_any = False
+    for shapes, attrs, consts, n in CASES[op]:
+        for activations in range(1, len(shapes) - len(consts) + 1):  # the first k inputs stacked, the rest weights
+            if any(len(s) != 2 for s in shapes[:activations]):
+                continue
+            rng = np.random.default_rng(activations)
+            g, feeds = _lifting_graph(op, shapes, attrs, consts, n, activations, rng)
+            up = lifted(Rule(g, g), 1)
+            if up is None:
+                continue
+            lifted_any = True
+            size = up.src.types[g.inputs[0]].shape[0]
+            stacks = {k: rng.standard_normal((size, *v.shape)) for k, v in feeds.items()}
+            whole = precheck.run_graph(up.src, stacks)
+            for i in range(size):
+                each = precheck.run_graph(g, {k: v[i] for k, v in stacks.items()})
+                for w, e in zip(whole, each):
+                    np.testing.assert_allclose(w[i], e, rtol=1e-9, err_msg=f"{op} {attrs}")
+    assert lifted_any, f"{op}: no 2-D case lifts (add one to CASES)"
+
+
+def _lifting_graph(
+    op: str, shapes: list, attrs: dict, consts: dict, n: int, activations: int, rng: np.random.Generator
+) -> tuple[Graph, dict]:
+    names = [f"in{i}" for i in range(len(shapes))]
+    types, data, feeds = {}, {}, {}
+    for i, (name, s) in enumerate(zip(names, shapes)):
+        if i in consts:
+            data[name] = WeightData(consts[i])
+        elif i < activations:
+            feeds[name] = rng.standard_normal(s)
+        else:
+            data[name] = WeightData(rng.standard_normal(s).astype(np.float32))
+        types[name] = TensorType(str(consts[i].dtype) if i in consts else "float32", tuple(s))
+    outs = ops.infer(op, [types[v] for v in names], attrs, [data[v].array if v in data else None for v in names], n)
+    out_names = tuple(f"out{i}" for i in range(len(outs)))
+    types.update(zip(out_names, outs))
+    node = Node(op, tuple(names), out_names, make_attrs(attrs))
+    return Graph((node,), tuple(feeds), out_names, types, tuple(data), data), feeds

@@ -18,13 +18,13 @@ from conftest import ROOT, subst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taso import precheck, store
+from taso import ops, precheck, store
 from taso.ir import make_attrs, parse_graph
 from taso.provenance import SPECS_DIR
 from taso.rules import Rule, parse_rules
 from taso.spec import Axiom, D, Specs, Symbol, ints, load_specs, tensors
 from taso.speccheck import check_axiom, check_specs
-from taso.verify import SAFETY_NET, Prover, Summary
+from taso.verify import SAFETY_NET, Prover, Summary, pending, verify_rows
 
 CONV3 = "dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
 CONV1 = "dilations=[1,1], group=1, kernel_shape=[1,1], pads=[0,0,0,0], strides=[1,1]"
@@ -363,10 +363,10 @@ def test_a_shards_verdicts_and_proofs_are_the_same_on_a_slowed_machine_and_any_h
     ("src", "dst", "reason"),
     [
         (
-            "%b = Sigmoid(%x) : float32[4,4]",
-            "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Sigmoid(%a) : float32[4,4]\n"
+            "%b = Tanh(%x) : float32[4,4]",
+            "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Tanh(%a) : float32[4,4]\n"
             "  %b = Transpose(%c) {perm=[1,0]} : float32[4,4]",
-            "no spec for Sigmoid",
+            "no spec for Tanh",
         ),
         ("%a = Relu(%x) : float32[4,4]\n  %b = Relu(%a) : float32[4,4]", "%b = Relu(%x) : float32[4,4]", "no proof"),
         ("%b = Add(%x, %v) : float32[4,4]", "%b = Add(%v, %x) : float32[4,4]", "broadcasting"),
@@ -379,6 +379,31 @@ def test_true_rules_outside_the_specs_are_unknown_with_the_reason(
     head = "graph(%x: float32[4,4], %v: float32[1,4]):"
     v = prover.verdict(rule(f"{head}\n  {src}\n  return %b", f"{head}\n  {dst}\n  return %b"))
     assert v.status == "unknown" and reason in v.detail["reason"], v.detail
+
+
+def test_verify_warns_of_ops_no_spec_models_and_the_reason_says_why(specs: Specs, tmp_path: Path) -> None:
+    """A true rule over Tanh (which no spec declares) stays unknown; its reason names the op and the catalogue's
+    opt-out, and the summary warns once per op. A false rule over it is still refuted, and counts for nothing."""
+    head = "graph(%x: float32[4,4]):"
+    tanh = "%b = Tanh(%x) : float32[4,4]"
+    around = "%a = Transpose(%x) {perm=[1,0]} : float32[4,4]\n  %c = Tanh(%a) : float32[4,4]\n  %b = Transpose(%c) {perm=[1,0]} : float32[4,4]"
+    db = store.create(tmp_path / "rules.db")
+    store.add_rules(
+        db,
+        [
+            rule(f"{head}\n  {tanh}\n  return %b", f"{head}\n  {around}\n  return %b"),
+            rule(f"{head}\n  {tanh}\n  return %b", f"{head}\n  %b = Relu(%x) : float32[4,4]\n  return %b"),
+        ],
+    )
+    summary = verify_rows(db, pending(db), specs)
+    assert (summary.counts["unknown"], summary.counts["refuted"], summary.unspecified) == (1, 1, Counter({"Tanh": 1}))
+    (unknown,) = store.load_rules(db, status="unknown")
+    assert unknown.detail["reason"].startswith("no spec for Tanh") and ops.TANH.no_spec in unknown.detail["reason"]
+    assert [line for line in summary.lines() if line.startswith("warning")] == [
+        "warning   1 rule(s) use Tanh, which no spec models: they stay unknown until a spec under specs/ declares "
+        "it (see specs/relu.py)"
+    ]
+    assert summary.as_dict()["unspecified_ops"] == {"Tanh": 1}
 
 
 def test_unmodelled_attribute_is_unknown(prover: Prover) -> None:
