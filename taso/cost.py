@@ -566,7 +566,7 @@ class CostModel:
         rest.sort(key=lambda r: -self.calibration.estimate(r[1]) * uses[r[0]])  # stable: graph order on ties
         for done, (key, ug, label) in enumerate(rest, 1):
             self.memo[key] = self._new(ug, key, label)
-            if progress is not None:
+            if progress is not None and self.measure:  # estimates take no time to show
                 progress(done, len(rest))
 
     def graph_cost(self, g: Graph, progress: Callable[[int, int], None] | None = None) -> GraphCost:

@@ -366,12 +366,14 @@ def optimize(
         raise BadInput(f"{dst}: cannot write to {dst.parent} ({e.strerror})") from None
     times: dict[str, float] = {}
     start = time.perf_counter()
+    tell = progress or _quiet
     with staging as tmp:
+        tell("importing", 0, 1)
         with _timed(times, "import"):
             db = store.open_store(store_path)
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
-        tell = progress or _quiet
+        tell("importing", 1, 1)
         result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
         report = Report(
             str(src),
@@ -389,8 +391,10 @@ def optimize(
             report.upgrade = {**asdict(upgrade), "checked_upgraded": upgrade.opset < onnx_io.ORT_MIN_OPSET}
             if report.upgrade["checked_upgraded"] and run_check:
                 original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        tell("exporting", 0, 1)
         with _timed(times, "export"):
             staged = onnx_io.save_model(result, Path(tmp) / dst.name)
+        tell("exporting", 1, 1)
         if run_check:
             tell("checking", 0, 1)
             with _timed(times, "check"):

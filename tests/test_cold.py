@@ -138,3 +138,16 @@ def test_the_guard_feeds_what_a_concretized_graph_would_be_fed(bert_path: Path) 
         assert fed.keys() == concrete.keys()
         for k in fed:
             np.testing.assert_array_equal(fed[k], concrete[k])
+
+
+def test_progress_off_a_terminal_says_the_time_left_and_each_stages_seconds(capsys: pytest.CaptureFixture) -> None:
+    from cli import progress
+
+    bars = progress.StageBars()
+    bars.update("measuring units", 0, 4)
+    bars.echoed -= progress.ECHO_EVERY_S + 1  # as if the last line were that old
+    bars.update("measuring units", 1, 4)
+    bars.update("measuring units", 4, 4)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("measuring units (1/4 steps, about ") and lines[0].endswith(" s left)")
+    assert lines[1].startswith("measuring units (4/4 steps, ") and lines[1].endswith(" s)")
