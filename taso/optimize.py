@@ -126,6 +126,11 @@ class Report:
         ]
 
     def _measured_lines(self) -> list[str]:
+        if (gain := self.cost.get("untimed_gain")) is not None:
+            return [
+                f"measured  not timed: a predicted {gain:.3f}x is below the {GUARD_MIN_GAIN}x timing end to end can "
+                "confirm; kept the original"
+            ]
         m = self.cost.get("measured")
         if not m:
             return []
@@ -173,6 +178,10 @@ class Report:
 COSTS_NOT_CACHED = "costs not cached: store is read-only"
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
+GUARD_MIN_GAIN = 1.01
+"""A rewrite predicted to gain less than this is neither timed end to end nor kept: five rounds cannot tell so
+little from noise (`cost.clearly_faster` wants nearly every round faster), so the guard would keep the original
+after minutes of timing (ResNet-50 on the loaded 2-core CPU: 31 s to turn down a predicted 1.002x)."""
 GUARD_BUDGET_S = 0.5
 """Seconds a guard round's warm-up, and its samples, may each take (`taso.profiler.time_models`): 40 samples of
 BERT-base and its rewrite took 35 s on the 2-core CPU; a model of milliseconds is timed in fewer."""
@@ -288,7 +297,9 @@ def _rewrite(
     # nothing; a Mul folded into a BatchNorm saves its kernel)
     with _timed(times, "profiling"):
         before, after = model.graph_cost(ran), model.graph_cost(result)
-    if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
+    gain = before.total_ms / after.total_ms
+    untimed = gain if model.measure and 1.0 < gain < GUARD_MIN_GAIN else None  # timing it would only cost time
+    if gain <= 1.0 or untimed is not None:  # never hand back a graph predicted costlier, nor one the guard can't clear
         result, applied, after = graph, {}, before
     costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
         "before_ms": model.at_quick_host(before).total_ms,
@@ -297,6 +308,7 @@ def _rewrite(
         "estimated_units": after.estimated,
         **({"prior": {"table": model.prior.source, "units": model.from_prior}} if model.from_prior else {}),
         **({"warning": COSTS_NOT_CACHED} if model.measure and not cached else {}),
+        **({"untimed_gain": untimed} if untimed is not None else {}),
     }
     if model.measure and result is not graph:
         with _timed(times, "timing end to end"):

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import prove_into
-from test_optimize import RELU_OF_SPLIT
+from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
 from taso import cost, costtables, onnx_io, profiler, store
+from taso import optimize as optimize_module
 from taso.check import random_inputs
 from taso.ir import WeightData, parse_graph
 from taso.optimize import Settings, _fed_at, optimize
@@ -151,3 +152,16 @@ def test_progress_off_a_terminal_says_the_time_left_and_each_stages_seconds(caps
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("measuring units (1/4 steps, about ") and lines[0].endswith(" s left)")
     assert lines[1].startswith("measuring units (4/4 steps, ") and lines[1].endswith(" s)")
+
+
+def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merges are predicted to pay; with a bar above their gain, the original is kept without timing it."""
+    src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    settings = Settings(device="cpu", alpha=2.0, dims={"batch": 64})
+    monkeypatch.setattr(optimize_module, "GUARD_MIN_GAIN", 1e6)
+    stages: list[str] = []
+    report = optimize(src, tmp_path / "o.onnx", db, settings=settings, progress=lambda s, *_: stages.append(s))
+    assert report.rules_applied == {} and report.cost["untimed_gain"] > 1.0
+    assert report.cost["after_ms"] == report.cost["before_ms"] and "measured" not in report.cost
+    assert "timing end to end" not in stages and "timing end to end" not in report.seconds
+    assert any(line.startswith("measured  not timed: a predicted ") for line in report.lines())
