@@ -198,26 +198,23 @@ def _timed(times: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def _confirm_speedup(
-    graph: Graph, result: Graph, applied: dict[str, int], model: cost.CostModel, folder: Path, progress: Progress
-) -> tuple[Graph, dict[str, int], dict[str, float]]:
-    """Time original and result end to end on the device, interleaved; keep the original unless the result is
-    clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
-    with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
-        paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
-        graphs = [_fed_at(graph, model.dims), _fed_at(result, model.dims)]
-        progress("timing end to end", 0, GUARD_ROUNDS)
-        before, after = cost.interleaved_rounds(
-            paths,
-            graphs,
-            model.device,
-            rounds=GUARD_ROUNDS,
-            progress=lambda done, rounds: progress("timing end to end", done, rounds),
-            budget_s=GUARD_BUDGET_S,
-        )
+    files: tuple[Path, Path], graph: Graph, result: Graph, model: cost.CostModel, progress: Progress
+) -> dict[str, float | bool]:
+    """Time the original and the result (``files``, those the run writes anyway: re-saving them took BERT-base
+    4 s) end to end on the device, interleaved; the original is to be kept (``kept_original``) unless the
+    result is clearly faster. The cost model predicts, this decides: a rewrite must never make the model slower."""
+    graphs = [_fed_at(graph, model.dims), _fed_at(result, model.dims)]
+    progress("timing end to end", 0, GUARD_ROUNDS)
+    before, after = cost.interleaved_rounds(
+        files,
+        graphs,
+        model.device,
+        rounds=GUARD_ROUNDS,
+        progress=lambda done, rounds: progress("timing end to end", done, rounds),
+        budget_s=GUARD_BUDGET_S,
+    )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
-    if cost.clearly_faster(before, after):
-        return result, applied, measured
-    return graph, {}, {**measured, "kept_original": True}
+    return measured if cost.clearly_faster(before, after) else {**measured, "kept_original": True}
 
 
 def _fed_at(g: Graph, dims: dict[str, int]) -> Graph:
@@ -237,25 +234,25 @@ def _rewrite(
     db,  # noqa: ANN001 (sqlite_utils.Database)
     settings: Settings,
     rewrite: Rewrite | None,
-    scratch: Path,
     progress: Progress,
     times: dict[str, float],
-) -> tuple[Graph, dict[str, int], dict, dict]:
-    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
-    the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
+) -> tuple[Graph, dict[str, int], dict, dict, cost.CostModel | None]:
+    """The rewritten graph, the rules applied, predicted costs, search facts, and the cost model to time the
+    result with end to end where it was measured (`_confirm_speedup`); ``times`` gets the seconds of each
+    stage. Rules are read and indexed before the search's clock starts, and the clock stops
     while the cost model measures units the cache lacks (the model's own first, then the candidates', for up to
     ``measure_limit`` seconds in all), so the time limit is the search's own, not the time a GPU takes to
     measure: with both in one limit, SqueezeNet's search on a cold H100 cache measured 18 new units in 12 s
     and applied none of the eight fire merges that a warm cache finds."""
     if rewrite is not None:
         result, applied = rewrite(graph)
-        return result, applied, {}, {}
+        return result, applied, {}, {}, None
     with _timed(times, "start-up"):
         progress("reading rules", 0, 1)
         digest = provenance.specs_digest(settings.specs)
         proved, untrusted = provenance.trusted(rulecache.proved_rules(db), digest)
         if not proved:
-            return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
+            return graph, {}, {}, {"untrusted_rules": dict(untrusted)}, None
         index = rulecache.search_index(db, proved)
         progress("reading rules", 1, 1)
         progress("preparing the cost model", 0, 1)  # calibrates a device the cache does not know
@@ -310,9 +307,6 @@ def _rewrite(
         **({"warning": COSTS_NOT_CACHED} if model.measure and not cached else {}),
         **({"untimed_gain": untimed} if untimed is not None else {}),
     }
-    if model.measure and result is not graph:
-        with _timed(times, "timing end to end"):
-            result, applied, costs["measured"] = _confirm_speedup(graph, result, applied, model, scratch, progress)
     search_facts = {
         "regions": found.regions,
         "replayed": found.replayed,
@@ -329,7 +323,7 @@ def _rewrite(
     }
     if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
         search_facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}
-    return result, applied, costs, search_facts
+    return result, applied, costs, search_facts, model if model.measure and result is not graph else None
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -386,7 +380,25 @@ def optimize(
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
         tell("importing", 1, 1)
-        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times)
+        result, applied, costs, search_facts, confirm = _rewrite(graph, db, settings, rewrite, tell, times)
+        # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead; the guard times the
+        # upgrade whatever the opset, as the rewrite starts from it
+        checked_upgraded = upgrade is not None and upgrade.opset < onnx_io.ORT_MIN_OPSET
+        upgraded = None
+        if upgrade is not None and (checked_upgraded and run_check or confirm is not None):
+            upgraded = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        original = upgraded if checked_upgraded and upgraded is not None else Path(src)
+        tell("exporting", 0, 1)
+        with _timed(times, "export"):
+            staged = onnx_io.save_model(result, Path(tmp) / dst.name)
+        tell("exporting", 1, 1)
+        if confirm is not None:
+            with _timed(times, "timing end to end"):
+                costs["measured"] = _confirm_speedup((upgraded or Path(src), staged), graph, result, confirm, tell)
+            if costs["measured"].get("kept_original"):
+                result, applied = graph, {}
+                with _timed(times, "export"):
+                    staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         report = Report(
             str(src),
             str(dst),
@@ -398,15 +410,8 @@ def optimize(
             cost=costs,
             search=search_facts,
         )
-        original = Path(src)
-        if upgrade is not None:  # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead
-            report.upgrade = {**asdict(upgrade), "checked_upgraded": upgrade.opset < onnx_io.ORT_MIN_OPSET}
-            if report.upgrade["checked_upgraded"] and run_check:
-                original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
-        tell("exporting", 0, 1)
-        with _timed(times, "export"):
-            staged = onnx_io.save_model(result, Path(tmp) / dst.name)
-        tell("exporting", 1, 1)
+        if upgrade is not None:
+            report.upgrade = {**asdict(upgrade), "checked_upgraded": checked_upgraded}
         if run_check:
             tell("checking", 0, 1)
             with _timed(times, "check"):

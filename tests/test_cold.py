@@ -165,3 +165,22 @@ def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, m
     assert report.cost["after_ms"] == report.cost["before_ms"] and "measured" not in report.cost
     assert "timing end to end" not in stages and "timing end to end" not in report.seconds
     assert any(line.startswith("measured  not timed: a predicted ") for line in report.lines())
+
+
+def test_the_guard_times_the_input_file_and_the_staged_output_without_saving_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    saved: list[Path] = []
+
+    def counting(g, path, *args, **kwargs):
+        saved.append(Path(path))
+        return save(g, path, *args, **kwargs)
+
+    save = onnx_io.save_model
+    monkeypatch.setattr(onnx_io, "save_model", counting)
+    report = optimize(src, tmp_path / "o.onnx", db, settings=Settings(device="cpu", alpha=2.0, dims={"batch": 64}))
+    assert "timing end to end" in report.seconds and report.check is not None and report.check.ok
+    # the result once, and the original again only where the guard kept it
+    assert len(saved) == 1 + bool(report.cost["measured"].get("kept_original"))
+    assert all(p.name == "o.onnx" for p in saved)
