@@ -147,7 +147,8 @@ def cli() -> None:
     type=click.Choice(["auto", "cuda", "cpu", "estimate"]),
     default="auto",
     show_default=True,
-    help="Where op costs are measured (cached in the store); estimate: analytic costs, nothing measured.",
+    help="Where op costs are measured (cached in the store; on an H100 the shipped table of its costs stands in "
+    "for those the store lacks); estimate: analytic costs, nothing measured.",
 )
 @dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
 @click.option(
