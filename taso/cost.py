@@ -348,6 +348,11 @@ def _create_tables(db: sqlite_utils.Database) -> None:
     )
     db["host_speed"].create({"device": str, "reference_ms": float, "measured_at": str}, if_not_exists=True)
     db["host_speed"].create_index(["device"], if_not_exists=True)
+    db["verdicts"].create(
+        {"device": str, "pair": str, "before_ms": float, "after_ms": float, "kept_original": int, "measured_at": str},
+        pk=("device", "pair"),
+        if_not_exists=True,
+    )
 
 
 HOST_LOG = 500
@@ -488,6 +493,33 @@ class CostModel:
             self.memo[key] = self._known(key) or self._new(ug, key, unit.label)
         ms, estimated = self.memo[key]
         return UnitCost(unit.label, key, ms, estimated)
+
+    def verdict(self, pair: str) -> dict[str, float | bool] | None:
+        """What timing a pair of models end to end on this device found before (`record_verdict`): a warm run
+        that reaches the same rewrite of the same model need not time it again (BERT-base on the 2-core CPU:
+        19 s)."""
+        if self.db is None or self.refresh:
+            return None
+        row = next(self.db["verdicts"].rows_where("device = ? AND pair = ?", [self.key, pair]), None)
+        if row is None:
+            return None
+        kept = {"kept_original": True} if row["kept_original"] else {}
+        return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **kept}
+
+    def record_verdict(self, pair: str, measured: Mapping[str, float | bool]) -> None:
+        """Keep the end-to-end timing of a pair of models (original, rewrite), for `verdict`."""
+        if self.db is not None:
+            row = {k: measured[k] for k in ("before_ms", "after_ms")}
+            self.db["verdicts"].upsert(
+                {
+                    "device": self.key,
+                    "pair": pair,
+                    **row,
+                    "kept_original": int(bool(measured.get("kept_original"))),
+                    "measured_at": _now(),
+                },
+                pk=("device", "pair"),
+            )
 
     def _known(self, key: str) -> tuple[float, bool] | None:
         """The unit's cost as known before this run: from the store, else from the device's prior table."""
