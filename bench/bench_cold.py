@@ -9,7 +9,8 @@ built again) and a fresh copy of the shipped store (no measured costs, no calibr
 same cache and store. Each is the installed CLI in a fresh process with the defaults (`--device` aside), timed
 wall to wall; its --report JSON gives the stages (`seconds`), the units measured, estimated and taken from a
 shipped prior. Writes bench_cold-<device>.json under --out after every model, so a run cut short keeps what it
-finished; prints a table. The machine's load is recorded beside each run: on a shared host it moves the times.
+finished (``--resume`` then runs only the models it lacks); prints a table. The machine's load is recorded
+beside each run: on a shared host it moves the times.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main() -> int:
     ap.add_argument("--models", help="comma-separated corpus names (default: the whole corpus)")
     ap.add_argument("--out", type=Path, required=True, help="folder for the results JSON")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one run may take before it is stopped")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the models already in --out's results and run only the rest"
+    )
     args = ap.parse_args()
     names = args.models.split(",") if args.models else corpus.NAMES
     unknown = sorted(set(names) - set(corpus.NAMES))
@@ -104,6 +108,9 @@ def main() -> int:
         "models": {},
     }
     path = args.out / f"bench_cold-{args.device}.json"
+    if args.resume and path.exists():  # a machine lent in 10-minute calls runs the corpus over several
+        result["models"] = json.loads(path.read_text())["models"]
+        names = [n for n in names if n not in result["models"]]
     print(f"{'model':<26}{'cold s':>9}{'warm s':>9}  cold breakdown")
     for name in names:
         with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
