@@ -162,8 +162,8 @@ def cli() -> None:
     type=click.Choice(["auto", "cuda", "cpu", "estimate"]),
     default="auto",
     show_default=True,
-    help="Where op costs are measured (cached per user, whatever the store); estimate: analytic costs, nothing "
-    "measured or read from the cache.",
+    help="Where op costs are measured (cached per user, whatever the store; on an H100 the shipped table of its "
+    "costs stands in for those the cache lacks); estimate: analytic costs, nothing measured or read from the cache.",
 )
 @dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
 @click.option(

@@ -8,10 +8,14 @@ from typing import Any
 
 import click
 
+ECHO_EVERY_S = 10.0
+"""Seconds between a stage's lines when stderr is not a terminal: a user waiting on a log sees it move."""
+
 
 class StageBars:
-    """A click progress bar per stage on stderr; when stderr is not a terminal (CI logs, pipes), a line when a
-    stage ends and every 30 s instead of a bar redrawn in place."""
+    """A click progress bar per stage on stderr (with click's estimate of the time left); when stderr is not a
+    terminal (CI logs, pipes), a line when a stage ends, with its seconds, and every `ECHO_EVERY_S` while it
+    goes, with the time left at its pace so far, instead of a bar redrawn in place."""
 
     def __init__(self, unit: str = "steps") -> None:
         self.unit = unit
@@ -34,11 +38,18 @@ class StageBars:
         if self.bar is not None:
             self.bar.label = text
             self.bar.update(done - self.bar.pos)
-        if not self.tty and (done >= total or time.perf_counter() - self.echoed > 30):
-            click.echo(f"{text} ({done:,}/{total:,} {self.unit})", err=True)
+        if not self.tty and (done >= total or time.perf_counter() - self.echoed > ECHO_EVERY_S):
+            click.echo(f"{text} ({done:,}/{total:,} {self.unit}{self._timing(done, total)})", err=True)
             self.echoed = time.perf_counter()
         if done >= total:
             self.close()
+
+    def _timing(self, done: int, total: int) -> str:
+        """The stage's seconds once it ends; while it goes, the time left at its pace so far (once known)."""
+        elapsed = time.perf_counter() - self.start
+        if done >= total:
+            return f", {elapsed:.1f} s"
+        return f", about {elapsed / done * (total - done):.0f} s left" if done else ""
 
     def close(self) -> None:
         if self.bar is not None:

@@ -21,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sqlite_utils
@@ -29,6 +30,9 @@ from taso import check, onnx_io, ops
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
 from taso.precompute import fold_static_shapes
 from taso.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
+
+if TYPE_CHECKING:
+    from taso.costtables import Prior
 
 ELEMENTWISE = ops.having(ops.EPILOGUE)
 EPILOGUES: dict[str, frozenset[str]] = {
@@ -338,6 +342,11 @@ def _create_tables(db: sqlite_utils.Database) -> None:
     )
     db["host_speed"].create({"device": str, "reference_ms": float, "measured_at": str}, if_not_exists=True)
     db["host_speed"].create_index(["device"], if_not_exists=True)
+    db["verdicts"].create(
+        {"device": str, "pair": str, "before_ms": float, "after_ms": float, "kept_original": int, "measured_at": str},
+        pk=("device", "pair"),
+        if_not_exists=True,
+    )
 
 
 HOST_LOG = 500
@@ -364,8 +373,13 @@ class CostModel:
         dims: Mapping[str, int] | None = None,
         table: Mapping[str, float] | None = None,
         mode: Mode = DEFAULT_MODE,
+        prior: Prior | None = None,
     ) -> None:
         self.device, self.db, self.measure, self.refresh, self.mode = device, db, measure, refresh, mode
+        self.prior = prior
+        """Costs measured on a device of this one's identity (`prior_for`), taken for units the store lacks."""
+        self.from_prior = 0
+        """Units costed from the prior."""
         self.key = f"{device.key}|{mode.tag}" if mode.tag else device.key
         """What the store files this model's measurements under: the device, and how it was timed."""
         self.dims = dict(dims or {})
@@ -393,6 +407,8 @@ class CostModel:
             row = next(self.db["devices"].rows_where("device = ?", [self.key]), None)
         if row is not None:
             return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"], row["reference_ms"] or 0.0)
+        if self.prior is not None and not self.refresh:  # its costs were measured at its calibration's speeds
+            return self.prior.calibration
         if not self.measure:
             return DEFAULT_CALIBRATION
         cal = calibrate(self.device)
@@ -442,32 +458,79 @@ class CostModel:
     def _measure(self, ug: Graph) -> float:
         """``ug``'s marginal latency, measured now (`measure_marginal`) and scaled to the calibration's host speed."""
         t0 = time.perf_counter()
-        ms, timing = measure_marginal(ug, self.device, self.calibration.run_ms, self.mode)
+        cal = self.calibration
+        copies = 1 if cal.estimate(ug) >= ALONE_ABOVE * cal.run_ms else COPIES
+        ms, timing = measure_marginal(ug, self.device, cal.run_ms, self.mode, copies)
         self.measuring_s += time.perf_counter() - t0
         self._log_host(timing.reference_ms)
         return to_calibrated_host(ms, timing, self.calibration)
 
+    def _key(self, g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple[str, Graph | None]:
+        """The unit's `unit_key`, with its graph where the key is new to this model (None where remembered: its
+        cost is in `memo` then)."""
+        footprint = _footprint(g, unit, position)
+        key = self.keys.get(footprint)
+        if key is not None:
+            return key, None
+        ug = unit_graph(g, unit)
+        if self.dims:
+            ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
+        key = self.keys[footprint] = unit_key(ug)
+        return key, ug
+
     def unit_cost(self, g: Graph, unit: Unit, position: Mapping[int, int] | None = None) -> UnitCost:
         """The unit's cost; ``position`` (id of each node of ``g`` -> its index) spares recomputing it when
         costing every unit of one graph."""
-        footprint = _footprint(g, unit, position or {id(n): i for i, n in enumerate(g.nodes)})
-        key = self.keys.get(footprint)
-        if key is None:
-            ug = unit_graph(g, unit)
-            if self.dims:
-                ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
-            key = self.keys[footprint] = unit_key(ug)
-            if key not in self.memo:
-                self.memo[key] = self._lookup(ug, key, unit.label)
+        key, ug = self._key(g, unit, position or {id(n): i for i, n in enumerate(g.nodes)})
+        if key not in self.memo:
+            assert ug is not None  # a remembered key has its cost
+            self.memo[key] = self._known(key) or self._new(ug, key, unit.label)
         ms, estimated = self.memo[key]
         return UnitCost(unit.label, key, ms, estimated)
 
-    def _lookup(self, ug: Graph, key: str, label: str) -> tuple[float, bool]:
-        if self.db is not None and not self.refresh:
+    def verdict(self, pair: str) -> dict[str, float | bool] | None:
+        """What timing a pair of models end to end on this device found before (`record_verdict`): a warm run
+        that reaches the same rewrite of the same model need not time it again (BERT-base on the 2-core CPU:
+        19 s)."""
+        if self.db is None or self.refresh:
+            return None
+        row = next(self.db["verdicts"].rows_where("device = ? AND pair = ?", [self.key, pair]), None)
+        if row is None:
+            return None
+        kept = {"kept_original": True} if row["kept_original"] else {}
+        return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **kept}
+
+    def record_verdict(self, pair: str, measured: Mapping[str, float | bool]) -> None:
+        """Keep the end-to-end timing of a pair of models (original, rewrite), for `verdict`."""
+        if self.db is not None:
+            row = {k: measured[k] for k in ("before_ms", "after_ms")}
+            self.db["verdicts"].upsert(
+                {
+                    "device": self.key,
+                    "pair": pair,
+                    **row,
+                    "kept_original": int(bool(measured.get("kept_original"))),
+                    "measured_at": _now(),
+                },
+                pk=("device", "pair"),
+            )
+
+    def _known(self, key: str) -> tuple[float, bool] | None:
+        """The unit's cost as known before this run: from the store, else from the device's prior table."""
+        if self.refresh:
+            return None
+        if self.db is not None:
             row = next(self.db["costs"].rows_where("device = ? AND unit = ?", [self.key, key]), None)
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
+        if self.prior is not None and key in self.prior.costs:
+            self.from_prior += 1
+            return self.prior.costs[key], False
+        return None
+
+    def _new(self, ug: Graph, key: str, label: str) -> tuple[float, bool]:
+        """The cost of a unit nothing knows: measured (and stored), or estimated where it may not be."""
         if not self.measure or self._out_of_time() or not all(t.is_static for t in ug.types.values()):
             return self.calibration.estimate(ug), True  # not stored: a later run measures it
         note = ""
@@ -505,21 +568,47 @@ class CostModel:
             c.ms = statistics.median(self.samples[c.key][1])
             self._record(c.key, c.label, c.ms, False)
 
+    def _cost_new(
+        self, found: Sequence[tuple[str, Graph | None, str]], progress: Callable[[int, int], None] | None
+    ) -> None:
+        """Cost the units (key, graph, label) not yet in `memo`: those the store or the prior knows, then the
+        rest measured costliest first (analytic estimate times uses), so that what `measure_until` leaves to
+        estimate is the cheapest. ``progress`` hears (units costed, units to cost) after each of the rest."""
+        new: dict[str, tuple[Graph, str]] = {}
+        uses: dict[str, int] = {}
+        for key, ug, label in found:
+            if key in self.memo:
+                continue
+            uses[key] = uses.get(key, 0) + 1
+            if ug is not None:
+                new.setdefault(key, (ug, label))
+        rest = []
+        for key, (ug, label) in new.items():
+            known = self._known(key)
+            if known is None:
+                rest.append((key, ug, label))
+            else:
+                self.memo[key] = known
+        rest.sort(key=lambda r: -self.calibration.estimate(r[1]) * uses[r[0]])  # stable: graph order on ties
+        for done, (key, ug, label) in enumerate(rest, 1):
+            self.memo[key] = self._new(ug, key, label)
+            if progress is not None and self.measure:  # estimates take no time to show
+                progress(done, len(rest))
+
     def graph_cost(self, g: Graph, progress: Callable[[int, int], None] | None = None) -> GraphCost:
         """Predicted latency of one run of ``g`` (concrete shapes needed for measurements); ``progress`` hears
-        (units costed, units in all) after each unit."""
+        (units costed, units to cost) after each unit neither this model, the store nor the prior knew."""
         g = fold_static_shapes(g)
         by_key: dict[str, UnitCost] = {}
         position = {id(n): i for i, n in enumerate(g.nodes)}
         found = units(g)
-        for done, unit in enumerate(found, 1):
-            cost = self.unit_cost(g, unit, position)
-            if cost.key in by_key:
-                by_key[cost.key].count += 1
+        keyed = [(*self._key(g, unit, position), unit.label) for unit in found]
+        self._cost_new(keyed, progress)
+        for key, _, label in keyed:
+            if key in by_key:
+                by_key[key].count += 1
             else:
-                by_key[cost.key] = cost
-            if progress is not None:
-                progress(done, len(found))
+                by_key[key] = UnitCost(label, key, *self.memo[key])
         self._settle(list(by_key.values()))
         run = self.calibration.run_ms
         return GraphCost(run + sum(u.ms * u.count for u in by_key.values()), run, list(by_key.values()))
@@ -535,27 +624,39 @@ COPIES = 5
 where launches overlap with GPU work (timed alone, every small kernel would pay launch and sync in full)."""
 
 
-def measure_marginal(ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE) -> tuple[float, Timing]:
-    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then `COPIES`
+MEASURE_BUDGET_S = 0.5
+"""Seconds a unit's warm-up, and its samples, may each take (`taso.profiler.time_models`'s budget): a unit of
+milliseconds is timed in fewer runs. Its kernels take most of the time, so its median settles in a few."""
+ALONE_ABOVE = 20.0
+"""A unit estimated to take this many times a run's fixed overhead is timed as one copy, that overhead taken
+off, not beside `COPIES` copies: its launch is a small part of it, and the copies cost five more runs of it
+(ResNet-50 on the 2-core CPU: 6 units a minute)."""
+
+
+def measure_marginal(
+    ug: Graph, device: Device, run_ms: float, mode: Mode = DEFAULT_MODE, copies: int = COPIES
+) -> tuple[float, Timing]:
+    """What one more copy of the unit adds to a run: the median over paired samples (one copy, then ``copies``
     copies, timed side by side) of the difference per extra copy, as measured, with the timing whose reference
-    run tells how quick the host was. Where onnxruntime fuses the unit only when its outputs are read on
-    (`fused_when_read`), the unit is timed `read_on` and the sinks' own marginal cost, timed beside it, is
-    taken off."""
-    many = replicate(ug, COPIES)
+    run tells how quick the host was; with ``copies`` 1 (or a unit that cannot be replicated), one copy's
+    latency less ``run_ms``. Where onnxruntime fuses the unit only when its outputs are read on
+    (`fused_when_read`), the unit is timed `read_on` and the sinks' own cost, timed beside it, is taken off."""
+    many = replicate(ug, copies) if copies > 1 else None
+    read = fused_when_read(ug) if many is not None or copies == 1 else False
+    timed = [ug] if many is None else [ug, many]
+    if read:
+        on, alone = read_on(ug), sinks(ug)
+        timed = [on, alone] if many is None else [on, replicate(on, copies), alone, replicate(alone, copies)]
+    runs = [(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in timed]  # type: ignore[arg-type]
+    t = time_models(runs, device, mode=mode, budget_s=MEASURE_BUDGET_S)
     if many is None:
-        one = time_model(onnx_io.model_bytes(ug), check.random_inputs(ug, seed=0), device, mode=mode)
-        return max(one.median_ms - run_ms, 0.0), one
-    timed = [ug, many]
-    if fused_when_read(ug):
-        read, alone = read_on(ug), sinks(ug)
-        read_many, alone_many = replicate(read, COPIES), replicate(alone, COPIES)
-        assert read_many is not None and alone_many is not None  # Reshapes added to a unit that replicates
-        timed = [read, read_many, alone, alone_many]
-    t = time_models([(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in timed], device, mode=mode)
+        # the sinks' graph has a run's overhead of its own: their difference is the unit's alone
+        ms = statistics.median(a - c for a, c in zip(t[0].values, t[1].values)) if read else t[0].median_ms - run_ms
+        return max(ms, 0.0), t[0]
     extra = [b - a for a, b in zip(t[0].values, t[1].values)]
     if len(t) == 4:
         extra = [e - (d - c) for e, c, d in zip(extra, t[2].values, t[3].values)]
-    return max(statistics.median(extra) / (COPIES - 1), 0.0), t[0]
+    return max(statistics.median(extra) / (copies - 1), 0.0), t[0]
 
 
 HOST_ELASTICITY = 0.78
@@ -682,9 +783,11 @@ def interleaved_timings(
     mode: Mode = DEFAULT_MODE,
     progress: Callable[[int, int], None] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
+    budget_s: float | None = None,
 ) -> list[list[Timing]]:
     """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
-    model and times them side by side (`taso.profiler.time_models`), so round k of two models is a pair.
+    model and times them side by side (`taso.profiler.time_models`, its warm-up and its samples within
+    ``budget_s`` each where one is given), so round k of two models is a pair.
     Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
     slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
     hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
@@ -693,7 +796,7 @@ def interleaved_timings(
     per: list[list[Timing]] = [[] for _ in paths]
     for r in range(rounds):
         first = r % len(runs)
-        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode)
+        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)
         if progress is not None:
@@ -709,9 +812,10 @@ def interleaved_rounds(
     mode: Mode = DEFAULT_MODE,
     progress: Callable[[int, int], None] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
+    budget_s: float | None = None,
 ) -> list[list[float]]:
     """Each model's median latency in every round of `interleaved_timings`."""
-    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs)
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s)
     return [[t.median_ms for t in ts] for ts in timings]
 
 
@@ -760,33 +864,7 @@ def reference_model(path: str) -> CostModel:
     """A cost model that measures nothing: unit costs from a reference table written by `export_reference`,
     analytic estimates with that device's calibration for units the table lacks. A file that is not such a
     table is `BadInput` (one line), never a KeyError from deep in the cost model."""
-    import json
-    import math
+    from taso.costtables import read_table
 
-    from taso.errors import BadInput
-
-    def number(value: object) -> bool:
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            ref = json.load(f)
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read the cost table ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: not a cost table (not UTF-8 text; `export_reference` writes JSON)") from None
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{path}: not a cost table (not JSON: {e})") from None
-    if not isinstance(ref, dict) or not all(isinstance(ref.get(k), dict) for k in ("device", "calibration", "costs")):
-        raise BadInput(f"{path}: not a cost table (a JSON object of device, calibration and costs expected)")
-    try:
-        device, calibration = Device(**ref["device"]), Calibration(**ref["calibration"])
-    except TypeError as e:  # a field missing or unknown
-        raise BadInput(f"{path}: not a cost table ({e})") from None
-    if not all(isinstance(v, str) for v in device.__dict__.values()):
-        raise BadInput(f"{path}: not a cost table (the device's fields are text)")
-    if not all(number(v) for v in calibration.__dict__.values()) or min(calibration.gflops, calibration.gbps) <= 0:
-        raise BadInput(f"{path}: not a cost table (the calibration's fields are numbers, its ceilings positive)")
-    if not all(isinstance(k, str) and number(v) for k, v in ref["costs"].items()):
-        raise BadInput(f"{path}: not a cost table (costs map unit keys to milliseconds)")
-    return CostModel(device, None, measure=False, calibration=calibration, table=ref["costs"])
+    device, calibration, costs = read_table(path)
+    return CostModel(device, None, measure=False, calibration=calibration, table=costs)

@@ -6,20 +6,21 @@ and moved into place at the end, so a failure of any kind leaves nothing half-wr
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from taso import check, cost, feeds, onnx_io, pet, profiler, provenance, rulecache, store
+from taso import check, cost, costtables, feeds, onnx_io, pet, profiler, provenance, rulecache, store
 from taso.cachedir import cost_cache
 from taso.errors import BadInput, CheckFailed
-from taso.ir import Graph
+from taso.ir import Graph, TensorType
 from taso.precompute import precompute
 from taso.search import apply_everywhere, optimize_graph
 
@@ -95,6 +96,11 @@ class Report:
             f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
             *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
+            *(
+                [f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device"]
+                if (p := self.cost.get("prior"))
+                else []
+            ),
             f"search    {s['regions']} regions"
             + (f" ({s['replayed']} rewritten as their twin was)" if s.get("replayed") else "")
             + f", {s['expanded']} graphs expanded, {s['candidates']} candidates, "
@@ -127,11 +133,17 @@ class Report:
         ]
 
     def _measured_lines(self) -> list[str]:
+        if (gain := self.cost.get("untimed_gain")) is not None:
+            return [
+                f"measured  not timed: a predicted {gain:.3f}x is below the {GUARD_MIN_GAIN}x timing end to end can "
+                "confirm; kept the original"
+            ]
         m = self.cost.get("measured")
         if not m:
             return []
         verdict = "kept the original: the rewrite was not clearly faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
-        return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end; {verdict}"]  # type: ignore[index]
+        when = " (timed by an earlier run)" if m.get("cached") else ""  # type: ignore[union-attr]
+        return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end{when}; {verdict}"]  # type: ignore[index]
 
     def _untrusted_lines(self) -> list[str]:
         """Proved rules not applied because their proof record does not match the specs (`taso.provenance`)."""
@@ -175,6 +187,13 @@ COSTS_NOT_CACHED = "costs not cached"
 """The start of the warning that costs measured now are dropped at exit (`taso.cachedir.cost_cache` says why)."""
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
+GUARD_MIN_GAIN = 1.01
+"""A rewrite predicted to gain less than this is neither timed end to end nor kept: five rounds cannot tell so
+little from noise (`cost.clearly_faster` wants nearly every round faster), so the guard would keep the original
+after minutes of timing (ResNet-50 on the loaded 2-core CPU: 31 s to turn down a predicted 1.002x)."""
+GUARD_BUDGET_S = 0.5
+"""Seconds a guard round's warm-up, and its samples, may each take (`taso.profiler.time_models`): 40 samples of
+BERT-base and its rewrite took 35 s on the 2-core CPU; a model of milliseconds is timed in fewer."""
 
 
 @contextmanager
@@ -188,37 +207,52 @@ def _timed(times: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def _confirm_speedup(
+    files: tuple[Path, Path],
     graph: Graph,
     result: Graph,
-    applied: dict[str, int],
     model: cost.CostModel,
-    folder: Path,
     progress: Progress,
     inputs: Mapping[str, np.ndarray] | None = None,
-) -> tuple[Graph, dict[str, int], dict[str, float]]:
-    """Time original and result end to end on the device, interleaved, on ``inputs`` (the user's) or on the
-    first draw the original runs on, as the check draws (0-or-1 token type ids crashed the timing of a model
-    whose type table has one row); keep the original unless the result is clearly faster. The cost model
+) -> dict[str, float | bool]:
+    """Time the original and the result (``files``, those the run writes anyway: re-saving them took BERT-base
+    4 s) end to end on the device, interleaved, on ``inputs`` (the user's) or on the first draw the original
+    runs on, as the check draws (0-or-1 token type ids crashed the timing of a model whose type table has one
+    row); the original is to be kept (``kept_original``) unless the result is clearly faster. The cost model
     predicts, this decides: a rewrite must never make the model slower."""
-    with tempfile.TemporaryDirectory(prefix="timing-", dir=folder) as tmp:
-        paths = [str(onnx_io.save_model(h, Path(tmp) / f"{i}.onnx")) for i, h in enumerate((graph, result))]
-        dims = model.dims or {}
-        graphs = [onnx_io.concretize(graph, dims), onnx_io.concretize(result, dims)]
-        if inputs is None:
-            inputs = check.choose_inputs(paths[0], graphs[0], seeds=(0,), dims=dims).sets[0]
-        progress("timing end to end", 0, GUARD_ROUNDS)
-        before, after = cost.interleaved_rounds(
-            paths,
-            graphs,
-            model.device,
-            rounds=GUARD_ROUNDS,
-            progress=lambda done, rounds: progress("timing end to end", done, rounds),
-            inputs=inputs,
-        )
+    graphs = [_fed_at(graph, model.dims), _fed_at(result, model.dims)]
+    if inputs is None:
+        inputs = check.choose_inputs(files[0], graphs[0], seeds=(0,), dims=model.dims or {}).sets[0]
+    progress("timing end to end", 0, GUARD_ROUNDS)
+    before, after = cost.interleaved_rounds(
+        files,
+        graphs,
+        model.device,
+        rounds=GUARD_ROUNDS,
+        progress=lambda done, rounds: progress("timing end to end", done, rounds),
+        inputs=inputs,
+        budget_s=GUARD_BUDGET_S,
+    )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
-    if cost.clearly_faster(before, after):
-        return result, applied, measured
-    return graph, {}, {**measured, "kept_original": True}
+    return measured if cost.clearly_faster(before, after) else {**measured, "kept_original": True}
+
+
+def _pair(graph: Graph, result: Graph, dims: dict[str, int]) -> str:
+    """What an end-to-end verdict is kept under: the structure of both models (`cost.graph_digest`: ops,
+    attributes, types and small constants, not learned weights, which do not move a latency) and the dims."""
+    text = f"{cost.graph_digest(graph)}:{cost.graph_digest(result)}:{sorted(dims.items())}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _fed_at(g: Graph, dims: dict[str, int]) -> Graph:
+    """``g`` with its inputs' symbolic dims at ``dims`` (1 where not named), as `onnx_io.concretize` fixes them:
+    the inputs' types are all the feeds are drawn from, and re-inferring every shape took BERT-base 2 s."""
+    types = dict(g.types)
+    for i in g.inputs:
+        t = g.types.get(i)
+        if t is not None and t.shape is not None:
+            shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in t.shape)
+            types[i] = TensorType(t.dtype, shape)
+    return replace(g, types=types)
 
 
 def _rewrite(
@@ -226,30 +260,31 @@ def _rewrite(
     db,  # noqa: ANN001 (sqlite_utils.Database)
     settings: Settings,
     rewrite: Rewrite | None,
-    scratch: Path,
     progress: Progress,
     times: dict[str, float],
-    inputs: Mapping[str, np.ndarray] | None = None,
-) -> tuple[Graph, dict[str, int], dict, dict]:
-    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
-    the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
+) -> tuple[Graph, dict[str, int], dict, dict, cost.CostModel | None]:
+    """The rewritten graph, the rules applied, predicted costs, search facts, and the cost model to time the
+    result with end to end where it was measured (`_confirm_speedup`); ``times`` gets the seconds of each
+    stage. Rules are read and indexed before the search's clock starts, and the clock stops
     while the cost model measures units the cache lacks (the model's own first, then the candidates', for up to
     ``measure_limit`` seconds in all), so the time limit is the search's own, not the time a GPU takes to
     measure: with both in one limit, SqueezeNet's search on a cold H100 cache measured 18 new units in 12 s
     and applied none of the eight fire merges that a warm cache finds."""
     if rewrite is not None:
         result, applied = rewrite(graph)
-        return result, applied, {}, {}
+        return result, applied, {}, {}, None
     with _timed(times, "start-up"):
         progress("reading rules", 0, 1)
         digest = provenance.specs_digest(settings.specs)
         proved, untrusted = provenance.trusted(rulecache.proved_rules(db), digest)
         if not proved:
-            return graph, {}, {}, {"untrusted_rules": dict(untrusted)}
+            return graph, {}, {}, {"untrusted_rules": dict(untrusted)}, None
         index = rulecache.search_index(db, proved)
         progress("reading rules", 1, 1)
+        progress("preparing the cost model", 0, 1)  # calibrates a device the cache does not know
         cache, uncached = cost_cache()
         model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
+        progress("preparing the cost model", 1, 1)
         model.measure_until = model.measuring_s + settings.measure_limit
         ran, precomputed = precompute(graph)
         folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
@@ -258,7 +293,7 @@ def _rewrite(
         return model.graph_cost(h).total_ms
 
     with _timed(times, "profiling"):
-        model.graph_cost(folded, progress=lambda done, units: progress("profiling units", done, units))
+        model.graph_cost(folded, progress=lambda done, units: progress("measuring units", done, units))
     measured, measuring = model.measured, model.measuring_s
     with _timed(times, "search"):
         found = optimize_graph(
@@ -285,20 +320,19 @@ def _rewrite(
     # nothing; a Mul folded into a BatchNorm saves its kernel)
     with _timed(times, "profiling"):
         before, after = model.graph_cost(ran), model.graph_cost(result)
-    if after.total_ms >= before.total_ms:  # never hand back a graph predicted costlier than the input
+    gain = before.total_ms / after.total_ms
+    untimed = gain if model.measure and 1.0 < gain < GUARD_MIN_GAIN else None  # timing it would only cost time
+    if gain <= 1.0 or untimed is not None:  # never hand back a graph predicted costlier, nor one the guard can't clear
         result, applied, after = graph, {}, before
     costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
         "before_ms": model.at_quick_host(before).total_ms,
         "after_ms": model.at_quick_host(after).total_ms,
         "device": model.device.key,
         "estimated_units": after.estimated,
+        **({"prior": {"table": model.prior.source, "units": model.from_prior}} if model.from_prior else {}),
         **({"warning": f"{COSTS_NOT_CACHED}: {uncached}"} if model.measure and uncached else {}),
+        **({"untimed_gain": untimed} if untimed is not None else {}),
     }
-    if model.measure and result is not graph:
-        with _timed(times, "timing end to end"):
-            result, applied, costs["measured"] = _confirm_speedup(
-                graph, result, applied, model, scratch, progress, inputs
-            )
     search_facts = {
         "regions": found.regions,
         "replayed": found.replayed,
@@ -315,7 +349,7 @@ def _rewrite(
     }
     if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
         search_facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}
-    return result, applied, costs, search_facts
+    return result, applied, costs, search_facts, model if model.measure and result is not graph else None
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -330,7 +364,8 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
         return model
     if settings.device == "estimate":  # not the cache's costs either: what they are depends on the machine
         return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
-    return cost.CostModel(profiler.pick_device(settings.device), db, dims=dims)
+    device = profiler.pick_device(settings.device)
+    return cost.CostModel(device, db, dims=dims, prior=costtables.prior_for(device))
 
 
 def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:
@@ -372,23 +407,49 @@ def optimize(
         raise BadInput(f"{dst}: cannot write to {dst.parent} ({e.strerror})") from None
     times: dict[str, float] = {}
     start = time.perf_counter()
+    tell = progress or _quiet
     with staging as tmp:
+        tell("importing", 0, 1)
         with _timed(times, "import"):
             db = store.open_store(store_path, read_only=True)  # costs go to the user's cache, never a store
             graph, upgrade = onnx_io.import_model(src)
             onnx_io.check_dims(graph, settings.dims)
             given = _given_inputs(graph, settings, run_check)
-        original = Path(src)
+        tell("importing", 1, 1)
+        # onnxruntime cannot run an opset-6 file: its upgrade is checked against instead; the guard times the
+        # upgrade whatever the opset, as the rewrite starts from it
         checked_upgraded = upgrade is not None and upgrade.opset < onnx_io.ORT_MIN_OPSET
-        if checked_upgraded and run_check:  # onnxruntime cannot run an opset-6 file: its upgrade is checked instead
-            original = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        upgraded = None
+        if checked_upgraded and run_check:
+            upgraded = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        original = upgraded or Path(src)
         inputs = None
         if run_check:  # before the search: a model the check cannot run is refused at once, not after minutes
             with _timed(times, "check"):
                 inputs = check.choose_inputs(original, graph, (seed, seed + 1), given=given)
         timing = inputs.sets[0] if inputs is not None and inputs.given else None
-        tell = progress or _quiet
-        result, applied, costs, search_facts = _rewrite(graph, db, settings, rewrite, Path(tmp), tell, times, timing)
+        result, applied, costs, search_facts, confirm = _rewrite(graph, db, settings, rewrite, tell, times)
+        if upgrade is not None and upgraded is None and confirm is not None:
+            upgraded = onnx_io.save_model(graph, Path(tmp) / f"upgraded-{dst.name}")
+        tell("exporting", 0, 1)
+        with _timed(times, "export"):
+            staged = onnx_io.save_model(result, Path(tmp) / dst.name)
+        tell("exporting", 1, 1)
+        if confirm is not None:
+            pair = _pair(graph, result, confirm.dims)
+            costs["measured"] = confirm.verdict(pair)
+            if costs["measured"] is None:
+                with _timed(times, "timing end to end"):
+                    costs["measured"] = _confirm_speedup(
+                        (upgraded or Path(src), staged), graph, result, confirm, tell, timing
+                    )
+                confirm.record_verdict(pair, costs["measured"])
+            else:
+                costs["measured"]["cached"] = True
+            if costs["measured"].get("kept_original"):
+                result, applied = graph, {}
+                with _timed(times, "export"):
+                    staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         report = Report(
             str(src),
             str(dst),
@@ -402,8 +463,6 @@ def optimize(
         )
         if upgrade is not None:
             report.upgrade = {**asdict(upgrade), "checked_upgraded": checked_upgraded}
-        with _timed(times, "export"):
-            staged = onnx_io.save_model(result, Path(tmp) / dst.name)
         if inputs is not None:
             tell("checking", 0, 1)
             with _timed(times, "check"):

@@ -43,6 +43,12 @@ class Device:
         return f"{self.provider}|{self.name}|{self.driver}|ort-{self.ort_version}"
 
     @property
+    def identity(self) -> str:
+        """The hardware behind the provider, which a shipped cost table is matched by (`taso.cost.prior_for`):
+        a driver or onnxruntime upgrade moves costs little next to measuring them again."""
+        return f"{self.provider}|{self.name}"
+
+    @property
     def is_cuda(self) -> bool:
         return self.provider == CUDA
 
@@ -196,11 +202,18 @@ def time_model(
     samples: int = 30,
     min_sample_s: float = 0.002,
     mode: Mode = DEFAULT_MODE,
+    budget_s: float | None = None,
 ) -> Timing:
     """Median latency of one run of ``model`` on ``device``; each sample averages enough runs to last
     ``min_sample_s``, so timer resolution does not matter for microsecond kernels."""
-    return time_models([(model, feeds)], device, warmup, samples, min_sample_s, mode)[0]
+    return time_models([(model, feeds)], device, warmup, samples, min_sample_s, mode, budget_s)[0]
 
+
+MIN_SAMPLES = 7
+"""Samples a time budget (`time_models`'s ``budget_s``) leaves at least: a median of fewer moves with one outlier."""
+MIN_WARMUP = 2
+"""Warm-up runs a time budget leaves at least: the first run of a session allocates (and on CUDA, searches cuDNN's
+algorithms), the second shows the steady state."""
 
 SLOW_SPELL = 1.3
 """A measurement whose reference run was this much slower than the quickest seen was taken in a slow spell."""
@@ -225,9 +238,14 @@ def time_models(
     samples: int = 30,
     min_sample_s: float = 0.002,
     mode: Mode = DEFAULT_MODE,
+    budget_s: float | None = None,
 ) -> list[Timing]:
     """Several models timed side by side: every session is made and warmed up first, then sample k of every
-    model is taken in turn (`visiting_order`), milliseconds apart, so drift hits each alike.
+    model is taken in turn (`visiting_order`), milliseconds apart, so drift hits each alike. With ``budget_s``
+    the warm-up and the samples each take about that many seconds at most (the sample count read from the
+    warm-up's last run, never under `MIN_SAMPLES`; no attempt starts that would overrun it): models whose runs take ms are
+    timed in fewer runs (ResNet-50 on the 2-core CPU, 126 ms a run: 60 runs of it and of its rewrite in each
+    of the end-to-end guard's 5 rounds took over a minute).
 
     At batch 1 a GPU run is bound by the host thread that launches its kernels, and the host's speed is not
     steady on a shared machine: on the GPU host of bench/RESULTS.md the cores ran one loop up to 1.8x apart,
@@ -238,11 +256,17 @@ def time_models(
     instead of spinning (`_options`): spinning, one session's threads took the cores from the next (on 2 cores
     a model timed at half its latency beside itself), and a model must time the same alone as beside others."""
     runners = [*(_runner(model, feeds, device, mode) for model, feeds in models), _reference_runner(device, mode)]
-    per_sample = [
-        _warm_up(once, finish, warmup, min_sample_s / (4 if i == len(models) else 1), mode.warmup_s)
+    share = budget_s / len(runners) if budget_s is not None else float("inf")
+    warmed = [
+        _warm_up(once, finish, warmup, min_sample_s / (4 if i == len(models) else 1), mode.warmup_s, share)
         for i, (once, finish) in enumerate(runners)
     ]  # the reference's samples are short: they only tell how quick the host was
+    per_sample = [runs for runs, _ in warmed]
+    if budget_s is not None:
+        sample_s = sum(runs * single for runs, single in warmed)
+        samples = max(min(samples, MIN_SAMPLES), min(samples, int(budget_s / sample_s)))
     best: list[list[float]] | None = None
+    start = time.perf_counter()
     for attempts in range(1, ATTEMPTS + 1):
         if attempts > 1:
             time.sleep(0.05 * attempts)
@@ -251,8 +275,11 @@ def time_models(
             best = values
         reference = statistics.median(best[-1])
         quickest = _quickest[device.key] = min(_quickest.get(device.key, reference), reference)
-        if reference <= SLOW_SPELL * quickest:
-            break
+        spent = time.perf_counter() - start
+        if reference <= SLOW_SPELL * quickest or spent * (attempts + 1) / attempts > (
+            budget_s if budget_s is not None else float("inf")
+        ):
+            break  # within a budget no attempt starts that would overrun it: on a loaded host every one is slow
     assert best is not None
     return [
         replace(_timing(v, samples * n), reference_ms=reference, attempts=attempts)
@@ -282,21 +309,27 @@ def _side_by_side(
 
 
 def _warm_up(
-    once: Callable[[], None], finish: Callable[[], None], warmup: int, min_sample_s: float, warmup_s: float
-) -> int:
-    """Run ``warmup`` times (and at least ``warmup_s``); return how many runs make one sample last
-    ``min_sample_s``."""
+    once: Callable[[], None],
+    finish: Callable[[], None],
+    warmup: int,
+    min_sample_s: float,
+    warmup_s: float,
+    budget_s: float = float("inf"),
+) -> tuple[int, float]:
+    """Run ``warmup`` times, or `MIN_WARMUP` times once ``budget_s`` has passed (and at least ``warmup_s``);
+    return how many runs make one sample last ``min_sample_s``, and the seconds of one run."""
     t0 = time.perf_counter()
     for i in itertools.count():
         once()
-        if i + 1 >= warmup and time.perf_counter() - t0 >= warmup_s:
+        elapsed = time.perf_counter() - t0
+        if (i + 1 >= warmup or (i + 1 >= MIN_WARMUP and elapsed >= budget_s)) and elapsed >= warmup_s:
             break
     finish()
     t0 = time.perf_counter()
     once()
     finish()
     single = max(time.perf_counter() - t0, 1e-7)
-    return max(1, min(1000, int(min_sample_s / single)))
+    return max(1, min(1000, int(min_sample_s / single))), single
 
 
 def _timing(values: list[float], runs: int) -> Timing:

@@ -982,7 +982,7 @@ def test_the_measure_limit_bounds_profiling_the_models_own_units(
     report = optimize(_two_branches(tmp_path), out, db_path, settings=settings, progress=lambda s, *_: stages.append(s))
     assert report.cost["estimated_units"] > 0 and report.search["measured_units"] == 0
     assert cost_cache()[0]["costs"].count == 0  # nothing measured, so nothing cached
-    assert {"reading rules", "profiling units", "searching regions", "checking"} <= set(stages)
+    assert {"reading rules", "measuring units", "searching regions", "checking"} <= set(stages)
     assert {"import", "start-up", "profiling", "search", "export", "check", "total"} <= set(report.seconds)
 
 

@@ -1,0 +1,108 @@
+"""Cold and warm `subst optimize` wall time per corpus model, with the report's own breakdown of where it went.
+
+    PYTHONPATH=. python3 bench/bench_cold.py --device cpu --models resnet50_ts,bert_ts
+    PYTHONPATH=. python3 bench/bench_cold.py --device cuda --result $OUT/cold-h100.json   # whole corpus, GPU machine
+
+For each model (models/corpus/, seeded weights, costed at batch 1 and sequences of 16 as `corpus.dims` says):
+a *cold* run, as a new user's first: an empty per-user cache (a fresh XDG_CACHE_HOME: the rule index is built
+again, no measured costs, no calibration) and the shipped store; then a *warm* run on the same cache. Each is the
+installed CLI in a fresh process with the defaults (`--device` aside), timed wall to wall; its --report JSON gives
+the stages (`seconds`), the units measured, estimated and taken from a shipped prior. Writes
+bench/results/<today>/cold-<device>.json (``--result``) after every model, so a run cut short keeps what it
+finished (``--resume`` then runs only the models it lacks); prints a table. The machine's load is recorded beside
+each run: on a shared host it moves the times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
+
+import corpus  # noqa: E402
+import layout  # noqa: E402
+
+from taso import profiler  # noqa: E402
+
+TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
+"""Issue 32's targets in seconds: (cold, warm); None where it sets none."""
+
+
+def _run(model: Path, out: Path, cache: Path, device: str, timeout: float) -> dict:
+    """One `subst optimize` in a fresh process: wall seconds, exit code, and the report's facts."""
+    report = out.with_suffix(".report.json")
+    report.unlink(missing_ok=True)
+    dims = [a for d, n in corpus.dims(model.stem).items() for a in ("--dim", f"{d}={n}")]
+    cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
+    cmd += [*dims, "--device", device, "--report", str(report)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        code, err = done.returncode, done.stderr.strip().splitlines()[-1:] if done.returncode else []
+    except subprocess.TimeoutExpired:
+        code, err = None, [f"timed out after {timeout:.0f} s"]
+    row: dict = {"wall_s": round(time.perf_counter() - t0, 2), "exit": code, "load_before": round(load, 2)}
+    if err:
+        row["error"] = err[0][:300]
+    if report.exists():
+        r = json.loads(report.read_text())
+        search, cost = r.get("search") or {}, r.get("cost") or {}
+        row |= {
+            "seconds": {k: round(v, 2) for k, v in r["seconds"].items()},
+            "measured_units": search.get("measured_units"),
+            "estimated_units": cost.get("estimated_units"),
+            "prior_units": (cost.get("prior") or {}).get("units", 0),
+            "speedup_predicted": round(cost["before_ms"] / cost["after_ms"], 3) if cost else None,
+            "rules_applied": sum(r["rules_applied"].values()),
+        }
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--models", help="comma-separated corpus names (default: the whole corpus)")
+    ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/cold-<device>.json)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds one run may take before it is stopped")
+    ap.add_argument("--resume", action="store_true", help="keep the models already in --result and run only the rest")
+    args = ap.parse_args()
+    names = args.models.split(",") if args.models else corpus.NAMES
+    unknown = sorted(set(names) - set(corpus.NAMES))
+    if unknown:
+        print(f"bench_cold: not in the corpus: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    device = profiler.pick_device(args.device).key
+    path = args.result or layout.result_path("cold", device)
+    result = {"meta": layout.meta(device), "targets_s": dict(zip(("cold", "warm"), TARGETS[args.device])), "models": {}}
+    if args.resume and path.exists():  # a machine lent in 10-minute calls runs the corpus over several
+        result["models"] = json.loads(path.read_text())["models"]
+        names = [n for n in names if n not in result["models"]]
+    print(f"{'model':<26}{'cold s':>9}{'warm s':>9}  cold breakdown")
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+            t = Path(tmp)
+            model = corpus.write(name, t / f"{name}.onnx")
+            row = {
+                kind: _run(model, t / f"{name}.{kind}.onnx", t / "cache", args.device, args.timeout)
+                for kind in ("cold", "warm")
+            }
+        result["models"][name] = row
+        layout.write(path, result)
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in row["cold"].get("seconds", {}).items() if k != "total")
+        print(f"{name:<26}{row['cold']['wall_s']:>9.1f}{row['warm']['wall_s']:>9.1f}  {stages}", flush=True)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Cost tables: unit costs measured on one device, written as JSON (`taso.cost.export_reference`), read back as
+a cost model that measures nothing (`taso.cost.reference_model`, what CI costs with) or as the prior of a
+device of the same identity (`prior_for`): the tables shipped for known GPUs spare a cold run measuring what
+they hold, so it measures only what they lack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from taso.cost import Calibration
+from taso.errors import BadInput
+from taso.profiler import DEFAULT_MODE, Device, Mode
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A shipped cost table (`taso.cost.export_reference`) for a device of the same identity: its calibration and unit
+    costs, taken where the store has none, so that a cold run measures only what the table lacks."""
+
+    source: str
+    device: Device
+    calibration: Calibration
+    costs: Mapping[str, float]
+
+
+PRIORS = (Path(__file__).resolve().parent.parent / "models" / "reference_costs.json",)
+"""The cost tables shipped with subst (one per known device): models/reference_costs.json, the H100's."""
+
+
+def prior_for(device: Device, mode: Mode = DEFAULT_MODE, tables: Sequence[Path] | None = None) -> Prior | None:
+    """The first of ``tables`` (the shipped `PRIORS` by default) measured on a device of ``device``'s
+    `Device.identity` (None where none was, or costs are timed in another ``mode``): a table for another GPU,
+    or the CPU, is never taken."""
+    if mode.tag:
+        return None
+    for path in PRIORS if tables is None else tables:
+        if not path.is_file():
+            continue
+        table_device, calibration, costs = read_table(str(path))
+        if table_device.identity == device.identity:
+            return Prior(str(path), table_device, calibration, costs)
+    return None
+
+
+def read_table(path: str) -> tuple[Device, Calibration, dict[str, float]]:
+    """The device, calibration and unit costs of a cost table (`export_reference`); `BadInput` (one line) for
+    a file that is not one."""
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            ref = json.load(f)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read the cost table ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a cost table (not UTF-8 text; `export_reference` writes JSON)") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}: not a cost table (not JSON: {e})") from None
+    if not isinstance(ref, dict) or not all(isinstance(ref.get(k), dict) for k in ("device", "calibration", "costs")):
+        raise BadInput(f"{path}: not a cost table (a JSON object of device, calibration and costs expected)")
+    try:
+        device, calibration = Device(**ref["device"]), Calibration(**ref["calibration"])
+    except TypeError as e:  # a field missing or unknown
+        raise BadInput(f"{path}: not a cost table ({e})") from None
+    if not all(isinstance(v, str) for v in device.__dict__.values()):
+        raise BadInput(f"{path}: not a cost table (the device's fields are text)")
+    if not all(number(v) for v in calibration.__dict__.values()) or min(calibration.gflops, calibration.gbps) <= 0:
+        raise BadInput(f"{path}: not a cost table (the calibration's fields are numbers, its ceilings positive)")
+    if not all(isinstance(k, str) and number(v) for k, v in ref["costs"].items()):
+        raise BadInput(f"{path}: not a cost table (costs map unit keys to milliseconds)")
+    return device, calibration, ref["costs"]
