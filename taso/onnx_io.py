@@ -229,9 +229,10 @@ def _size(model: onnx.ModelProto) -> int:
 
 
 def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    folded: dict[str, np.ndarray] = {}
     try:
         with _payloads_set_aside(model):
-            inferred = shape_inference.infer_shapes(model, data_prop=True)
+            inferred = _infer_folding(model, folded)
     except Exception:  # inference is an aid: fall back to what the model declares
         inferred = model
     types: dict[str, TensorType] = {}
@@ -240,10 +241,140 @@ def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
         t = _tensor_type(vi.type)
         if t is not None:
             types[vi.name] = t
+    for name, value in folded.items():
+        types.setdefault(name, TensorType(value.dtype.name, tuple(int(d) for d in value.shape)))
     for init in model.graph.initializer:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).name
         types[init.name] = TensorType(dtype, tuple(int(d) for d in init.dims))
     return types
+
+
+NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+"""Ops whose output is drawn anew in every run: never a constant, whatever their inputs."""
+FOLD_ELEMENTS = 2**16
+"""The largest value shape inference is handed as a constant (`_infer_folding`): shape arithmetic is small."""
+FOLD_ROUNDS = 32
+"""Inference passes `_infer_folding` makes at most after the first: each may make a tensor static whose Shape
+the next folds (TorchScript's ShuffleNet-v2 needs 15, its Swin-T 18, a block's channel split each)."""
+
+
+def _infer_folding(model: onnx.ModelProto, folded: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """onnx's shape inference, handed the values of the shape arithmetic over static shapes as constants; the
+    values go to ``folded``. onnx's data propagation stops at ops it does not cover: with BERT's input dims
+    bound, Range over Shape(input_ids) stayed unknown, and so did every activation after it (broadcast against
+    1, an unknown length stays unknown), so 26 of BERT-tiny's 32 units were estimated at the default size 1.
+    Such values are constants once the shapes they read are static: each node that reads a static tensor's
+    shape (Shape, Size) or only such values and constants is evaluated (onnx's reference evaluator, at the
+    model's opsets) and becomes an initializer in a copy that only inference sees; the model is unchanged."""
+    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    for _ in range(FOLD_ROUNDS):
+        if not _fold_shape_values(model, inferred, folded):
+            break
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        kept = [n for n in probe.graph.node if not any(o in folded for o in n.output)]
+        del probe.graph.node[:]
+        probe.graph.node.extend(kept)
+        try:
+            probe.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in folded.items())
+            inferred = shape_inference.infer_shapes(probe, data_prop=True)
+        except Exception:  # keep what the last round inferred
+            break
+    return inferred
+
+
+def _fold_shape_values(model: onnx.ModelProto, inferred: onnx.ModelProto, folded: dict[str, np.ndarray]) -> bool:
+    """Add to ``folded`` the values of ``model``'s nodes that `_infer_folding` evaluates, given the types in
+    ``inferred``; True if it found any."""
+    g = inferred.graph
+    types = {vi.name: t for vi in (*g.input, *g.value_info, *g.output) if (t := _tensor_type(vi.type)) is not None}
+    values = _Values(model, folded)
+    found = False
+    for node in model.graph.node:
+        if not _evaluable(node) or any(o in folded for o in node.output):
+            continue
+        if node.op_type in ("Shape", "Size"):
+            t = types.get(node.input[0])
+            if t is None or not t.is_static:
+                continue
+            feeds = {node.input[0]: np.broadcast_to(np.zeros((), np.uint8), t.shape)}  # its shape, no data
+            found |= values.evaluate(node, feeds)
+        elif any(i in folded for i in node.input):
+            found |= values.evaluate(node)
+    return found
+
+
+def _evaluable(node: onnx.NodeProto) -> bool:
+    """Whether `_infer_folding` may evaluate ``node``: a default-domain op with no subgraph, every output named,
+    that computes the same in every run."""
+    return (
+        node.domain in _DEFAULT_DOMAINS
+        and node.op_type not in NONDETERMINISTIC
+        and "" not in node.output
+        and not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+    )
+
+
+class _Values:
+    """Values `_infer_folding` knows: those folded so far, small initializers, and what nodes compute from
+    them alone (evaluated when a folded node reads them: a Reshape of two constants, say)."""
+
+    def __init__(self, model: onnx.ModelProto, folded: dict[str, np.ndarray]) -> None:
+        self.model, self.folded = model, folded
+        self.initializers = {t.name: t for t in model.graph.initializer}
+        self.producers = {o: n for n in model.graph.node for o in n.output}
+        self.failed: set[int] = set()
+        """Nodes the evaluator could not run, or whose output is too large: not tried again."""
+
+    def get(self, name: str) -> np.ndarray | None:
+        if name in self.folded:
+            return self.folded[name]
+        if name in self.initializers:
+            t = self.initializers[name]
+            if np.prod(t.dims, dtype=np.int64) > FOLD_ELEMENTS or t.data_location == onnx.TensorProto.EXTERNAL:
+                return None
+            try:
+                return numpy_helper.to_array(t)
+            except ValueError:  # a payload `_payloads_set_aside` holds
+                return None
+        node = self.producers.get(name)
+        if node is not None and id(node) not in self.failed and _evaluable(node) and self.evaluate(node):
+            return self.folded[name]
+        return None
+
+    def evaluate(self, node: onnx.NodeProto, feeds: Mapping[str, np.ndarray] | None = None) -> bool:
+        """Evaluate ``node`` on ``feeds`` (default: its inputs' known values) into `folded`; False if an input
+        is unknown, the evaluator cannot run it, or an output is too large."""
+        if feeds is None:
+            feeds = {}
+            for i in dict.fromkeys(i for i in node.input if i):
+                value = self.get(i)
+                if value is None:
+                    return False
+                feeds[i] = value
+        values = _evaluate(node, feeds, self.model)
+        if values is None or any(v.size > FOLD_ELEMENTS for v in values):
+            self.failed.add(id(node))
+            return False
+        self.folded.update(zip(node.output, values))
+        return True
+
+
+def _evaluate(node: onnx.NodeProto, feeds: Mapping[str, np.ndarray], model: onnx.ModelProto) -> list[np.ndarray] | None:
+    """``node``'s outputs on ``feeds``, by onnx's reference evaluator at ``model``'s opsets; None if it cannot."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        elems = {k: helper.np_dtype_to_tensor_dtype(v.dtype) for k, v in feeds.items()}
+        inputs = [helper.make_tensor_value_info(k, elem, None) for k, elem in elems.items()]
+        graph = helper.make_graph([node], "fold", inputs, [onnx.ValueInfoProto(name=o) for o in node.output])
+        one = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+        with np.errstate(all="ignore"):  # constants of a model's arithmetic (a log of 0, say) are its own business
+            return [np.asarray(v) for v in ReferenceEvaluator(one).run(None, dict(feeds))]
+    except Exception:  # an op the evaluator does not cover, or inputs it refuses: inference goes without it
+        return None
 
 
 def _attr_value(a: onnx.AttributeProto) -> AttrValue | None:
