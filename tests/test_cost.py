@@ -154,6 +154,22 @@ def test_past_the_measure_limit_units_are_estimated_and_a_later_run_measures_the
     assert later.measured == len(b.units) and b.estimated == 0 and later.measuring_s > 0
 
 
+def test_the_measure_limit_bounds_a_fresh_store_s_calibration(tmp_path: Path, cpu) -> None:
+    """Calibration is the first measurement a fresh store makes: with no seconds to measure it is not made (the
+    defaults stand in, stored nowhere, and say so), and its seconds count against the limit the units share."""
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    none = cost.CostModel(cpu, db, measure_limit=0.0)
+    a = none.graph_cost(g)
+    assert none.calibration_estimated and none.calibration == cost.DEFAULT_CALIBRATION
+    assert none.measuring_s == 0 and none.measured == 0 and a.estimated == len(a.units)
+    assert db["devices"].count == 0 and db["costs"].count == 0
+    spent = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), measure_limit=1e-9)  # calibration spends it
+    b = spent.graph_cost(g)
+    assert not spent.calibration_estimated and spent.measuring_s > 0 and db["devices"].count == 1
+    assert spent.measured == 0 and b.estimated == len(b.units)
+
+
 def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_path: Path, cpu, calibration) -> None:
     relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
     g = parse_graph(
@@ -275,6 +291,17 @@ def test_profile_cli_caches_in_the_store(tmp_path: Path, bert_path: Path) -> Non
     assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
     r = subst("profile", bert_path, "--dim", "seq", "--store", db)
     assert r.returncode == 2 and "NAME=SIZE" in r.stderr
+
+
+def test_profile_measures_nothing_past_its_measure_limit(tmp_path: Path, bert_path: Path) -> None:
+    db = tmp_path / "s.db"
+    args = ["profile", bert_path, "--device", "cpu", "--store", db, "--measure-limit", "0", "--no-measure-model"]
+    r = subst(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["measured_now"] == 0 and out["estimated"] == out["units"] > 0 and out["estimated_calibration"]
+    assert store.open_store(db)["devices"].count == 0  # a fresh store, not calibrated: a later run does it
+    assert "device calibration estimated" in subst(*args).stdout
 
 
 def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu, calibration) -> None:
