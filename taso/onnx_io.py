@@ -269,41 +269,23 @@ def _infer_folding(model: onnx.ModelProto, folded: dict[str, np.ndarray]) -> onn
     shape (Shape, Size) or only such values and constants is evaluated (onnx's reference evaluator, at the
     model's opsets) and becomes an initializer in a copy that only inference sees; the model is unchanged."""
     inferred = shape_inference.infer_shapes(model, data_prop=True)
+    values = _Values(model, folded)
+    probe = onnx.ModelProto()
     for _ in range(FOLD_ROUNDS):
-        if not _fold_shape_values(model, inferred, folded):
+        new = values.fold_round(inferred)
+        if not new:
             break
-        probe = onnx.ModelProto()
-        probe.CopyFrom(model)
+        if not probe.HasField("graph"):
+            probe.CopyFrom(model)
         kept = [n for n in probe.graph.node if not any(o in folded for o in n.output)]
         del probe.graph.node[:]
         probe.graph.node.extend(kept)
         try:
-            probe.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in folded.items())
+            probe.graph.initializer.extend(numpy_helper.from_array(folded[k], k) for k in new)
             inferred = shape_inference.infer_shapes(probe, data_prop=True)
         except Exception:  # keep what the last round inferred
             break
     return inferred
-
-
-def _fold_shape_values(model: onnx.ModelProto, inferred: onnx.ModelProto, folded: dict[str, np.ndarray]) -> bool:
-    """Add to ``folded`` the values of ``model``'s nodes that `_infer_folding` evaluates, given the types in
-    ``inferred``; True if it found any."""
-    g = inferred.graph
-    types = {vi.name: t for vi in (*g.input, *g.value_info, *g.output) if (t := _tensor_type(vi.type)) is not None}
-    values = _Values(model, folded)
-    found = False
-    for node in model.graph.node:
-        if not _evaluable(node) or any(o in folded for o in node.output):
-            continue
-        if node.op_type in ("Shape", "Size"):
-            t = types.get(node.input[0])
-            if t is None or not t.is_static:
-                continue
-            feeds = {node.input[0]: np.broadcast_to(np.zeros((), np.uint8), t.shape)}  # its shape, no data
-            found |= values.evaluate(node, feeds)
-        elif any(i in folded for i in node.input):
-            found |= values.evaluate(node)
-    return found
 
 
 def _evaluable(node: onnx.NodeProto) -> bool:
@@ -312,6 +294,7 @@ def _evaluable(node: onnx.NodeProto) -> bool:
     return (
         node.domain in _DEFAULT_DOMAINS
         and node.op_type not in NONDETERMINISTIC
+        and len(node.output) > 0
         and "" not in node.output
         and not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
     )
@@ -325,8 +308,31 @@ class _Values:
         self.model, self.folded = model, folded
         self.initializers = {t.name: t for t in model.graph.initializer}
         self.producers = {o: n for n in model.graph.node for o in n.output}
+        self.candidates = [n for n in model.graph.node if _evaluable(n)]
+        self.evaluable = {id(n) for n in self.candidates}
         self.failed: set[int] = set()
-        """Nodes the evaluator could not run, or whose output is too large: not tried again."""
+        """Nodes the evaluator cannot run, or whose output is too large: not tried again."""
+        self.unknown: set[int] = set()
+        """Nodes with an input this round does not know: not tried again in the round."""
+
+    def fold_round(self, inferred: onnx.ModelProto) -> list[str]:
+        """Fold each node that reads a static tensor's shape (its type in ``inferred``) or a value folded
+        before it; returns the values it added to `folded`."""
+        g = inferred.graph
+        infos = {vi.name: vi for vi in (*g.input, *g.value_info, *g.output)}
+        before = len(self.folded)
+        self.unknown.clear()
+        for node in self.candidates:
+            if id(node) in self.failed or node.output[0] in self.folded:
+                continue
+            if node.op_type in ("Shape", "Size"):
+                vi = infos.get(node.input[0])
+                t = None if vi is None else _tensor_type(vi.type)
+                if t is not None and t.is_static:
+                    self.evaluate(node, {node.input[0]: np.broadcast_to(np.zeros((), np.uint8), t.shape)})
+            elif any(i in self.folded for i in node.input):
+                self.evaluate(node)
+        return list(self.folded)[before:]
 
     def get(self, name: str) -> np.ndarray | None:
         if name in self.folded:
@@ -340,18 +346,21 @@ class _Values:
             except ValueError:  # a payload `_payloads_set_aside` holds
                 return None
         node = self.producers.get(name)
-        if node is not None and id(node) not in self.failed and _evaluable(node) and self.evaluate(node):
+        if node is not None and id(node) in self.evaluable and self.evaluate(node):
             return self.folded[name]
         return None
 
     def evaluate(self, node: onnx.NodeProto, feeds: Mapping[str, np.ndarray] | None = None) -> bool:
         """Evaluate ``node`` on ``feeds`` (default: its inputs' known values) into `folded`; False if an input
         is unknown, the evaluator cannot run it, or an output is too large."""
+        if id(node) in self.failed or id(node) in self.unknown:
+            return False
         if feeds is None:
             feeds = {}
             for i in dict.fromkeys(i for i in node.input if i):
                 value = self.get(i)
                 if value is None:
+                    self.unknown.add(id(node))
                     return False
                 feeds[i] = value
         values = _evaluate(node, feeds, self.model)
