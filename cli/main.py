@@ -154,8 +154,9 @@ def cli() -> None:
     type=Finite(min=0),
     default=60.0,
     show_default=True,
-    help="Seconds the search may spend measuring op costs the cache lacks (not counted in --time-limit); "
-    "past it they are estimated, and measured by a later run.",
+    help="Seconds the run may spend measuring what the cost cache lacks: the device's calibration (once per "
+    "store), the model's op costs and the search's (not counted in --time-limit); past it they are estimated, "
+    "and measured by a later run.",
 )
 @click.option(
     "--device",

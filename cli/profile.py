@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import dim_option, parse_dims
+from cli.options import Finite, dim_option, parse_dims
 from cli.progress import StageBars
 from taso import cost, onnx_io, profiler
 from taso.cachedir import cost_cache
@@ -28,6 +28,12 @@ from taso.optimize import COSTS_NOT_CACHED
 @dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them; default 1).")
 @click.option("--refresh", is_flag=True, help="Re-measure everything, ignoring the cache.")
 @click.option(
+    "--measure-limit",
+    type=Finite(min=0),
+    help="Seconds to spend measuring what the cache lacks (the device's calibration, then op costs); past it "
+    "they are estimated, and measured by a later run. Default: no limit.",
+)
+@click.option(
     "--measure-model/--no-measure-model",
     default=True,
     show_default=True,
@@ -42,6 +48,7 @@ def profile(
     device: str,
     dims: tuple[str, ...],
     refresh: bool,
+    measure_limit: float | None,
     measure_model: bool,
     top: int,
     as_json: bool,
@@ -67,7 +74,7 @@ def profile(
     onnx_io.check_dims(graph, sizes)
     graph = onnx_io.concretize(graph, sizes)
     db, uncached = cost_cache()
-    model_cost = cost.CostModel(dev, db, refresh=refresh)
+    model_cost = cost.CostModel(dev, db, refresh=refresh, measure_limit=measure_limit)
     bars = StageBars()
     try:
         predicted = model_cost.at_quick_host(
@@ -91,6 +98,7 @@ def profile(
         "measured_now": model_cost.measured,
         "from_cache": model_cost.cached,
         "estimated": predicted.estimated,
+        "estimated_calibration": model_cost.calibration_estimated,
         "predicted_ms": predicted.total_ms,
         "measured_ms": measured,
         "error_pct": None if measured is None else 100 * (predicted.total_ms - measured) / measured,
@@ -108,7 +116,8 @@ def profile(
     lines = [
         f"device     {dev.key}",
         f"units      {n_units} ({len(predicted.units)} distinct): {model_cost.measured} measured now, "
-        f"{model_cost.cached} from cache, {predicted.estimated} estimated",
+        f"{model_cost.cached} from cache, {predicted.estimated} estimated"
+        + ("; device calibration estimated (no time left to measure it)" if model_cost.calibration_estimated else ""),
         f"predicted  {predicted.total_ms:.4f} ms"
         + (f"   measured {measured:.4f} ms ({data['error_pct']:+.1f} %)" if measured else "")
         + (f"   host {host:.2f}x its quick run overhead meanwhile" if host else ""),

@@ -374,6 +374,7 @@ class CostModel:
         table: Mapping[str, float] | None = None,
         mode: Mode = DEFAULT_MODE,
         prior: Prior | None = None,
+        measure_limit: float | None = None,
     ) -> None:
         self.device, self.db, self.measure, self.refresh, self.mode = device, db, measure, refresh, mode
         self.prior = prior
@@ -393,10 +394,13 @@ class CostModel:
         self.measured = self.cached = 0
         self.measuring_s = 0.0
         """Seconds spent measuring so far: a search's clock leaves them out (see `taso.optimize`)."""
-        self.measure_until: float | None = None
-        """`measuring_s` past which units not yet known are estimated instead of measured (None: no limit)."""
+        self.measure_until: float | None = measure_limit
+        """`measuring_s` past which units not yet known are estimated instead of measured (None: no limit); the
+        device's calibration counts, as the first measurement a fresh store makes."""
         self.references: list[float] = []
         """Reference runs timed beside this model's measurements, where there is no store to log them in."""
+        self.calibration_estimated = False
+        """Whether `calibration` is `DEFAULT_CALIBRATION`, for want of a measurement (none allowed, or no time)."""
         if db is not None:
             _create_tables(db)
         self.calibration = calibration or self._calibration()
@@ -409,9 +413,12 @@ class CostModel:
             return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"], row["reference_ms"] or 0.0)
         if self.prior is not None and not self.refresh:  # its costs were measured at its calibration's speeds
             return self.prior.calibration
-        if not self.measure:
+        if not self.measure or self._out_of_time():  # not stored: a run with time to measure calibrates
+            self.calibration_estimated = True
             return DEFAULT_CALIBRATION
+        t0 = time.perf_counter()
         cal = calibrate(self.device)
+        self.measuring_s += time.perf_counter() - t0
         if self.db is not None:
             self.db["devices"].upsert({"device": self.key, **cal.__dict__, "measured_at": _now()}, pk="device")
         self._log_host(cal.reference_ms)

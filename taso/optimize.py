@@ -55,8 +55,9 @@ class Settings:
     pet: bool = False
     """Also try PET mutants of convolutions and matmuls with exact corrections (`taso.pet`)."""
     measure_limit: float = 60.0
-    """Seconds spent measuring units the cache lacks, the model's own and those the search meets; past it they
-    are estimated (and measured by a later run). A cold GPU cache spends them once: the next run is pure search."""
+    """Seconds spent measuring what the cache lacks: a fresh store's device calibration, the model's own units and
+    those the search meets; past it they are estimated (and measured by a later run). A cold GPU cache spends them
+    once: the next run is pure search."""
     specs: str | Path = provenance.SPECS_DIR
     """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
     check_inputs: feeds.Source | Sequence[feeds.Source] = ()
@@ -78,7 +79,8 @@ class Report:
     check: check.CheckResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     cost: dict[str, object] = field(default_factory=dict)
-    """Predicted latency before/after (ms), the device it was measured on, how many units were estimated."""
+    """Predicted latency before/after (ms), the device it was measured on, how many units were estimated, and
+    whether the device's calibration was (no time to measure it)."""
     search: dict[str, object] = field(default_factory=dict)
     upgrade: dict[str, object] | None = None
     """The opset upgrade import made to the file (`onnx_io.Upgrade`), and whether the check ran against the
@@ -94,7 +96,8 @@ class Report:
         s = self.search
         return [
             f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
-            + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else ""),
+            + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else "")
+            + (", device calibration estimated" if self.cost.get("estimated_calibration") else ""),
             *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
             *(
                 [f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device"]
@@ -285,13 +288,14 @@ def _rewrite(
         cache, uncached = cost_cache()
         model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
         progress("preparing the cost model", 1, 1)
-        model.measure_until = model.measuring_s + settings.measure_limit
         ran, precomputed = precompute(graph)
         folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
 
     def predicted(h: Graph) -> float:
         return model.graph_cost(h).total_ms
 
+    times["start-up"] -= model.measuring_s  # a fresh store's device calibration is profiling
+    times["profiling"] = model.measuring_s
     with _timed(times, "profiling"):
         model.graph_cost(folded, progress=lambda done, units: progress("measuring units", done, units))
     measured, measuring = model.measured, model.measuring_s
@@ -329,6 +333,7 @@ def _rewrite(
         "after_ms": model.at_quick_host(after).total_ms,
         "device": model.device.key,
         "estimated_units": after.estimated,
+        "estimated_calibration": model.calibration_estimated and model.measure,
         **({"prior": {"table": model.prior.source, "units": model.from_prior}} if model.from_prior else {}),
         **({"warning": f"{COSTS_NOT_CACHED}: {uncached}"} if model.measure and uncached else {}),
         **({"untimed_gain": untimed} if untimed is not None else {}),
@@ -365,7 +370,8 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
     if settings.device == "estimate":  # not the cache's costs either: what they are depends on the machine
         return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
     device = profiler.pick_device(settings.device)
-    return cost.CostModel(device, db, dims=dims, prior=costtables.prior_for(device))
+    prior = costtables.prior_for(device)
+    return cost.CostModel(device, db, dims=dims, prior=prior, measure_limit=settings.measure_limit)
 
 
 def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:

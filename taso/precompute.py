@@ -18,7 +18,6 @@ import numpy as np
 from taso import onnx_io
 from taso.ir import Graph, Kind, TensorType, WeightData, eliminate_dead, lint
 
-NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
 MAX_BYTES = 64 * 2**20
 """A folded value larger than this stays computed: folding must not blow up the model file."""
 
@@ -97,7 +96,7 @@ def precompute(g: Graph) -> tuple[Graph, int]:
 def _foldable(g: Graph, value: str) -> bool:
     """Deterministic, a node's only output (a node must go whole), and not read from inside a subgraph."""
     producer = g.producers.get(value)
-    if producer is None or producer.op in NONDETERMINISTIC or producer.implicit:
+    if producer is None or producer.op in onnx_io.NONDETERMINISTIC or producer.implicit:
         return False
     if len([o for o in producer.outputs if o]) != 1:
         return False

@@ -154,6 +154,22 @@ def test_past_the_measure_limit_units_are_estimated_and_a_later_run_measures_the
     assert later.measured == len(b.units) and b.estimated == 0 and later.measuring_s > 0
 
 
+def test_the_measure_limit_bounds_a_fresh_store_s_calibration(tmp_path: Path, cpu) -> None:
+    """Calibration is the first measurement a fresh store makes: with no seconds to measure it is not made (the
+    defaults stand in, stored nowhere, and say so), and its seconds count against the limit the units share."""
+    g = _with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    none = cost.CostModel(cpu, db, measure_limit=0.0)
+    a = none.graph_cost(g)
+    assert none.calibration_estimated and none.calibration == cost.DEFAULT_CALIBRATION
+    assert none.measuring_s == 0 and none.measured == 0 and a.estimated == len(a.units)
+    assert db["devices"].count == 0 and db["costs"].count == 0
+    spent = cost.CostModel(cpu, store.open_store(tmp_path / "s.db"), measure_limit=1e-9)  # calibration spends it
+    b = spent.graph_cost(g)
+    assert not spent.calibration_estimated and spent.measuring_s > 0 and db["devices"].count == 1
+    assert spent.measured == 0 and b.estimated == len(b.units)
+
+
 def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_path: Path, cpu, calibration) -> None:
     relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
     g = parse_graph(
@@ -260,19 +276,36 @@ def test_device_choice(cpu) -> None:
 
 
 def test_profile_cli_caches_per_user(tmp_path: Path, bert_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --dim every dim is 1, and every unit is measured: at size 1, Range's length over Shape(input_ids)
+    stayed unknown to shape inference, and 26 of BERT-tiny's 32 units were estimated."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    args = ["profile", bert_path, "--device", "cpu", "--dim", "batch=1", "--dim", "seq=8", "--json"]
+    args = ["profile", bert_path, "--device", "cpu", "--json"]
     r = subst(*args)
     assert r.returncode == 0, r.stderr
     first = json.loads(r.stdout)
-    assert first["measured_now"] > 0 and first["measured_ms"] > 0 and first["predicted_ms"] > 0
+    assert first["measured_now"] == first["distinct_units"] > 0 and first["estimated"] == 0
+    assert first["measured_ms"] > 0 and first["predicted_ms"] > 0
     assert first["host_slowdown"] > 0  # the reference run timed beside the whole model, over the quick one
-    r = subst(*args, "--no-measure-model")
-    second = json.loads(r.stdout)
+    r = subst(*args, "--dim", "batch=1", "--dim", "seq=1", "--no-measure-model")
+    second = json.loads(r.stdout)  # the default sizes, named: the same units
     assert second["measured_now"] == 0 and second["from_cache"] == first["measured_now"]
     assert (tmp_path / "cache" / "subst" / "costs.db").is_file()
     r = subst("profile", bert_path, "--dim", "seq")
     assert r.returncode == 2 and "NAME=SIZE" in r.stderr
+
+
+def test_profile_measures_nothing_past_its_measure_limit(
+    tmp_path: Path, bert_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    args = ["profile", bert_path, "--device", "cpu", "--measure-limit", "0", "--no-measure-model"]
+    r = subst(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["measured_now"] == 0 and out["estimated"] == out["units"] > 0 and out["estimated_calibration"]
+    costs = tmp_path / "cache" / "subst" / "costs.db"  # a fresh cache, not calibrated: a later run does it
+    assert not costs.exists() or store.open_store(costs)["devices"].count == 0
+    assert "device calibration estimated" in subst(*args).stdout
 
 
 def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu, calibration) -> None:

@@ -965,6 +965,19 @@ def test_a_grouped_conv_made_plain_takes_the_models_group_and_writes_the_literal
     assert compare(src, written, g, rtol=1e-4, atol=1e-5).ok
 
 
+def test_the_measure_limit_bounds_a_fresh_caches_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cost cache that has never seen this device calibrates it first, a measurement like any other: with no
+    seconds to measure, the defaults stand in, nothing is stored, and the report says so."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    db_path = _store(tmp_path, RELU_OF_SPLIT)
+    report = optimize(
+        _two_branches(tmp_path), tmp_path / "o.onnx", db_path, settings=Settings(device="cpu", measure_limit=0.0)
+    )
+    assert report.cost["estimated_calibration"] and report.search["measured_units"] == 0
+    assert any(x.startswith("cost") and "device calibration estimated" in x for x in report.lines())
+    assert cost_cache()[0]["devices"].count == 0
+
+
 def test_the_measure_limit_bounds_profiling_the_models_own_units(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -54,6 +54,20 @@ def test_weight_only_chain_becomes_one_initializer(tmp_path: Path) -> None:
     assert compare(src, out, g).ok
 
 
+def test_a_draw_from_weights_is_not_folded(tmp_path: Path) -> None:
+    """Bernoulli draws anew in every run, even over weights: folded once, every run would give the same draw."""
+    graph = helper.make_graph(
+        [helper.make_node("Bernoulli", ["p"], ["b"]), helper.make_node("Add", ["x", "b"], ["y"])],
+        "draw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(np.full(4, 0.5, np.float32), "p")],
+    )
+    g = onnx_io.load_model(write_graph(graph, tmp_path / "draw.onnx"))
+    folded, removed = precompute(g)
+    assert removed == 0 and [n.op for n in folded.nodes] == ["Bernoulli", "Add"]
+
+
 def test_nothing_to_fold_is_a_no_op(bert_path: Path) -> None:
     g = onnx_io.load_model(bert_path)
     assert precompute(g) == (g, 0)
