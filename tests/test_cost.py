@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taso import cost, onnx_io, precompute, profiler, store
+from taso.cachedir import cost_cache
 from taso.check import Runner, random_inputs
 from taso.errors import BadInput
 from taso.ir import TensorType, WeightData, parse_graph
@@ -303,8 +304,8 @@ def test_profile_measures_nothing_past_its_measure_limit(
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["measured_now"] == 0 and out["estimated"] == out["units"] > 0 and out["estimated_calibration"]
-    costs = tmp_path / "cache" / "subst" / "costs.db"  # a fresh cache, not calibrated: a later run does it
-    assert not costs.exists() or store.open_store(costs)["devices"].count == 0
+    cache, _ = cost_cache()  # a fresh cache, not calibrated: a later run does it
+    assert "devices" not in cache.table_names() or cache["devices"].count == 0
     assert "device calibration estimated" in subst(*args).stdout
 
 
