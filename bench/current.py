@@ -199,7 +199,13 @@ METRICS: list[Metric] = [
         "2026-11-26/cold-cpu.json",
         _cold("warm"),
     ),
-    Metric("optimize: every corpus model cold, H100", 32, Target("<=", 30, "<= 30 s"), None),
+    Metric(
+        "optimize: every corpus model cold, H100",
+        32,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-26/cold-h100.json",
+        _cold("cold"),
+    ),
     Metric(
         "optimize: a 2-node model, cost table (report total, max of runs)",
         31,
