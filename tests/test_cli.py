@@ -112,7 +112,8 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "costs a list": ([*costs, tmp / "costs_list.json"], "not a cost table"),
         "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rules file not UTF-8": (["rules", "add", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
-        "rule id past SQLite's": (["rules", "show", str(2**64)], "x<=9223372036854775807"),
+        "rule id past SQLite's": (["rules", "show", str(2**64)], "no rule with id 18446744073709551616"),
+        "rule id unknown": (["rules", "show", "0123456789"], "no rule with id 0123456789"),
         "rules into a missing folder": (
             ["rules", "add", ROOT / "specs/rules/batchnorm.rules", "--store", nodir],
             "folder",
@@ -250,7 +251,7 @@ def test_check_refuses_a_wrong_rewrite_and_writes_nothing(tmp_path: Path, bert_p
     out = tmp_path / "out.onnx"
     with pytest.raises(CheckFailed, match="pooler_output") as info:
         optimize(bert_path, out, rewrite=_sabotage)
-    assert info.value.report.rules_applied == {"tanh-is-relu": 1}
+    assert info.value.report.rules_applied == {"tanh-is-relu": {"name": "tanh-is-relu", "count": 1}}
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
@@ -561,7 +562,7 @@ def test_rules_list_into_a_pipe_closed_early_is_quiet_and_ok() -> None:
     header = run.stdout.readline()  # type: ignore[union-attr]
     run.stdout.close()  # type: ignore[union-attr]
     err = run.stderr.read()  # type: ignore[union-attr]
-    assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"id"
+    assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"row"
     listed = json.loads(subst("rules", "list", "--limit", "0", "--json").stdout)
     assert len(listed) == json.loads(subst("rules", "stats", "--json").stdout)["rules"] > 50 * 64  # 0: all
 
