@@ -21,7 +21,7 @@ from taso.cachedir import cost_cache
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
-from taso.rules import REVERSE, Rule
+from taso.rules import ID_LENGTH, REVERSE, Rule
 from taso.search import apply_everywhere, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
@@ -171,13 +171,15 @@ class Report:
     def lines(self) -> list[str]:
         rules = {k: v for k, v in self.rules_applied.items() if not k.startswith(pet.PREFIX)}
         mutants = sorted(k.removeprefix(pet.PREFIX) for k in self.rules_applied if k.startswith(pet.PREFIX))
-        applied = [f"          {v['count']:>3}x {k:<19} {v['name']}" for k, v in sorted(rules.items())]
+        width = ID_LENGTH + len(REVERSE)
+        applied = [f"          {v['count']:>3}x {k:<{width}}  {v['name']}" for k, v in sorted(rules.items())]
         return [
             f"input     {self.input}",
             f"output    {self.output}",
             f"nodes     {self._file_nodes()}{self.nodes_before} -> {self.nodes_after} "
             f"({self.opaque_nodes} passed through untouched)",
-            f"rules     {self.proved_rules} proved in store; applied: {'by id (`subst rules show ID`):' if applied else 'none'}",
+            f"rules     {self.proved_rules} proved in store; applied: "
+            + ("by id (`subst rules show ID`):" if applied else "none"),
             *applied,
             *self._untrusted_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
@@ -252,7 +254,7 @@ def _rewrite(
     times: dict[str, float],
     inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Graph, dict[str, Applied], dict, dict]:
-    """The rewritten graph, the rules applied (`named`), predicted (and measured) costs, and search facts; ``times`` gets
+    """The rewritten graph, the rules applied, predicted (and measured) costs, and search facts; ``times`` gets
     the seconds of each stage. Rules are read and indexed before the search's clock starts, and the clock stops
     while the cost model measures units the cache lacks (the model's own first, then the candidates', for up to
     ``measure_limit`` seconds in all), so the time limit is the search's own, not the time a GPU takes to
