@@ -15,6 +15,10 @@ target under ``free: group``). The verifier then proves the rule for every value
 The condition ``always`` marks a rule `taso.optimize` applies wherever it matches before the search: one the
 cost model prices at nothing because onnxruntime makes it itself at load (a BatchNorm folded into its Conv),
 and that opens matches for others. Searching it would only spend the budget on rewrites that cannot pay.
+
+A rule's ``id`` (`rule_id`) is a digest of what it says, so a report's count names one rule of the store
+(`subst rules show ID`) where the generator's names, op censuses, each covered hundreds; its `Rule.title`
+states the algebra (`algebra`), derived from the graphs, unless a name was written by hand.
 """
 
 from __future__ import annotations
@@ -108,7 +112,8 @@ class Rule:
     id: str = field(default="", compare=False, hash=False)
     """What reports and `subst rules show` name the rule by: its `rule_id`, computed when not given (a store
     gives the one it saved). Variants the search makes keep it: a rule `lifted` is the same rule, one read
-    backwards is ``ID~reverse`` (`taso.search.both_directions`)."""
+    backwards is ``ID~reverse`` (`taso.search.both_directions`). `dataclasses.replace` keeps it too: a rule
+    made to say something else is built anew, or given ``id=""``."""
 
     def __post_init__(self) -> None:
         if len(self.src.outputs) != len(self.dst.outputs):

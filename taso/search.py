@@ -83,6 +83,7 @@ class SearchResult:
     cost_before: float
     cost_after: float
     applied: Counter = field(default_factory=Counter)
+    """How often each rule was applied, by `Rule.id` (a PET mutant by its name)."""
     expanded: int = 0
     candidates: int = 0
     declined: Counter = field(default_factory=Counter)
