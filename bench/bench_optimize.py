@@ -125,7 +125,7 @@ def main() -> int:
     )
     for r in rows:
         cells = "".join(f"{r['speedup'][p]:>12.3f}" if p in r["speedup"] else f"{'-':>12}" for p in columns)
-        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
+        rules = ", ".join(f"{k} x{v['count']}" for k, v in sorted(r["rules"].items())) or "none"
         print(
             f"{r['model']:<14}{r['ms']['original']:>9.3f}{cells}{r['predicted_speedup']:>8.3f}{r['optimize_s']:>7.1f}  {rules}"
         )

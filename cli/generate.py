@@ -16,7 +16,7 @@ from taso.errors import BadInput
 from taso.generate import FORMS, Result, load_config, save, settings_from
 from taso.generate import generate as run_generate
 from taso.ir import IRError
-from taso.rules import STATUSES, parse_rules
+from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules
 
 
 def _form_table() -> str:
@@ -238,16 +238,17 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
 def list_rules(
     store_path: Path, op: str | None, max_ops: int | None, status: str | None, limit: int, as_json: bool
 ) -> None:
-    """One line per rule: id, status, ops on each side, name."""
+    """One line per rule: its store row, its id (what reports name it by), status, ops on each side, and its
+    name: the one written by hand, else the algebra of each side."""
     db = store.open_store(store_path)
     where, args = _where(op, max_ops, status)
     rows = list(db["rules"].rows_where(where, args, order_by="id", limit=limit or None))
     if as_json:
         click.echo(json.dumps([_row_json(r) for r in rows], indent=2))
         return
-    click.echo(f"{'id':>6}  {'status':<10}{'ops':>7}  name")
+    click.echo(f"{'row':>6}  {'id':<{ID_LENGTH}}  {'status':<10}{'ops':>7}  name")
     for r in rows:
-        click.echo(f"{r['id']:>6}  {r['status']:<10}{r['src_ops']:>3}->{r['dst_ops']:<2}  {r['name']}")
+        click.echo(f"{r['id']:>6}  {r['rule_id']}  {r['status']:<10}{r['src_ops']:>3}->{r['dst_ops']:<2}  {_title(r)}")
     total = db["rules"].count_where(where, args)
     if total > len(rows):
         click.echo(f"... {total - len(rows)} more (use --limit 0 for all)")
@@ -255,19 +256,21 @@ def list_rules(
 
 @rules.command("show")
 @_STORE_OPTION
-@click.argument("rule_id", type=click.IntRange(min=1, max=2**63 - 1))
+@click.argument("rule_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
-def show_rule(store_path: Path, rule_id: int, as_json: bool) -> None:
-    """Both sides of rule RULE_ID, its fingerprint, provenance and verdict detail."""
+def show_rule(store_path: Path, rule_id: str, as_json: bool) -> None:
+    """Both sides of rule RULE_ID, its fingerprint, provenance and verdict detail. RULE_ID is the id a report
+    or `rules list` gives (``ID~reverse``, a rule applied backwards, shows that rule), or its store row."""
     db = store.open_store(store_path)
-    rows = list(db["rules"].rows_where("id = ?", [rule_id]))
-    if not rows:
+    r = store.find_rule(db, rule_id)
+    if r is None:
         raise BadInput(f"{store_path}: no rule with id {rule_id}")
-    r = rows[0]
     if as_json:
         click.echo(json.dumps(_row_json(r), indent=2))
         return
-    click.echo(f"rule {r['id']}  {r['name']}  [{r['status']}]  fingerprint {r['fingerprint']}")
+    click.echo(f"rule {r['rule_id']} (row {r['id']})  {_title(r)}  [{r['status']}]  fingerprint {r['fingerprint']}")
+    if rule_id.endswith(REVERSE):
+        click.echo("applied backwards: the target below was rewritten into the source")
     click.echo(r["src"])
     click.echo("=>")
     click.echo(r["dst"])
@@ -309,8 +312,12 @@ def rule_stats(store_path: Path, as_json: bool) -> None:
     click.echo("ops     " + ", ".join(f"{k} {v}" for k, v in data["by_op"].items()))
 
 
+def _title(row: dict) -> str:
+    return Rule.from_row(row).title
+
+
 def _row_json(r: dict) -> dict:
-    out = dict(r)
+    out = {**r, "title": _title(r)}
     for k in ("conditions", "provenance", "detail"):
         out[k] = json.loads(r[k]) if r.get(k) else None
     return out

@@ -36,6 +36,7 @@ from build import ZOO  # noqa: E402
 from taso import store  # noqa: E402
 from taso.errors import CheckFailed  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+from taso.rules import ID_LENGTH, REVERSE  # noqa: E402
 
 BASELINE = HERE / "baseline.json"
 REFERENCE_COSTS = HERE / "reference_costs.json"
@@ -72,7 +73,7 @@ def run_model(name: str, store_path: Path, tmp: Path) -> dict:
     return {
         "nodes_before": report.nodes_before,  # type: ignore[union-attr]
         "nodes_after": report.nodes_after,  # type: ignore[union-attr]
-        "rules": dict(sorted(report.rules_applied.items())),  # type: ignore[union-attr]
+        "rules": dict(sorted(report.rules_applied.items())),  # type: ignore[union-attr]  # by id, name beside
         "cost_ratio": ratio,
         "check_ok": ok,
         "check": check,
@@ -100,14 +101,18 @@ def regressions(result: dict, baseline: dict) -> list[str]:
 
 
 def table(result: dict) -> str:
+    """One line per model, its rules by id; then each id once with its name (`subst rules show ID` has the rest)."""
     lines = [f"{'model':<26}{'nodes':>12}{'ratio':>8}{'check':>7}{'time s':>8}{'search s':>10}  rules applied"]
+    names: dict[str, str] = {}
     for name, r in result["models"].items():
-        rules = ", ".join(f"{k} x{v}" for k, v in r["rules"].items()) or "none"
+        names.update((k, v["name"]) for k, v in r["rules"].items() if v["name"] != k)
+        rules = ", ".join(f"{k} x{v['count']}" for k, v in r["rules"].items()) or "none"
         lines.append(
             f"{name:<26}{r['nodes_before']:>5} -> {r['nodes_after']:<4}{r['cost_ratio']:>8.4f}"
             f"{'ok' if r['check_ok'] else 'FAIL':>7}{r['seconds']:>8.1f}{r['search_seconds']:>10.1f}  {rules}"
         )
     lines.append(f"store: {result['store']['verdicts']}")
+    lines += [f"{k:<{ID_LENGTH + len(REVERSE)}}  {v}" for k, v in sorted(names.items())]
     return "\n".join(lines)
 
 

@@ -55,7 +55,7 @@ from taso.field import P
 from taso.fingerprint import EVALUATIONS, combine, evaluation_seeds, field_apply, input_values, value_digest
 from taso.fold import fold
 from taso.ir import Graph, Node, TensorType, WeightData, lint, make_attrs
-from taso.rules import Rule
+from taso.rules import Rule, census
 
 Shape = tuple[int, ...]
 Splits = tuple[tuple[int, tuple[int, ...]], ...]
@@ -1088,8 +1088,7 @@ def _rule(ctx: _Context, m: _State, m_outs: tuple | None, r: _State, r_outs: tup
         i = next(i for i, e in enumerate(dst_d) if e == d and i not in order)
         order.append(i)
     dst = replace(dst, outputs=tuple(dst.outputs[i] for i in order))
-    name = f"{','.join(n.op for n in src.nodes)} => {','.join(n.op for n in dst.nodes) or 'inputs'}"
-    return Rule(src, dst, name)
+    return Rule(src, dst, census(src, dst))
 
 
 # ---- settings from flags and config files -------------------------------------------------------------------

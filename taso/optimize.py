@@ -10,7 +10,7 @@ import hashlib
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -22,6 +22,7 @@ from taso.cachedir import cost_cache
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph, TensorType
 from taso.precompute import precompute
+from taso.rules import ID_LENGTH, REVERSE, Rule
 from taso.search import apply_everywhere, optimize_graph
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
@@ -65,6 +66,23 @@ class Settings:
     a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
 
 
+Applied = dict[str, object]
+"""One entry of `Report.rules_applied`: ``{"name": ..., "count": ...}``."""
+
+
+def named(applied: Mapping[str, int], rules: Iterable[Rule]) -> dict[str, Applied]:
+    """``applied`` (counts by rule id, ``ID~reverse`` for a rule read backwards, PET mutant or pass name) with each
+    rule's `Rule.title` beside its count; a key no rule has is its own name."""
+    wanted = {k.removesuffix(REVERSE) for k in applied}
+    titles = {r.id: r.title for r in rules if r.id in wanted}
+    out: dict[str, Applied] = {}
+    for key, n in sorted(applied.items()):
+        base = key.removesuffix(REVERSE)
+        name = titles.get(base, key) + (", read backwards" if base != key and base in titles else "")
+        out[key] = {"name": name, "count": n}
+    return out
+
+
 @dataclass
 class Report:
     """What `optimize` did, for humans (`lines`) and scripts (`as_dict`)."""
@@ -75,7 +93,9 @@ class Report:
     nodes_after: int
     opaque_nodes: int
     proved_rules: int
-    rules_applied: dict[str, int] = field(default_factory=dict)
+    rules_applied: dict[str, Applied] = field(default_factory=dict)
+    """By rule id (`taso.rules.rule_id`, what `subst rules show ID` looks up), PET mutant or pass: its name and
+    how often it was applied."""
     check: check.CheckResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     cost: dict[str, object] = field(default_factory=dict)
@@ -166,13 +186,16 @@ class Report:
     def lines(self) -> list[str]:
         rules = {k: v for k, v in self.rules_applied.items() if not k.startswith(pet.PREFIX)}
         mutants = sorted(k.removeprefix(pet.PREFIX) for k in self.rules_applied if k.startswith(pet.PREFIX))
-        applied = ", ".join(f"{k} x{v}" for k, v in sorted(rules.items())) or "none"
+        width = ID_LENGTH + len(REVERSE)
+        applied = [f"          {v['count']:>3}x {k:<{width}}  {v['name']}" for k, v in sorted(rules.items())]
         return [
             f"input     {self.input}",
             f"output    {self.output}",
             f"nodes     {self._file_nodes()}{self.nodes_before} -> {self.nodes_after} "
             f"({self.opaque_nodes} passed through untouched)",
-            f"rules     {self.proved_rules} proved in store; applied: {applied}",
+            f"rules     {self.proved_rules} proved in store; applied: "
+            + ("by id (`subst rules show ID`):" if applied else "none"),
+            *applied,
             *self._untrusted_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),
@@ -265,7 +288,7 @@ def _rewrite(
     rewrite: Rewrite | None,
     progress: Progress,
     times: dict[str, float],
-) -> tuple[Graph, dict[str, int], dict, dict, cost.CostModel | None]:
+) -> tuple[Graph, dict[str, Applied], dict, dict, cost.CostModel | None]:
     """The rewritten graph, the rules applied, predicted costs, search facts, and the cost model to time the
     result with end to end where it was measured (`_confirm_speedup`); ``times`` gets the seconds of each
     stage. Rules are read and indexed before the search's clock starts, and the clock stops
@@ -275,7 +298,7 @@ def _rewrite(
     and applied none of the eight fire merges that a warm cache finds."""
     if rewrite is not None:
         result, applied = rewrite(graph)
-        return result, applied, {}, {}, None
+        return result, named(applied, ()), {}, {}, None
     with _timed(times, "start-up"):
         progress("reading rules", 0, 1)
         digest = provenance.specs_digest(settings.specs)
@@ -354,7 +377,7 @@ def _rewrite(
     }
     if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
         search_facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}
-    return result, applied, costs, search_facts, model if model.measure and result is not graph else None
+    return result, named(applied, proved), costs, search_facts, model if model.measure and result is not graph else None
 
 
 def _quiet(stage: str, done: int, total: int) -> None:

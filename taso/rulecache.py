@@ -66,7 +66,7 @@ def search_index(db: sqlite_utils.Database, rules: Sequence[Rule]) -> RuleIndex:
     when ``rules`` are all that `proved_rules` gave, else one cached under the rules chosen."""
     if _loaded is not None and len(rules) == len(_loaded[0]) and all(a is b for a, b in zip(rules, _loaded[0])):
         return _loaded[1]
-    chosen = ",".join(str(r.id) for r in rules)
+    chosen = ",".join(str(r.row) for r in rules)
     return _cached("index", hashlib.sha256(f"{_rows_digest(db)}:{chosen}".encode()).hexdigest(), lambda: _index(rules))
 
 

@@ -15,15 +15,20 @@ target under ``free: group``). The verifier then proves the rule for every value
 The condition ``always`` marks a rule `taso.optimize` applies wherever it matches before the search: one the
 cost model prices at nothing because onnxruntime makes it itself at load (a BatchNorm folded into its Conv),
 and that opens matches for others. Searching it would only spend the budget on rewrites that cannot pay.
+
+A rule's ``id`` (`rule_id`) is a digest of what it says, so a report's count names one rule of the store
+(`subst rules show ID`) where the generator's names, op censuses, each covered hundreds; its `Rule.title`
+states the algebra (`algebra`), derived from the graphs, unless a name was written by hand.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from taso.ir import AttrValue, Graph, IRError, Kind, TensorType, format_graph, make_attrs, parse_graph
+from taso.ir import AttrValue, Graph, IRError, Kind, Node, TensorType, format_graph, make_attrs, parse_graph
 
 STATUSES = ("candidate", "proved", "refuted", "unknown")
 OUTPUT = "out:"
@@ -89,6 +94,8 @@ FREE = "free:"
 """Prefix of the condition that names a rule's free attributes."""
 ALWAYS = "always"
 """The condition of a rule applied everywhere before the search."""
+REVERSE = "~reverse"
+"""Suffix of the name and id of a rule read backwards (`taso.search.both_directions`)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,13 @@ class Rule:
     status: str = "candidate"
     detail: dict = field(default_factory=dict, compare=False, hash=False)
     """Verdict evidence: axioms used, a counterexample, or why it is unknown."""
-    id: int | None = field(default=None, compare=False, hash=False)
+    row: int | None = field(default=None, compare=False, hash=False)
+    """The rule's row in its store (None for one built in memory): what `taso.verify` writes verdicts to."""
+    id: str = field(default="", compare=False, hash=False)
+    """What reports and `subst rules show` name the rule by: its `rule_id`, computed when not given (a store
+    gives the one it saved). Variants the search makes keep it: a rule `lifted` is the same rule, one read
+    backwards is ``ID~reverse`` (`taso.search.both_directions`). `dataclasses.replace` keeps it too: a rule
+    made to say something else is built anew, or given ``id=""``."""
 
     def __post_init__(self) -> None:
         if len(self.src.outputs) != len(self.dst.outputs):
@@ -113,6 +126,8 @@ class Rule:
                 raise IRError(f"rule {self.name!r}: input {name!r} typed {a} in source, {b} in target")
         if self.status not in STATUSES:
             raise IRError(f"rule {self.name!r}: unknown status {self.status!r}")
+        if not self.id:
+            object.__setattr__(self, "id", rule_id(self))
 
     @cached_property
     def free_attrs(self) -> frozenset[str]:
@@ -150,14 +165,21 @@ class Rule:
         return _live_ops(self.dst) < _live_ops(self.src)
 
     @property
+    def title(self) -> str:
+        """The rule's name in a report line: the one written by hand, else its `algebra` (the generator's
+        name, an op `census`, says less and is shared by hundreds of rules)."""
+        return algebra(self) if self.name in ("", census(self.src, self.dst)) else self.name
+
+    @property
     def ops(self) -> list[str]:
         return sorted({n.op for n in (*self.src.nodes, *self.dst.nodes)})
 
     def __str__(self) -> str:
-        return f"rule {self.name or '?'} [{self.status}]\n{format_graph(self.src)}\n=>\n{format_graph(self.dst)}"
+        return f"rule {self.id} {self.title} [{self.status}]\n{format_graph(self.src)}\n=>\n{format_graph(self.dst)}"
 
     def to_row(self) -> dict:
         return {
+            "rule_id": self.id,
             "name": self.name,
             "src": format_graph(self.src),
             "dst": format_graph(self.dst),
@@ -179,7 +201,79 @@ class Rule:
             row.get("status") or "candidate",
             json.loads(row.get("detail") or "{}"),
             row.get("id"),
+            row.get("rule_id") or "",
         )
+
+
+ID_LENGTH = 10
+"""Hex digits of a rule id: 40 bits, so ~5,000 rules collide with odds of about 1 in 100,000 (a test checks the
+shipped store), and a report line stays short."""
+
+
+def rule_id(rule: Rule) -> str:
+    """A digest of what the rule says: both sides' computation (ops, attributes, types, constants, and which
+    input each reads), its free attributes and whether it is ``always``; not its verdict, name or store row.
+    Names of intermediate values and the order of independent nodes do not count (`_side`); inputs count by
+    their position in the source's signature, so a rule written again with other names keeps its id."""
+    leaves: dict[str, str] = {}
+    for g in (rule.src, rule.dst):
+        for v in (*g.inputs, *g.weights):
+            if v not in leaves:
+                data = g.data[v].digest if v in g.data else ""
+                leaves[v] = f"v{len(leaves)}:{g.types.get(v)}:{data}"
+    text = repr((_side(rule.src, leaves), _side(rule.dst, leaves), sorted(rule.free_attrs), rule.always))
+    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+
+
+def _side(g: Graph, leaves: dict[str, str]) -> tuple[list[str], list[str]]:
+    """One side as keys: each node output's is a digest of its node (op, attributes, the keys it reads by
+    position, its output types) and its position among the node's outputs; the outputs' keys in order, and
+    every node's, sorted (a node no output reads still counts)."""
+    keys = dict(leaves)
+    for n in g.nodes:
+        types = [str(g.types.get(o)) for o in n.outputs]
+        node = repr((n.op, n.domain, n.attrs, [keys.get(i, i) for i in n.inputs], types))
+        digest = hashlib.sha256(node.encode()).hexdigest()
+        keys.update({o: f"{digest}:{k}" for k, o in enumerate(n.outputs) if o})
+    return [keys[o] for o in g.outputs], sorted(keys[o] for n in g.nodes for o in n.outputs if o)
+
+
+def census(src: Graph, dst: Graph) -> str:
+    """The name the generator gives a rule: the ops of each side in order."""
+    return f"{','.join(n.op for n in src.nodes)} => {','.join(n.op for n in dst.nodes) or 'inputs'}"
+
+
+def algebra(rule: Rule) -> str:
+    """The rule as two expressions, ``Split(MatMul(x0, Concat(w0, w1)), sizes) => MatMul(x0, w0), MatMul(x0,
+    w1)``: each output's term over the inputs, attributes left out (`subst rules show` prints them). A node
+    whose outputs are all outputs, in order, is written once; another output of a several-output node as
+    ``Op(...)[k]``. Derived, never stored: it cannot drift from the graphs."""
+    return f"{_expressions(rule.src)} => {_expressions(rule.dst)}"
+
+
+def _expressions(g: Graph) -> str:
+    producers = g.producers
+
+    def call(n: Node) -> str:
+        return f"{n.op}({', '.join(term(v) for v in n.inputs if v)})"
+
+    def term(v: str) -> str:
+        n = producers.get(v)
+        if n is None:
+            return v
+        return call(n) if len(n.outputs) == 1 else f"{call(n)}[{n.outputs.index(v)}]"
+
+    parts, i = [], 0
+    while i < len(g.outputs):
+        n = producers.get(g.outputs[i])
+        width = len(n.outputs) if n is not None else 1
+        if n is not None and width > 1 and g.outputs[i : i + width] == n.outputs:
+            parts.append(call(n))
+            i += width
+        else:
+            parts.append(term(g.outputs[i]))
+            i += 1
+    return ", ".join(parts)
 
 
 def _live_ops(g: Graph) -> int:

@@ -40,7 +40,7 @@ from taso.regions import (
     with_context,
 )
 from taso.rewrite import Declined, Folds, apply
-from taso.rules import Rule, lifted
+from taso.rules import REVERSE, Rule, lifted
 
 Cost = Callable[[Graph], float]
 Clock = Callable[[], float]
@@ -57,13 +57,13 @@ def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> l
     ranks where that is sound (`taso.rules.lifted`): a proved rule is an equality at every batch size."""
     out = []
     for r in rules:
-        name = r.name or f"rule{r.id}"
-        variants = [replace(r, name=name)]
-        variants += [v for k in lift_to if (v := lifted(variants[0], k - 2)) is not None]
+        variants = [r, *(v for k in lift_to if (v := lifted(r, k - 2)) is not None)]
         for v in variants:
             out.append(v)
             if v.dst.nodes and v.reversible:
-                out.append(replace(v, src=v.dst, dst=v.src, name=f"{name}~reverse"))
+                out.append(
+                    replace(v, src=v.dst, dst=v.src, name=f"{r.name}{REVERSE}" if r.name else "", id=f"{r.id}{REVERSE}")
+                )
     return out
 
 
@@ -83,6 +83,7 @@ class SearchResult:
     cost_before: float
     cost_after: float
     applied: Counter = field(default_factory=Counter)
+    """How often each rule was applied, by `Rule.id` (a PET mutant by its name)."""
     expanded: int = 0
     candidates: int = 0
     declined: Counter = field(default_factory=Counter)
@@ -211,7 +212,7 @@ def _search_pass(
                 break
     result.graph, result.cost_after = best, best_cost
     result.steps = best_history
-    result.applied = Counter(step.name for step in best_history)
+    result.applied = Counter(step.match.rule.id if step.match else step.name for step in best_history)
     result.seconds = clock() - t0
     return result
 
@@ -307,7 +308,7 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
             except Declined:
                 declined.add(key)
                 continue
-            applied[m.rule.name] += 1
+            applied[m.rule.id] += 1
             g, found = new, matches_after(new, index, g, found)
             break
         else:

@@ -1,7 +1,8 @@
 """The substitution store: one SQLite file (via sqlite-utils) holding rules and their verdicts.
 
 The schema carries a version in ``meta``; opening a store of another version is refused with a clear message
-rather than read wrongly. The shipped store is opened read-only, whoever asks: nothing writes into the package,
+rather than read wrongly, except a version-1 store opened writable, which is brought to version 2 in place (its
+rules' ids added, `migrate`). The shipped store is opened read-only, whoever asks: nothing writes into the package,
 not even by mistake. Measured costs are not kept in a store but in the user's cache (`taso.cachedir`).
 """
 
@@ -17,15 +18,17 @@ from pathlib import Path
 import sqlite_utils
 
 from taso.errors import BadInput
-from taso.rules import Rule
+from taso.rules import REVERSE, Rule
 from taso.shipped import shipped
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: no rule ids; 2: ``rule_id``, the content-derived id (`taso.rules.rule_id`) of each rule."""
 DEFAULT_PATH = shipped("substitutions.db")
 """The shipped store: what `subst optimize` and `subst rules list` read by default; read-only."""
 
 RULE_COLUMNS = {
     "id": int,
+    "rule_id": str,  # taso.rules.rule_id: what reports and `subst rules show` name the rule by
     "name": str,
     "src": str,  # source graph, text form (taso.ir.format_graph); outputs correspond to dst's by position
     "dst": str,  # target graph, text form
@@ -50,6 +53,7 @@ def create(path: str | Path) -> sqlite_utils.Database:
 def _ensure_schema(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
     db["rules"].create(RULE_COLUMNS, pk="id", if_not_exists=True, not_null={"src", "dst", "status"})
+    db["rules"].create_index(["rule_id"], if_not_exists=True)
     db["rules"].create_index(["status"], if_not_exists=True)
     db["rules"].create_index(["fingerprint"], if_not_exists=True)
     db["rules"].create_index(["src_ops"], if_not_exists=True)
@@ -82,9 +86,27 @@ def open_store(path: str | Path, create_missing: bool = False, read_only: bool =
         raise BadInput(f"{p}: not a subst store ({e})") from None
     if version is None:
         raise BadInput(f"{p}: not a subst store (no schema version)")
-    if int(version) != SCHEMA_VERSION:
+    if int(version) == 1 and not (read_only or is_shipped(p)) and not unwritable(p):
+        migrate(db)
+    elif int(version) == 1:
+        raise BadInput(
+            f"{p}: store schema version 1 (rules without ids), this subst reads version {SCHEMA_VERSION}; "
+            "copy it somewhere writable and open it once (`subst rules stats --store COPY`) to add the ids"
+        )
+    elif int(version) != SCHEMA_VERSION:
         raise BadInput(f"{p}: store schema version {version}, this subst reads version {SCHEMA_VERSION}")
     return db
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    """A version-1 store brought to version 2 in one transaction: each rule's id derived from its row (the
+    only change; verdicts, names and row ids stay as they were)."""
+    with db.conn:
+        if "rule_id" not in db["rules"].columns_dict:  # an earlier migration may have stopped after adding it
+            db["rules"].add_column("rule_id", str)
+        rows = list(db["rules"].rows_where(select="id, src, dst, conditions"))
+        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(Rule.from_row(r).id, r["id"]) for r in rows])
+        _ensure_schema(db)
 
 
 def meta(db: sqlite_utils.Database, key: str) -> str | None:
@@ -134,6 +156,15 @@ def load_rules(
         args.append(max_ops)
     for row in db["rules"].rows_where(" AND ".join(where) or None, args, order_by="id"):
         yield Rule.from_row(row)
+
+
+def find_rule(db: sqlite_utils.Database, key: str) -> dict | None:
+    """The row of the rule ``key`` names: its id (`taso.rules.rule_id`; ``ID~reverse``, as a report names a rule
+    read backwards, is that rule), else its row number; None if there is none."""
+    rows = list(db["rules"].rows_where("rule_id = ?", [key.removesuffix(REVERSE)]))
+    if not rows and key.isdigit() and int(key) < 2**63:  # SQLite's integers
+        rows = list(db["rules"].rows_where("id = ?", [int(key)]))
+    return rows[0] if rows else None
 
 
 def set_verdict(db: sqlite_utils.Database, rule_id: int, status: str, detail: dict) -> None:

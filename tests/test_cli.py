@@ -112,7 +112,8 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "costs a list": ([*costs, tmp / "costs_list.json"], "not a cost table"),
         "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rules file not UTF-8": (["rules", "add", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
-        "rule id past SQLite's": (["rules", "show", str(2**64)], "x<=9223372036854775807"),
+        "rule id past SQLite's": (["rules", "show", str(2**64)], "no rule with id 18446744073709551616"),
+        "rule id unknown": (["rules", "show", "0123456789"], "no rule with id 0123456789"),
         "rules into a missing folder": (
             ["rules", "add", ROOT / "specs/rules/batchnorm.rules", "--store", nodir],
             "folder",
@@ -258,7 +259,7 @@ def test_check_refuses_a_wrong_rewrite_and_writes_nothing(tmp_path: Path, bert_p
     out = tmp_path / "out.onnx"
     with pytest.raises(CheckFailed, match="pooler_output") as info:
         optimize(bert_path, out, rewrite=_sabotage)
-    assert info.value.report.rules_applied == {"tanh-is-relu": 1}
+    assert info.value.report.rules_applied == {"tanh-is-relu": {"name": "tanh-is-relu", "count": 1}}
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
@@ -572,7 +573,7 @@ def test_rules_list_into_a_pipe_closed_early_is_quiet_and_ok() -> None:
     header = run.stdout.readline()  # type: ignore[union-attr]
     run.stdout.close()  # type: ignore[union-attr]
     err = run.stderr.read()  # type: ignore[union-attr]
-    assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"id"
+    assert run.wait(timeout=60) == 0 and err == b"" and header.split()[0] == b"row"
     listed = json.loads(subst("rules", "list", "--limit", "0", "--json").stdout)
     assert len(listed) == json.loads(subst("rules", "stats", "--json").stdout)["rules"] > 50 * 64  # 0: all
 
@@ -598,3 +599,30 @@ def test_declined_rewrites_are_counted_in_words_a_user_reads(tmp_path: Path, sav
         "declined  a value the rewrite would remove is a model output (2)"
         in subst(*args, "-o", tmp_path / "p.onnx").stdout
     )
+
+
+def test_the_report_names_each_applied_rule_by_an_id_rules_show_finds(tmp_path: Path, save) -> None:
+    """`subst optimize` counts applied rules by id with the name beside it, in --json and the text; each id is
+    one `subst rules show` finds in the store the run read, and `rules list` gives the same id and name."""
+    rule = replace(parse_rules(DISTRIBUTE)[0], status="proved")
+    db = prove_into(tmp_path / "rules.db", [rule])
+    weights = [numpy_helper.from_array(np.full((8, 5), i + 1.0, np.float32), f"w{i}") for i in (0, 1)]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in (0, 1)]
+        + [helper.make_node("Add", ["m0", "m1"], ["y"])],
+        "distribute",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+        initializer=weights,
+    )
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx")
+    args = ("optimize", model, "--store", db, "--device", "estimate")
+    report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
+    assert report["rules_applied"] == {rule.id: {"name": rule.name, "count": 1}}
+    text = subst(*args, "-o", tmp_path / "p.onnx").stdout
+    assert re.search(rf"^ +1x {rule.id} +{re.escape(rule.name)}$", text, re.M), text
+    shown = subst("rules", "show", rule.id, "--store", db)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"rule {rule.id} (row 1)  {rule.name}  [proved]")
+    assert json.loads(subst("rules", "show", rule.id, "--store", db, "--json").stdout)["rule_id"] == rule.id
+    (listed,) = subst("rules", "list", "--store", db).stdout.splitlines()[1:]
+    assert listed.split()[:2] == ["1", rule.id] and listed.endswith(rule.name)

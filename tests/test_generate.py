@@ -462,7 +462,7 @@ def test_save_is_atomic_and_keeps_verdicts(tmp_path: Path) -> None:
     assert added == len(result.rules) > 0 and kept == 0
     db = store.open_store(path)
     first = next(store.load_rules(db))
-    store.set_verdict(db, first.id, "proved", {"by": "test"})
+    store.set_verdict(db, first.row, "proved", {"by": "test"})
     db.close()
     assert save(result, path) == (0, len(result.rules))
     again = list(store.load_rules(store.open_store(path)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -182,7 +183,11 @@ def test_search_passes_through_a_costlier_graph_to_the_best(tmp_path: Path) -> N
     db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
     assert report.check is not None and report.check.ok
-    assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
+    assert {v["name"] for v in report.rules_applied.values()} == {
+        "merge-matmuls",
+        "relu-before-split",
+        "concat-of-split",
+    }
     assert report.cost["after_ms"] < report.cost["before_ms"]
     assert report.search["nearest"] is None and not any(line.startswith("nearest") for line in report.lines())
     saved = onnx.load(str(out))
@@ -198,7 +203,11 @@ def test_float32_rules_rewrite_models_of_other_float_types(tmp_path: Path, dtype
     src, out = _two_branches(tmp_path, dtype), tmp_path / "out.onnx"
     db = _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     report = optimize(src, out, db, settings=Settings(device="estimate", alpha=2.0, dims={"batch": 64}))
-    assert set(report.rules_applied) == {"merge-matmuls", "relu-before-split", "concat-of-split"}
+    assert {v["name"] for v in report.rules_applied.values()} == {
+        "merge-matmuls",
+        "relu-before-split",
+        "concat-of-split",
+    }
     assert report.check is not None and report.check.ok
     saved = onnx.load(str(out))
     assert [n.op_type for n in saved.graph.node] == ["MatMul", "Relu"]
@@ -330,7 +339,7 @@ def test_a_search_that_spends_its_budget_improving_goes_on_from_its_best(pairs: 
     """With a budget of one graph per pass, each pass merges one pair of sibling MatMuls; the search goes on
     from each pass's best until a pass finds nothing cheaper, so every pair is merged."""
     found = taso_search.search(_sibling_pairs(pairs), [MERGE_MATMULS], _kernels, 1.0, 1, 1e9, work=10)
-    assert found.applied == {"merge-matmuls": pairs}
+    assert found.applied == {MERGE_MATMULS.id: pairs}
     assert sum(n.op == "MatMul" for n in found.graph.nodes) == pairs
     assert found.expanded == pairs + 1  # one pass per merge, and the last that found nothing cheaper
     assert found.cost_after == pytest.approx(found.cost_before - 0.9 * pairs)
@@ -396,14 +405,14 @@ def test_the_time_limit_leaves_out_what_the_clock_is_told_to() -> None:
         clock=lambda: time.perf_counter() - slept,
         work=10,
     )
-    assert found.applied == {"merge-matmuls": 4} and found.seconds < 1.0 and not found.timed_out
+    assert found.applied == {MERGE_MATMULS.id: 4} and found.seconds < 1.0 and not found.timed_out
 
 
 def test_regions_of_one_form_are_searched_once_and_replayed_with_their_own_weights() -> None:
     g = _sibling_pairs(4)
     found = optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10)
     assert found.regions == 4 and found.replayed == 3
-    assert found.applied == {"merge-matmuls": 4}
+    assert found.applied == {MERGE_MATMULS.id: 4}
     assert found.cost_after == pytest.approx(found.cost_before - 0.9 * 4)
     rng = np.random.default_rng(1)
     feeds = {x: rng.standard_normal((2, 4)) for x in g.inputs}
@@ -426,7 +435,7 @@ def test_a_region_rewrite_that_does_not_pay_in_the_whole_graph_is_not_kept() -> 
     assert found.declined["no cheaper in the whole graph"] == 1
     assert bordered(found.graph) == bordered(g)
     kept = optimize_graph(g, [MERGE_MATMULS], _kernels, alpha=1.0, budget=10)
-    assert kept.applied == {"merge-matmuls": 2}
+    assert kept.applied == {MERGE_MATMULS.id: 2}
 
 
 def test_unproved_rules_are_never_applied(tmp_path: Path) -> None:
@@ -473,12 +482,14 @@ def test_lifted_rule_rewrites_a_transformer_and_stays_equivalent(tmp_path: Path,
         while (m := next(find_matches(g, rule), None)) is not None:
             g = apply(g, m)
             applied += 1
-        return g, {"merge-matmuls": applied}
+        return g, {MERGE_MATMULS.id: applied}
 
     out = tmp_path / "bert.onnx"
     report = optimize(bert_path, out, rewrite=merge_all)
     assert report.check is not None and report.check.ok
-    assert report.rules_applied["merge-matmuls"] >= 4  # q/k/v (and the equal-shaped output projection) per layer
+    assert (
+        report.rules_applied[MERGE_MATMULS.id]["count"] >= 4
+    )  # q/k/v (and the equal-shaped output projection) per layer
     saved = onnx.load(str(out))
     assert sum(n.op_type == "MatMul" for n in saved.graph.node) < 16
     assert saved.graph.input[0].type.tensor_type.shape.dim[1].dim_param == "seq"
@@ -531,7 +542,7 @@ def test_regions_rewritten_separately_splice_back_consistently(tmp_path: Path, b
         return float(sum(n.op == "MatMul" for n in h.nodes))
 
     found = optimize_graph(g, rules, matmuls, alpha=1.0, budget=20)
-    assert found.regions > 2 and found.applied["merge-matmuls"] == 4  # two merges per layer
+    assert found.regions > 2 and found.applied[MERGE_MATMULS.id] == 4  # two merges per layer
     out = onnx_io.save_model(found.graph, tmp_path / "merged.onnx")
     assert compare(bert_path, out, g).ok
 
@@ -573,7 +584,7 @@ def test_a_large_region_is_cut_between_blocks_and_searched_window_by_window(tmp_
     whole = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=len(g.nodes))
     windowed = optimize_graph(g, rules, matmuls, alpha=1.0, max_nodes=7)
     assert whole.regions == 1 and windowed.regions == len(cut) > 1
-    assert windowed.applied == whole.applied == {"matmul-distributes": 8}  # no block lost to a cut
+    assert windowed.applied == whole.applied == {MATMUL_DISTRIBUTES.id: 8}  # no block lost to a cut
     out = onnx_io.save_model(windowed.graph, tmp_path / "merged.onnx")
     assert compare(src, out, g).ok
 
@@ -587,7 +598,7 @@ def test_the_work_is_shared_so_every_window_is_searched(tmp_path: Path) -> None:
 
     found = optimize_graph(g, both_directions([MATMUL_DISTRIBUTES]), matmuls, alpha=1.0, time_limit=1e9, max_nodes=7)
     assert found.regions > 1 and not found.timed_out
-    assert found.applied == {"matmul-distributes": 8}
+    assert found.applied == {MATMUL_DISTRIBUTES.id: 8}
 
 
 def _shares(monkeypatch, g: Graph) -> tuple[taso_search.SearchResult, list[int]]:
@@ -849,7 +860,7 @@ def test_batchnorms_fold_into_their_convs_before_the_search_and_open_the_sibling
     always = [r for r in proved if r.always]
     merge = [r for r in both_directions(proved) if r.name == "Concat,Concat,Conv,Split => Conv,Conv~reverse"]
     folded, applied = taso_search.apply_everywhere(g, always)
-    assert applied == {"fold BatchNormalization into Conv": 2}
+    assert _by_name(applied, always) == {"fold BatchNormalization into Conv": 2}
     assert [n.op for n in folded.nodes].count("BatchNormalization") == 0
     assert all(len(n.inputs) == 3 for n in folded.nodes if n.op == "Conv")
     biased = [m for r in merge for m in find_matches(folded, r) if all(len(n.inputs) == 3 for n in m.nodes.values())]
@@ -891,6 +902,11 @@ def _shipped_always_rules() -> list[Rule]:
     return [r for r in store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved") if r.always]
 
 
+def _by_name(applied: Mapping[str, int], rules: Sequence[Rule]) -> dict[str, int]:
+    """Counts by rule id (as the search keeps them) -> by the rules' names."""
+    return {next(r.name for r in rules if r.id == k): n for k, n in applied.items()}
+
+
 @pytest.mark.parametrize("after", ["Concat", "Conv"])
 def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_search(tmp_path: Path, after: str) -> None:
     """Caffe2's BatchNormalization, then Mul and Add by Unsqueezed per-channel weights, then Relu and Conv: after a
@@ -925,7 +941,9 @@ def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_sea
     src = write_graph(helper.make_graph(nodes, "preact", inputs, out, initializer=inits), tmp_path / "preact.onnx")
     g = onnx_io.load_model(src)
     ran, _ = precompute(g)  # as optimize does first: the Unsqueezes of weights become weights
-    folded, applied = taso_search.apply_everywhere(ran, _shipped_always_rules())
+    always = _shipped_always_rules()
+    folded, applied = taso_search.apply_everywhere(ran, always)
+    applied = _by_name(applied, always)
     into_bn = {
         "fold a per-channel Mul into the BatchNormalization before it": 1,
         "fold a per-channel Add into the BatchNormalization before it": 1,
@@ -1041,6 +1059,6 @@ def test_sigmoid_is_generated_proved_matched_and_costed_from_its_entry_and_its_s
     done = subst("optimize", src, "-o", out, "--store", db, "--device", "estimate", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert any("Sigmoid" in name for name in report["rules_applied"]) and report["check"]["ok"]
+    assert any("Sigmoid" in v["name"] for v in report["rules_applied"].values()) and report["check"]["ok"]
     assert report["cost"]["after_ms"] < report["cost"]["before_ms"]
     assert [n.op for n in onnx_io.load_model(out).nodes] == ["Sigmoid"]

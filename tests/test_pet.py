@@ -477,7 +477,18 @@ def test_the_report_names_each_mutated_node_and_its_correction() -> None:
     (name,) = [n for n, _ in pet.mutations(g) if n.startswith(f"{pet.PREFIX}batch-to-height ")]
     label = g.nodes[0].name
     assert name == f"{pet.PREFIX}batch-to-height {label} (corrects {fix.fraction:.1%})"
-    report = Report("in.onnx", "out.onnx", 1, 9, 0, 0, {name: 1, "Relu,Relu,Concat => Concat,Relu": 2})
+    report = Report(
+        "in.onnx",
+        "out.onnx",
+        1,
+        9,
+        0,
+        0,
+        {
+            name: {"name": name, "count": 1},
+            "1c0d127e73": {"name": "Concat(Relu(x0), Relu(x1)) => Relu(Concat(x0, x1))", "count": 2},
+        },
+    )
     (line,) = [s for s in report.lines() if s.startswith("pet")]
     assert line.endswith(f"1 mutated: batch-to-height {label} (corrects {fix.fraction:.1%})")
     assert not any(pet.PREFIX in s for s in report.lines() if s.startswith("rules"))

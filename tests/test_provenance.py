@@ -134,7 +134,7 @@ def test_only_a_rule_the_verifier_proved_from_the_current_specs_is_applied(tmp_p
     _forge(db, how)
     report = optimize(_two_matmuls(tmp_path), tmp_path / "o.onnx", db, settings=Settings(device="estimate"))
     if how == "verified":
-        assert report.rules_applied == {rule.name: 1} and report.nodes_after == 1
+        assert report.rules_applied == {rule.id: {"name": rule.name, "count": 1}} and report.nodes_after == 1
     else:
         assert report.rules_applied == {} and report.nodes_after == report.nodes_before == 3
     lines = "\n".join(report.lines())

@@ -46,8 +46,9 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
     r = subst("verify", "--store", fresh, "--json")
     assert r.returncode == 0, r.stderr
 
-    def rules(path: Path) -> set[tuple[str, str, str]]:
-        return {(x["src"], x["dst"], x["status"]) for x in store.open_store(path)["rules"].rows}
+    def rules(path: Path) -> set[tuple[str, str, str, str]]:
+        """Each rule's sides, verdict and id: a report's ids name the same rules in a regenerated store."""
+        return {(x["src"], x["dst"], x["status"], x["rule_id"]) for x in store.open_store(path)["rules"].rows}
 
     shipped = rules(ROOT / "substitutions.db")
     regenerated = rules(fresh)
