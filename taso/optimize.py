@@ -19,6 +19,7 @@ from taso.errors import BadInput, CheckFailed
 from taso.ir import Graph
 from taso.precompute import precompute
 from taso.search import apply_everywhere, optimize_graph
+from taso.shapefold import fold_shapes
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
@@ -235,7 +236,8 @@ def _rewrite(
         cache, cached = store.cost_cache(db)
         model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
         ran, precomputed = precompute(graph)
-        folded, everywhere = apply_everywhere(ran, [r for r in proved if r.always])
+        shaped, shape_folded = fold_shapes(ran)  # onnxruntime leaves these to the run: a gain, not the baseline
+        folded, everywhere = apply_everywhere(shaped, [r for r in proved if r.always])
 
     def predicted(h: Graph) -> float:
         return model.graph_cost(h).total_ms
@@ -264,6 +266,8 @@ def _rewrite(
     result, applied = found.graph, dict(everywhere + found.applied)
     if precomputed:
         applied["precompute weight-only nodes"] = precomputed
+    if shape_folded:
+        applied["fold shape arithmetic over static dims"] = shape_folded
     # the input as onnxruntime runs it: it folds weight-only computation at load, so folding it here is no gain
     # (GPT-2's position embedding, Range and Gather on a dynamic dim, was estimated 3x its measured cost folded);
     # the always rules are counted (a BatchNorm folded into its Conv is keyed as onnxruntime runs it, and costs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import write_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from taso import cost, onnx_io, profiler
 from taso.check import compare
 from taso.optimize import _confirm_speedup, _quiet
 from taso.precompute import precompute
+from taso.shapefold import abstract_values, fold_shapes
 
 
 def _bn_style(tmp: Path) -> Path:
@@ -125,3 +127,125 @@ def test_static_shapes_fold_to_what_onnxruntime_computes(tmp_path_factory, dims:
     folded, removed = precompute(g)
     assert removed == 2 and [n.op for n in folded.nodes] == ["ReduceSum", "Add"]
     assert compare(src, onnx_io.save_model(folded, tmp / "folded.onnx"), g).ok
+
+
+def _windows(tmp: Path) -> Path:
+    """``x.view(B, H // 7, 7, W // 7, 7, C)`` then ``.view(-1 * ..., 49, C)`` as TorchScript writes them for Swin's
+    window partition: every target computed at run time from Shape, with batch and width dynamic and H, C static.
+    The second target reads the shape of the first Reshape's output (known only after re-inference) and takes
+    H // 7 through Mod, Sub, Cast and a Slice of the shape, as the exporter's padding arithmetic does."""
+
+    def const(name: str, value: object) -> TensorProto:
+        return numpy_helper.from_array(np.array(value, np.int64), name)
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        *(helper.make_node("Gather", ["s", f"i{k}"], [f"d{k}"], axis=0) for k in range(4)),
+        helper.make_node("Div", ["d1", "seven"], ["hd"]),
+        helper.make_node("Div", ["d2", "seven"], ["wd"]),
+        *(helper.make_node("Unsqueeze", [v, "zero1"], [f"u_{v}"]) for v in ("d0", "hd", "wd", "d3")),
+        helper.make_node("Concat", ["u_d0", "u_hd", "seven1", "u_wd", "seven1", "u_d3"], ["t1"], axis=0),
+        helper.make_node("Reshape", ["x", "t1"], ["r1"]),
+        helper.make_node("Transpose", ["r1"], ["p"], perm=[0, 1, 3, 2, 4, 5]),
+        helper.make_node("Shape", ["p"], ["ps"], start=1, end=4),
+        helper.make_node("Slice", ["ps", "zero1", "one1"], ["h1"]),
+        helper.make_node("Mod", ["h1", "seven"], ["hm"]),
+        helper.make_node("Sub", ["hm", "zero1"], ["hs"]),
+        helper.make_node("Cast", ["hs"], ["hc"], to=TensorProto.INT64),
+        helper.make_node("Mul", ["u_d0", "hc"], ["bh"]),
+        helper.make_node("Mul", ["bh", "u_wd"], ["n"]),
+        helper.make_node("Size", ["seven1"], ["one"]),
+        helper.make_node("Mul", ["u_d3", "one"], ["c"]),
+        helper.make_node("Concat", ["n", "fortynine", "c"], ["t2"], axis=0),
+        helper.make_node("Reshape", ["p", "t2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "windows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 14, "width", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["windows", 49, 8])],
+        initializer=[
+            *(const(f"i{k}", k) for k in range(4)),
+            const("seven", 7),
+            const("seven1", [7]),
+            const("zero1", [0]),
+            const("one1", [1]),
+            const("fortynine", [49]),
+        ],
+    )
+    return write_graph(graph, tmp / "windows.onnx")
+
+
+@pytest.fixture(scope="module")
+def windows(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The window partition and its folded form, on disk."""
+    tmp = tmp_path_factory.mktemp("windows")
+    src = _windows(tmp)
+    folded, _ = fold_shapes(onnx_io.load_model(src))
+    return src, onnx_io.save_model(folded, tmp / "folded.onnx")
+
+
+def test_shape_arithmetic_over_static_dims_folds_and_dynamic_dims_stay(windows: tuple[Path, Path]) -> None:
+    """H // 7, C and 7 * 7 fold; what reads batch or width stays, computed at run time."""
+    g = onnx_io.load_model(windows[0])
+    folded, removed = fold_shapes(g)
+    census = folded.op_census()
+    assert removed == len(g.nodes) - len(folded.nodes) > 0
+    assert "Slice" not in census and "Mod" not in census and "Size" not in census and census["Reshape"] == 2
+    t1 = abstract_values(folded)[folded.producers["y"].inputs[1]][1]
+    assert t1[1:] == (49, 8) and not isinstance(t1[0], int)  # batch * 2 * width/7 windows: not a number
+    assert folded.types["y"].shape[1:] == (49, 8)  # re-inferred from the folded targets
+
+
+def test_a_dim_param_is_never_a_known_size(windows: tuple[Path, Path]) -> None:
+    """The abstract shape of a tensor with dynamic dims names them, and arithmetic on them stays unknown."""
+    g = onnx_io.load_model(windows[0])
+    values = abstract_values(g)
+    assert values["s"] == ((4,), ("batch", 14, "width", 8))
+    assert values["hd"] == ((), (2,)) and values["wd"] == ((), (None,))
+
+
+@given(batch=st.integers(1, 4), windows_across=st.integers(1, 4))
+@settings(max_examples=8, deadline=None)
+def test_folded_shape_arithmetic_computes_the_same_at_every_size(
+    windows: tuple[Path, Path], batch: int, windows_across: int
+) -> None:
+    """The folded model at sizes of the dynamic dims other than any the fold saw gives the original's outputs:
+    a symbolic dim folded as if known (at the size 1 the cost model uses, say) fails here."""
+    src, out = windows
+    g = onnx_io.load_model(src)
+    result = compare(src, out, g, dims={"batch": batch, "width": 7 * windows_across})
+    assert result.ok, result.summary()
+
+
+@given(a=st.integers(-19, 19), b=st.integers(-7, 7).filter(bool), data=st.data())
+@settings(max_examples=20, deadline=None)
+def test_integer_division_truncates_and_mod_follows_onnx(tmp_path_factory, a: int, b: int, data) -> None:
+    """ONNX's Div on integers truncates toward zero where Python's // floors; Mod takes the divisor's sign,
+    fmod the dividend's. Each is folded from a static dim (``a`` = dim - 20) and checked against onnxruntime."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], start=1),
+        helper.make_node("Sub", ["s", "twenty"], ["a"]),
+        helper.make_node("Div", ["a", "b"], ["q"]),
+        helper.make_node("Mod", ["a", "b"], ["m"]),
+        helper.make_node("Mod", ["a", "b"], ["f"], fmod=1),
+        helper.make_node("Concat", ["q", "m", "f"], ["t"], axis=0),
+        helper.make_node("Cast", ["t"], ["tf"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["x"], ["r"], keepdims=0),
+        helper.make_node("Add", ["r", "tf"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "intdiv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", a + 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        initializer=[numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("twenty", 20), ("b", b))],
+    )
+    tmp = tmp_path_factory.mktemp("intdiv")
+    src = write_graph(graph, tmp / "intdiv.onnx")
+    g = onnx_io.load_model(src)
+    folded, _ = fold_shapes(g)
+    assert folded.op_census() == {"ReduceSum": 1, "Add": 1}
+    assert compare(
+        src, onnx_io.save_model(folded, tmp / "folded.onnx"), g, dims={"batch": data.draw(st.integers(1, 3))}
+    ).ok
