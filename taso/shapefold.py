@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from taso import onnx_io
-from taso.ir import Graph, Kind, Node, TensorType, WeightData, eliminate_dead, lint
+from taso.ir import Graph, Kind, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
 from taso.precompute import precompute
 
 Elem = int | str | None
@@ -41,7 +41,8 @@ def fold_shapes(g: Graph) -> tuple[Graph, int]:
     many nodes that removed. Repeats to a fixpoint: each round's folds make more shapes static."""
     start = len(g.nodes)
     for _ in range(ROUNDS):
-        folded = _fold_known(g)
+        values = abstract_values(g)
+        folded = _constant_targets(_fold_known(g, values), values)
         folded, _ = precompute(folded)
         if len(folded.nodes) == len(g.nodes):
             break
@@ -49,9 +50,8 @@ def fold_shapes(g: Graph) -> tuple[Graph, int]:
     return g, start - len(g.nodes)
 
 
-def _fold_known(g: Graph) -> Graph:
+def _fold_known(g: Graph, values: Mapping[str, Abstract]) -> Graph:
     """``g`` with each node whose outputs are all known replaced by initializers."""
-    values = abstract_values(g)
     kinds = g.kinds
     data, types, folded = dict(g.data), dict(g.types), []
     drop: set[int] = set()
@@ -72,6 +72,48 @@ def _fold_known(g: Graph) -> Graph:
         return g
     nodes = tuple(n for n in g.nodes if id(n) not in drop)
     return lint(eliminate_dead(replace(g, nodes=nodes, weights=(*g.weights, *folded), data=data, types=types)))
+
+
+def _constant_targets(g: Graph, values: Mapping[str, Abstract]) -> Graph:
+    """``g`` with each Reshape target that is still computed replaced by a constant where its unknown entries
+    can be spelled: a dim param equal to the input's dim at that index as 0 (copy it), and one other unknown as
+    -1 (inferred from the size) where every other entry is a known nonzero size. The -1 is what the computed
+    entry was wherever the original reshape succeeds, except on an empty tensor: beside a 0 onnxruntime cannot
+    infer it (batch 0: [0, -1, 3] fails where [0, 2, 3] ran), so a copied or zero entry rules -1 out. The
+    computation of the target is then dead (Swin-T's window reshapes all read the batch)."""
+    fresh = fresh_names(g.values(), "shapefold_")
+    nodes, data, types, weights = [], dict(g.data), dict(g.types), list(g.weights)
+    for n in g.nodes:
+        target = _target(n, g, values)
+        if target is not None:
+            name = next(fresh)
+            data[name] = WeightData(np.array(target, np.int64))
+            types[name] = TensorType("int64", (len(target),))
+            weights.append(name)
+            n = replace(n, inputs=(n.inputs[0], name))
+        nodes.append(n)
+    if len(weights) == len(g.weights):
+        return g
+    return lint(eliminate_dead(replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)))
+
+
+def _target(n: Node, g: Graph, values: Mapping[str, Abstract]) -> list[int] | None:
+    """The constant that `_constant_targets` puts in for Reshape ``n``'s computed target, if there is one."""
+    if n.op != "Reshape" or n.domain or len(n.inputs) != 2 or n.inputs[1] in g.data or _ints(n).get("allowzero"):
+        return None
+    value = values.get(n.inputs[1])
+    if value is None or len(value[0]) != 1 or g.types[n.inputs[1]].dtype != "int64":
+        return None
+    dims = (g.types[n.inputs[0]].shape if n.inputs[0] in g.types else None) or ()
+    target: list[int | None] = []
+    for k, e in enumerate(value[1]):
+        if isinstance(e, int):
+            target.append(e)
+        else:
+            target.append(0 if isinstance(e, str) and k < len(dims) and dims[k] == e else None)
+    if target.count(None) > 1 or (None in target and (0 in target or -1 in target)):
+        return None  # a -1 the original has is its own: beside a 0 it fails on an empty tensor there too
+    return [-1 if e is None else e for e in target]  # type: ignore[misc]
 
 
 def abstract_values(g: Graph) -> dict[str, Abstract]:
