@@ -237,6 +237,8 @@ def _rewrite(
         model = _cost_model(cache, settings, onnx_io.dim_sizes(graph, settings.dims))
         ran, precomputed = precompute(graph)
         shaped, shape_folded = fold_shapes(ran)  # onnxruntime leaves these to the run: a gain, not the baseline
+        if shape_folded:  # re-inferred: its inner dims have names of their own, to be sized
+            model.dims.update(onnx_io.dim_sizes(shaped, settings.dims))
         folded, everywhere = apply_everywhere(shaped, [r for r in proved if r.always])
 
     def predicted(h: Graph) -> float:
