@@ -131,10 +131,11 @@ def test_static_shapes_fold_to_what_onnxruntime_computes(tmp_path_factory, dims:
 
 
 def _windows(tmp: Path) -> Path:
-    """``x.view(B, H // 7, 7, W // 7, 7, C)`` then ``.view(-1 * ..., 49, C)`` as TorchScript writes them for Swin's
-    window partition: every target computed at run time from Shape, with batch and width dynamic and H, C static.
-    The second target reads the shape of the first Reshape's output (known only after re-inference) and takes
-    H // 7 through Mod, Sub, Cast and a Slice of the shape, as the exporter's padding arithmetic does."""
+    """``x.view(B, H // 7, 7, W // 7, 7, C)``, a transpose, then ``.view(B * (H // 7) * (W // 7), 49, C)`` as
+    TorchScript writes them for Swin's window partition: every target computed at run time from Shape, with
+    batch and width dynamic and H, C static. The second target reads the shape of the transposed output (H // 7
+    is known there only after re-inference) through a Slice, Mod, Sub and Cast, as the exporter's padding
+    arithmetic does, and C through a Size."""
 
     def const(name: str, value: object) -> TensorProto:
         return numpy_helper.from_array(np.array(value, np.int64), name)
