@@ -305,6 +305,98 @@ def test_integer_division_truncates_and_mod_follows_onnx(tmp_path_factory, a: in
     ).ok
 
 
+@st.composite
+def _shape_programs(draw: st.DrawFn) -> tuple[onnx.GraphProto, list[str]]:
+    """A random program of shape arithmetic over an x whose dims are some static, some named: Slice (any
+    starts, ends, steps), Gather, Concat, Unsqueeze, Casts and integer Add/Sub/Mul/Div/Mod, their values
+    each an output of its own; and a Reshape of x whose target multiplies the dims on either side of a split."""
+    dims = [draw(st.integers(1, 4) | st.sampled_from(["a", "b"])) for _ in range(4)]
+    nodes, inits = [helper.make_node("Shape", ["x"], ["v0"])], []
+    vectors, scalars = {"v0": 4}, []  # value -> its length; scalars
+
+    def const(value: object) -> str:
+        inits.append(numpy_helper.from_array(np.array(value, np.int64), f"c{len(inits)}"))
+        return inits[-1].name
+
+    for k in range(1, draw(st.integers(4, 12))):
+        out, op = f"v{k}", draw(st.sampled_from(["arith", "slice", "arith", "gather", "concat", "unsqueeze", "cast"]))
+        vector = draw(st.sampled_from(sorted(vectors)))
+        if op == "slice":
+            start, end, step = draw(st.integers(-6, 6)), draw(st.integers(-6, 6)), draw(st.sampled_from([-2, -1, 1, 2]))
+            nodes.append(
+                helper.make_node("Slice", [vector, const([start]), const([end]), const([0]), const([step])], [out])
+            )
+            vectors[out] = len(range(vectors[vector])[start:end:step])
+        elif op == "gather" and vectors[vector]:
+            n = vectors[vector]
+            index = draw(st.integers(-n, n - 1) | st.lists(st.integers(-n, n - 1), min_size=1, max_size=3))
+            nodes.append(helper.make_node("Gather", [vector, const(index)], [out], axis=0))
+            (scalars.append(out) if isinstance(index, int) else vectors.__setitem__(out, len(index)))
+        elif op == "concat":
+            other = draw(st.sampled_from(sorted(vectors)))
+            nodes.append(helper.make_node("Concat", [vector, other], [out], axis=0))
+            vectors[out] = vectors[vector] + vectors[other]
+        elif op == "arith":
+            name = draw(st.sampled_from(["Add", "Sub", "Mul", "Div", "Mod", "fmod"]))
+            shift, operand = const(draw(st.integers(-6, 6))), const(draw(st.integers(-5, 5).filter(bool)))
+            kw = {"fmod": 1} if name == "fmod" else {}
+            nodes.append(helper.make_node("Sub", [vector, shift], [f"{out}_s"]))  # sizes less a shift: signs vary
+            nodes.append(helper.make_node("Mod" if name == "fmod" else name, [f"{out}_s", operand], [out], **kw))
+            vectors[out] = vectors[vector]  # a divisor is never 0
+        elif op == "unsqueeze" and scalars:
+            nodes.append(helper.make_node("Unsqueeze", [draw(st.sampled_from(scalars)), const([0])], [out]))
+            vectors[out] = 1
+        else:
+            nodes.append(helper.make_node("Cast", [vector], [f"{out}_32"], to=TensorProto.INT32))
+            nodes.append(helper.make_node("Cast", [f"{out}_32"], [out], to=TensorProto.INT64))
+            vectors[out] = vectors[vector]
+    outputs = [(v, n) for v, n in vectors.items() if n]  # each its own output: a value folds where all is known
+    nodes += [helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0)]
+    for v, _ in outputs:
+        nodes.append(helper.make_node("Cast", [v], [f"{v}_f"], to=TensorProto.FLOAT))
+        nodes.append(helper.make_node("Add", ["sum", f"{v}_f"], [f"y_{v}"]))
+    split = draw(st.integers(1, 3))
+    for side, axes in (("l", range(split)), ("r", range(split, 4))):
+        prev = None
+        for axis in axes:
+            nodes.append(helper.make_node("Gather", ["v0", const([axis])], [f"{side}{axis}"], axis=0))
+            if prev is not None:
+                nodes.append(helper.make_node("Mul", [prev, f"{side}{axis}"], [f"{side}{axis}m"]))
+            prev = f"{side}{axis}" if prev is None else f"{side}{axis}m"
+        nodes.append(helper.make_node("Identity", [prev], [side]))
+    nodes += [
+        helper.make_node("Concat", ["l", "r"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "program",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [
+            *(helper.make_tensor_value_info(f"y_{v}", TensorProto.FLOAT, [n]) for v, n in outputs),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["z0", "z1"]),
+        ],
+        initializer=inits,
+    )
+    return graph, [d for d in dims if isinstance(d, str)]
+
+
+@given(program=_shape_programs(), sizes=st.lists(st.integers(1, 4), min_size=4, max_size=4))
+@settings(max_examples=40, deadline=None)
+def test_random_shape_programs_fold_to_what_onnxruntime_computes(tmp_path_factory, program, sizes) -> None:
+    """Whatever the program, the folded model computes the original's outputs at two sizes of its named dims:
+    each abstract rule (Slice's clamping and negative steps, Gather's negative indices, integer division) and
+    each Reshape target put in (copies, -1) is checked against onnxruntime's own run."""
+    graph, named = program
+    tmp = tmp_path_factory.mktemp("program")
+    src = write_graph(graph, tmp / "program.onnx")
+    g = onnx_io.load_model(src)
+    out = onnx_io.save_model(fold_shapes(g)[0], tmp / "folded.onnx")
+    for dims in ({"a": sizes[0], "b": sizes[1]}, {"a": sizes[2], "b": sizes[3]}):
+        result = compare(src, out, g, dims=dims)
+        assert result.ok, result.summary()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["swin_t_ts", "bert_ts"])
 def test_corpus_shape_arithmetic_folds_and_computes_the_same_at_two_sizes(tmp_path: Path, name: str) -> None:
