@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -782,6 +782,14 @@ def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, 
             if isinstance(d, str):
                 sizes.setdefault(d, n)
     return sizes
+
+
+def reinfer(g: Graph) -> Graph:
+    """``g`` with every intermediate value's type inferred afresh: after a fold has made a Reshape's target
+    a constant, the dims it sets become static (the annotations the IR kept would hold them unknown)."""
+    model = to_proto(g)
+    del model.graph.value_info[:]
+    return replace(from_proto(model, external_data=g.meta.external_data), meta=g.meta)
 
 
 def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:
