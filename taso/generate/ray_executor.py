@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -57,10 +58,11 @@ class RayExecutor:
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
         try:
             if self.address:
+                _probe(self.address)  # ray.init retries an address that does not answer for ever
                 ray.init(address=self.address, **quiet)
             else:
                 ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **quiet)
-        except (ConnectionError, RuntimeError, ValueError, TimeoutError, ray.exceptions.RayError) as e:
+        except (OSError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
             ray.shutdown()
             where = f"at {self.address}" if self.address else "on this machine"
             raise BadInput(f"--executor ray: cannot reach a Ray cluster {where} ({_first_line(e)})") from None
@@ -98,6 +100,20 @@ class RayExecutor:
     def memory(self) -> int:
         """This machine's processes of the run: the driver, and with a Ray started here its workers too."""
         return tree_memory(os.getpid())
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Raise OSError unless the cluster's head answers at ``address`` (HOST:PORT, ray://HOST:PORT, or ``auto``:
+    the cluster `ray start` made on this machine)."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    target = address.removeprefix("ray://")
+    if target == "auto":
+        target = canonicalize_bootstrap_address_or_die(target)
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"not HOST:PORT: {address!r}")
+    socket.create_connection((host, int(port)), timeout=timeout).close()
 
 
 def _first_line(e: BaseException) -> str:
