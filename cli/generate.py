@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 import time
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import click
@@ -13,7 +16,7 @@ from cli.options import store_option
 from cli.progress import StageBars
 from taso import store
 from taso.errors import BadInput
-from taso.generate import FORMS, LocalExecutor, Result, load_config, save, settings_from
+from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load_config, save, settings_from
 from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
 from taso.ir import IRError
@@ -102,19 +105,57 @@ def generate(
     if address and executor != "ray":
         raise BadInput("--address: give it with --executor ray")
     store.require_writable(store_path)  # refuse a store it cannot write before hours of work, not after
+    if executor == "ray":
+        data = _apart(settings, RayExecutor(address, workers), store_path)
+    else:
+        data = _generate_and_save(settings, LocalExecutor(workers), store_path)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo("\n".join(_summary_lines(data)))
+
+
+def _generate_and_save(settings: Settings, runner: Executor, store_path: Path) -> dict:
+    """Generate, add the rules to the store, and the summary."""
     start = time.perf_counter()
-    runner = RayExecutor(address, workers) if executor == "ray" else LocalExecutor(workers)
     result = run_generate(settings, progress=_Bar(), executor=runner)  # progress on stderr: --json stays clean
     try:
         added, kept = save(result, store_path)
     except (OSError, sqlite3.OperationalError) as e:
         raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
-    wall = time.perf_counter() - start
-    data = _summary(result, wall, store_path, added, kept)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-        return
-    click.echo("\n".join(_summary_lines(data)))
+    return _summary(result, time.perf_counter() - start, store_path, added, kept)
+
+
+def _apart(settings: Settings, runner: RayExecutor, store_path: Path) -> dict:
+    """A Ray run, made in a child process: Ray ends its driver's process when the cluster goes away under it, and
+    this one is left to say so in one line (exit 2). The store is written only once the work is done, through a
+    temporary copy (`taso.generate.save`), so it stays as it was."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_child, args=(settings, runner, store_path, send))
+    child.start()
+    send.close()
+    try:
+        ok, value = receive.recv()
+    except EOFError:
+        child.join()
+        raise BadInput(
+            f"--executor ray: the Ray cluster went away mid-run (Ray ended the run, exit code {child.exitcode}); "
+            "the store is unchanged"
+        ) from None
+    child.join()
+    if not ok:
+        raise value
+    return value
+
+
+def _run_child(settings: Settings, runner: RayExecutor, store_path: Path, send: Connection) -> None:
+    try:
+        send.send((True, _generate_and_save(settings, runner, store_path)))
+    except Exception as e:
+        if not isinstance(e, BadInput):  # a bug: its traceback, from where it happened
+            traceback.print_exc()
+        send.send((False, e))
 
 
 class _Bar(StageBars):

@@ -163,3 +163,26 @@ def test_a_worker_lost_past_the_retries_is_one_clear_error(cluster: Cluster, tmp
     with pytest.raises(BadInput, match="the cluster failed mid-run"):
         generate(SETTINGS, executor=_KillsAWorker(tmp_path / "killed", address=cluster.address, retries=0))
     assert not ray.is_initialized()
+
+
+@pytest.mark.slow
+def test_a_cluster_that_goes_away_mid_run_is_one_line_and_exit_2_and_the_store_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    store.create(db).close()
+    before = db.read_bytes()
+    doomed = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    doomed.add_node(num_cpus=1)
+    doomed.wait_for_nodes()
+    args = ["generate", "--max-ops", "3", "--executor", "ray", "--address", doomed.address, "--store", str(db)]
+    p = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr is not None
+        for line in p.stderr:  # progress: a line as each level ends
+            if " 1 ops |" in line:
+                break
+    finally:
+        doomed.shutdown()  # the whole cluster, mid-run (3 ops take half a minute here)
+    err = p.communicate(timeout=300)[1]
+    assert p.returncode == 2, err
+    assert err.strip().splitlines()[-1].startswith("subst: error: --executor ray: the Ray cluster went away mid-run")
+    assert db.read_bytes() == before
