@@ -6,6 +6,7 @@ counted once), sampled every 0.1 s. Writes bench/results/<today>/generate-cpu-<N
 
     .venv/bin/python bench/bench_generate.py                       # --max-ops 1, 2, 3 over TASO's set
     .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
+    .venv/bin/python bench/bench_generate.py --max-ops 3 --executor ray    # on a Ray started here (subst[ray])
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run(max_ops: int, config: str | None, workers: int | None, seed: int) -> dict:
+def run(max_ops: int, config: str | None, workers: int | None, seed: int, executor: str = "local") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "cli.main", "generate", "--max-ops", str(max_ops), "--seed", str(seed)]
         cmd += ["--store", str(Path(tmp) / "bench.db"), "--json"]
         cmd += ["--config", config] if config else []
         cmd += ["--workers", str(workers)] if workers else []
+        cmd += ["--executor", executor] if executor != "local" else []
         start, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # progress: our stderr
         peak = [0]
@@ -100,11 +102,12 @@ def main() -> None:
     ap.add_argument("--config", help="generate --config file (default: TASO's op set and input pool)")
     ap.add_argument("--workers", type=int, help="generate --workers (default: all cores)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--executor", choices=["local", "ray"], default="local", help="generate --executor")
     ap.add_argument(
         "--result", type=Path, help="the result file (default: bench/results/<today>/generate-cpu-<N>ops.json)"
     )
     args = ap.parse_args()
-    rows = [run(n, args.config, args.workers, args.seed) for n in args.max_ops]
+    rows = [run(n, args.config, args.workers, args.seed, args.executor) for n in args.max_ops]
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}"
@@ -113,6 +116,7 @@ def main() -> None:
         print(f"  {r['cmd']}")
     print(table(rows))
     what = f"{max(args.max_ops)}ops" + (f"-{Path(args.config).stem}" if args.config else "")
+    what += f"-{args.executor}" if args.executor != "local" else ""
     layout.write(args.result or layout.result_path("generate", "cpu", what), {"meta": layout.meta(), "rows": rows})
 
 

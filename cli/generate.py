@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 import time
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import click
@@ -13,8 +16,9 @@ from cli.options import store_option
 from cli.progress import StageBars
 from taso import store
 from taso.errors import BadInput
-from taso.generate import FORMS, Result, load_config, save, settings_from
+from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load_config, save, settings_from
 from taso.generate import generate as run_generate
+from taso.generate.ray_executor import RayExecutor
 from taso.ir import IRError
 from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules
 
@@ -41,7 +45,25 @@ def _form_table() -> str:
     help="JSON or TOML file with max_ops, ops (list of forms), inputs (list of {prefix, shape, kind, count}), "
     "constants ({form: shape}) and seed; flags override it.",
 )
-@click.option("--workers", type=click.IntRange(1), default=None, help="Processes.  [default: all cores]")
+@click.option(
+    "--workers",
+    type=click.IntRange(1),
+    default=None,
+    help="Processes (with --executor ray and no cluster: the CPUs of the Ray started here).  [default: all cores]",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the work runs: processes of this machine, or Ray Core tasks (pip install 'subst[ray]').",
+)
+@click.option(
+    "--address",
+    metavar="ADDR",
+    help="With --executor ray: the cluster to join (HOST:6379, or 'auto' for the one `ray start` made here); "
+    "default: $RAY_ADDRESS, else a Ray started on this machine for the run and shut down after it.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the fingerprints' random inputs.  [default: 0]")
 @store_option("Store to add the candidate rules to (created if missing).", writes=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -50,6 +72,8 @@ def generate(
     ops: str | None,
     config: Path | None,
     workers: int | None,
+    executor: str,
+    address: str | None,
     seed: int | None,
     store_path: Path,
     as_json: bool,
@@ -70,29 +94,73 @@ def generate(
       subst generate --ops matmul,add,concat1,split1 --max-ops 3 --store mm.db
       subst generate --ops=-maxpool3,+sigmoid --json
       subst generate --config my-pool.toml
+      subst generate --max-ops 4 --executor ray                    # a Ray of this machine's cores
+      ray start --head; subst generate --executor ray --address auto  # a cluster (ray start --address HEAD:6379)
     """
     try:
         cfg = load_config(config) if config else None
     except UnicodeDecodeError:
         raise BadInput(f"{config}: not UTF-8 text; a config is a JSON or TOML file") from None
     settings = settings_from(cfg, ops, max_ops, seed)
+    if address and executor != "ray":
+        raise BadInput("--address: give it with --executor ray")
     store.require_writable(store_path)  # refuse a store it cannot write before hours of work, not after
-    start = time.perf_counter()
-    result = run_generate(settings, workers, _Bar())  # progress goes to stderr, so --json output stays clean
-    try:
-        added, kept = save(result, store_path)
-    except (OSError, sqlite3.OperationalError) as e:
-        raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
-    wall = time.perf_counter() - start
-    data = _summary(result, wall, store_path, added, kept)
+    if executor == "ray":
+        data = _apart(settings, RayExecutor(address, workers), store_path)
+    else:
+        data = _generate_and_save(settings, LocalExecutor(workers), store_path)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     click.echo("\n".join(_summary_lines(data)))
 
 
+def _generate_and_save(settings: Settings, runner: Executor, store_path: Path) -> dict:
+    """Generate, add the rules to the store, and the summary."""
+    start = time.perf_counter()
+    result = run_generate(settings, progress=_Bar(), executor=runner)  # progress on stderr: --json stays clean
+    try:
+        added, kept = save(result, store_path)
+    except (OSError, sqlite3.OperationalError) as e:
+        raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
+    return _summary(result, time.perf_counter() - start, store_path, added, kept)
+
+
+def _apart(settings: Settings, runner: RayExecutor, store_path: Path) -> dict:
+    """A Ray run, made in a child process: Ray ends its driver's process when the cluster goes away under it, and
+    this one is left to say so in one line (exit 2). The store is written only once the work is done, through a
+    temporary copy (`taso.generate.save`), so it stays as it was."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_child, args=(settings, runner, store_path, send))
+    child.start()
+    send.close()
+    try:
+        ok, value = receive.recv()
+    except EOFError:
+        child.join()
+        raise BadInput(
+            f"--executor ray: the Ray cluster went away mid-run (Ray ended the run, exit code {child.exitcode}); "
+            "the store is unchanged"
+        ) from None
+    child.join()
+    if not ok:
+        raise value
+    return value
+
+
+def _run_child(settings: Settings, runner: RayExecutor, store_path: Path, send: Connection) -> None:
+    try:
+        send.send((True, _generate_and_save(settings, runner, store_path)))
+    except Exception as e:
+        if not isinstance(e, BadInput):  # a bug: its traceback, from where it happened
+            traceback.print_exc()
+        send.send((False, e))
+
+
 class _Bar(StageBars):
-    """A progress bar per level, labelled with the graphs built, the classes and the rate."""
+    """A progress bar per level, labelled with the graphs built, the classes, the rate, the time left and the
+    memory of the run's processes; then one for judging the pairs."""
 
     def __init__(self) -> None:
         super().__init__("representatives extended")
@@ -101,12 +169,24 @@ class _Bar(StageBars):
     def __call__(self, stage: str, done: int, total: int, counts: dict) -> None:
         if stage != self.stage:
             self.base, self.start = self.seen, time.perf_counter()
-        self.seen = counts["graphs"]
+            self.unit = "pairs judged" if stage == "pairs" else "representatives extended"
         elapsed = time.perf_counter() - self.start
+        tail = f", {counts['memory'] / 2**30:.2f} GB" if counts.get("memory") else ""
+        if elapsed > 0.5 and 0 < done < total:
+            tail = f", {_clock(elapsed * (total - done) / done)} left" + tail
+        if stage == "pairs":
+            rate = f", {done / elapsed:,.0f} pairs/s" if elapsed > 0.5 else ""
+            self.update(stage, done, total, f" pairs | {counts['classes']:,} classes{rate}{tail}")
+            return
+        self.seen = counts["graphs"]
         rate = f", {(self.seen - self.base) / elapsed:,.0f} graphs/s" if elapsed > 0.5 else ""
-        self.update(
-            stage, done, total, f"{stage:>6} | {counts['graphs']:,} graphs, {counts['classes']:,} classes{rate}"
-        )
+        label = f"{stage:>6} | {counts['graphs']:,} graphs, {counts['classes']:,} classes{rate}{tail}"
+        self.update(stage, done, total, label)
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
 def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> dict:

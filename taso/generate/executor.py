@@ -1,0 +1,144 @@
+"""Where the generator's parallel work runs: an `Executor` maps a task over jobs, in order.
+
+Every map has read-only `Inputs` (the settings, how many evaluations a worker's `_Context` holds, and one large
+block of data, such as a level's frontier) that reach each worker once, and small jobs that name ranges of that
+data. `LocalExecutor` (the default) forks processes of this machine after the inputs are in place, so they share
+them page for page; `taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is
+the one a columnar generator needs: map over parent ranges, and later, shuffle blocks by fingerprint bucket and
+reduce per bucket as further maps.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from taso.generate.evaluate import _Context
+from taso.generate.forms import Settings
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every task of one map reads and none changes."""
+
+    settings: Settings
+    runs: int
+    """Evaluations the worker's `_Context` holds: 1 to enumerate, `taso.fingerprint.EVALUATIONS` to judge pairs."""
+    data: Any = None
+
+
+Task = Callable[[_Context, Any, Any], Any]
+"""task(context, inputs.data, job) -> result: a module-level function, so workers find it by name."""
+
+
+class Executor(Protocol):
+    """Runs a generation's tasks; `start` before the first map, `stop` after the last (also on failure)."""
+
+    workers: int
+    """How many tasks run at once: jobs are cut so that each worker gets several."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def map(self, task: Task, inputs: Inputs, jobs: Sequence[Any]) -> Iterator[Any]:
+        """``task`` over ``jobs``, results in the jobs' order as they come."""
+        ...
+
+    def memory(self) -> int:
+        """Bytes the run holds now: this process and its workers (PSS: pages they share count once)."""
+        ...
+
+
+_INPUTS: dict[str, Any] = {}
+"""This worker process's inputs and context (a forked worker inherits the parent's)."""
+
+
+def run_task(task: Task, inputs: Inputs, job: Any) -> Any:
+    """``task`` on ``job`` with this process's context for ``inputs``, made at the first job that needs it."""
+    key = (inputs.settings, inputs.runs)
+    if _INPUTS.get("key") != key:
+        _INPUTS["ctx"], _INPUTS["key"] = _Context(inputs.settings, inputs.runs), key
+    return task(_INPUTS["ctx"], inputs.data, job)
+
+
+def _run_forked(call: tuple[Task, Any]) -> Any:
+    task, job = call
+    return run_task(task, _INPUTS["inputs"], job)
+
+
+class LocalExecutor:
+    """Processes of this machine, forked for each map once its inputs are in place (no copy is sent), or this
+    process alone for one worker or one job."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        _INPUTS.clear()
+
+    def map(self, task: Task, inputs: Inputs, jobs: Sequence[Any]) -> Iterator[Any]:
+        _INPUTS.clear()  # a fresh context per map, as a fresh worker would have
+        if self.workers <= 1 or len(jobs) <= 1:
+            yield from (run_task(task, inputs, job) for job in jobs)
+            return
+        _INPUTS["inputs"] = inputs
+        pool = _fork_pool(self.workers)
+        try:
+            yield from pool.imap(_run_forked, [(task, job) for job in jobs])
+        finally:
+            pool.terminate()
+            pool.join()
+            gc.unfreeze()
+            _INPUTS.clear()
+
+    def memory(self) -> int:
+        return tree_memory(os.getpid())
+
+
+def _fork_pool(workers: int) -> Any:
+    """Worker processes, forked where the platform can (cheap start, inputs shared). The parent's objects are
+    frozen out of the garbage collector first (`LocalExecutor.map` unfreezes them after): a collection in a child
+    would otherwise touch, and so copy, every page."""
+    gc.freeze()
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    if method is None:  # spawned workers inherit nothing: hand them the inputs
+        return multiprocessing.get_context().Pool(workers, _adopt, (_INPUTS["inputs"],))
+    return multiprocessing.get_context(method).Pool(workers)
+
+
+def _adopt(inputs: Inputs) -> None:
+    _INPUTS["inputs"] = inputs
+
+
+def tree_memory(pid: int) -> int:
+    """Memory (bytes) of ``pid`` and all its descendants: summed PSS, so pages forked workers share count once
+    (0 where /proc cannot tell)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:")), 0)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return total
+
+
+def chunks(n: int, workers: int, most: int, per_worker: int = 16) -> list[tuple[int, int]]:
+    """``range(n)`` as (start, stop) jobs: about ``per_worker`` per worker, at most ``most`` items each."""
+    size = max(1, min(most, n // (workers * per_worker) or 1))
+    return [(i, min(n, i + size)) for i in range(0, n, size)]

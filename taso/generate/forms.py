@@ -1,0 +1,240 @@
+"""The generator's vocabulary: op forms (one way to apply an op), the pool of input tensors, and `Settings`,
+everything that decides a rule set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from taso import ops
+
+Shape = tuple[int, ...]
+Splits = tuple[tuple[int, tuple[int, ...]], ...]
+"""Where a value may be split: (axis, part sizes) left by the concat it descends from (TASO's split tree)."""
+Sig = tuple[Shape, str, Splits]
+"""What decides whether a form applies to a value: shape, kind ('a' activation, 'w' weight or constant), splits."""
+NodeSpec = tuple[int, tuple[int, ...]]
+"""A node of a compact graph: (form index, argument value ids); pool inputs are ids 0..n-1, outputs follow."""
+
+ACTIVATION, WEIGHT = "a", "w"
+MAX_ARITY = 3
+"""Most arguments of a form (a Conv with a bias); a spooled row is (parent, form, arguments padded with -1)."""
+ROW = 2 + MAX_ARITY
+MIN_IMAGE = 2
+"""Convs and pools must leave images at least this wide: on a single pixel every stride and padding reads the
+same taps, and the coincidences that follow (stride 1 = stride 2) hold for no real model."""
+
+
+# ---- settings -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputClass:
+    """Interchangeable pool tensors: ``count`` tensors named ``prefix0``, ``prefix1``, ... of one shape and kind."""
+
+    prefix: str
+    shape: Shape
+    kind: str  # "activation" or "weight"
+    count: int
+    splits: Splits = ()
+    """Where these tensors may be split, as if each were a concat of these parts: an input that stands for
+    a merged op's output (a conv over concatenated kernels), so rules about its Split can be found."""
+
+    def as_dict(self) -> dict:
+        d = {"prefix": self.prefix, "shape": list(self.shape), "kind": self.kind, "count": self.count}
+        return {**d, "splits": {str(a): list(v) for a, v in self.splits}} if self.splits else d
+
+
+@dataclass(frozen=True)
+class Form:
+    """One way to apply an op: ``attrs`` gives the attributes for argument signatures, or None where it does not
+    apply (shapes are then checked by `taso.ops.infer`)."""
+
+    name: str
+    op: str
+    arity: int
+    attrs: Callable[[Sequence[Sig]], dict | None]
+    commutative: bool = False
+    doc: str = ""
+    cut: str = "parts"
+    """For a Split: cut at every part boundary (``parts``), or in two, keeping the leading parts together
+    (``head``) or the trailing ones (``tail``), which may then be split again: a split of a split."""
+
+
+def _rank(s: Sig) -> int:
+    return len(s[0])
+
+
+def _conv(stride: int, same: bool, bias: bool = False) -> Callable[[Sequence[Sig]], dict | None]:
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        (xs, xk, _), (ws, wk, _) = sigs[:2]
+        if bias and (sigs[2][1] != WEIGHT or sigs[2][0] != ws[:1]):  # one bias per output channel
+            return None
+        if len(xs) != 4 or len(ws) != 4 or xk != ACTIVATION or wk != WEIGHT or xs[1] % ws[1]:
+            return None
+        group, (kh, kw) = xs[1] // ws[1], ws[2:]
+        if group not in (1, xs[1]) or ws[0] % group or (same and not (kh % 2 and kw % 2)):
+            return None
+        pads = (kh // 2, kw // 2, kh // 2, kw // 2) if same else (0, 0, 0, 0)
+        return {
+            "kernel_shape": (kh, kw),
+            "strides": (stride, stride),
+            "pads": pads,
+            "dilations": (1, 1),
+            "group": group,
+        }
+
+    return attrs
+
+
+def _pool(extra: dict) -> Callable[[Sequence[Sig]], dict | None]:
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        s = sigs[0]
+        if _rank(s) != 4 or s[1] != ACTIVATION:
+            return None
+        return {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), **extra}
+
+    return attrs
+
+
+def _enlarge(sigs: Sequence[Sig]) -> dict | None:
+    shape, kind, _ = sigs[0]
+    if len(shape) != 4 or kind != WEIGHT or shape[2:] == (3, 3) or any(d > 3 or d % 2 == 0 for d in shape[2:]):
+        return None
+    return {"kernel_shape": (3, 3)}
+
+
+def _concat(axis: int) -> Callable[[Sequence[Sig]], dict | None]:
+    return lambda sigs: {"axis": axis} if _rank(sigs[0]) == _rank(sigs[1]) > axis else None
+
+
+def _split(name: str, axis: int, doc: str, cut: str = "parts") -> Form:
+    least = 2 if cut == "parts" else 3  # cutting two parts in two is the plain split
+
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        return {"axis": axis} if len(dict(sigs[0][2]).get(axis, ())) >= least else None
+
+    return Form(name, "Split", 1, attrs, doc=doc, cut=cut)
+
+
+def _cut(form: Form, sig: Sig, axis: int) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """A Split form's sizes on a value, and the parts each output may be split into again (empty: none)."""
+    parts = dict(sig[2])[axis]
+    if form.cut == "head":
+        return (sum(parts[:-1]), parts[-1]), [parts[:-1], ()]
+    if form.cut == "tail":
+        return (parts[0], sum(parts[1:])), [(), parts[1:]]
+    return parts, [()] * len(parts)
+
+
+def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
+    return lambda sigs: {"shape": tuple(shape), "dtype": "float32"}
+
+
+def _elementwise_forms() -> list[Form]:
+    """A form for each unary element-wise op of the catalogue, named as the op, on any tensor of rank >= 1: a
+    new activation enters the generator by its catalogue entry alone."""
+    return [
+        Form(op.name.lower(), op.name, 1, lambda s: {} if _rank(s[0]) else None)
+        for op in ops.OPS.values()
+        if op.elementwise and op.arity == (1, 1)
+    ]
+
+
+FORMS: dict[str, Form] = {
+    f.name: f
+    for f in [
+        Form("matmul", "MatMul", 2, lambda s: {} if _rank(s[0]) == _rank(s[1]) == 2 else None, doc="2-D matmul"),
+        Form("add", "Add", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
+        Form("mul", "Mul", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
+        Form("smul", "Mul", 2, lambda s: {} if _rank(s[0]) and s[1][0] == () else None, doc="by a 0-d scalar"),
+        *_elementwise_forms(),
+        Form("conv_s1_same", "Conv", 2, _conv(1, True), doc="stride 1, SAME padding; group 1 or depthwise"),
+        Form("conv_s1_valid", "Conv", 2, _conv(1, False), doc="stride 1, no padding"),
+        Form("conv_s2_same", "Conv", 2, _conv(2, True), doc="stride 2, SAME padding"),
+        Form("conv_s2_valid", "Conv", 2, _conv(2, False), doc="stride 2, no padding"),
+        Form("conv_s1_same_bias", "Conv", 3, _conv(1, True, True), doc="stride 1, SAME padding, with a bias"),
+        Form("conv_s1_valid_bias", "Conv", 3, _conv(1, False, True), doc="stride 1, no padding, with a bias"),
+        Form("conv_s2_same_bias", "Conv", 3, _conv(2, True, True), doc="stride 2, SAME padding, with a bias"),
+        Form("conv_s2_valid_bias", "Conv", 3, _conv(2, False, True), doc="stride 2, no padding, with a bias"),
+        Form("avgpool3", "AveragePool", 1, _pool({"count_include_pad": 1}), doc="3x3, stride 1, SAME"),
+        Form("maxpool3", "MaxPool", 1, _pool({}), doc="3x3, stride 1, SAME"),
+        Form("enlarge3", "Enlarge", 1, _enlarge, doc="zero-pad a weight kernel to 3x3"),
+        Form("concat0", "Concat", 2, _concat(0)),
+        Form("concat1", "Concat", 2, _concat(1)),
+        _split("split0", 0, "at the boundary of the concat it descends from"),
+        _split("split1", 1, "at the boundary of the concat it descends from"),
+        _split("split1_head", 1, "in two, the leading parts kept together", "head"),
+        _split("split1_tail", 1, "in two, the trailing parts kept together", "tail"),
+        Form("transpose", "Transpose", 1, lambda s: {"perm": (1, 0)} if _rank(s[0]) == 2 else None),
+        Form("ones", "Ones", 0, _constant((2, 4)), doc="shape 2x4"),
+        Form("eye", "Eye", 0, _constant((4, 4)), doc="4x4"),
+        Form("conv_identity", "ConvIdentity", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 identity kernel"),
+        Form("pool_kernel", "PoolKernel", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 kernel of 1/9"),
+    ]
+}
+
+TASO_FORMS = tuple(
+    f
+    for f, form in FORMS.items()
+    if ops.TASO in ops.get(form.op).traits and not f.endswith("_bias") and form.cut == "parts"
+)
+"""The forms TASO's generator uses, over its ops (`taso.ops.TASO`; its fused conv+relu is conv followed by relu here; a concat there has two
+parts, so the split forms that group three or more parts never apply)."""
+BIAS_FORMS = tuple(f for f in FORMS if f.endswith("_bias"))
+"""Convs with a bias (``--ops +bias``): exporters write a bias into nearly every Conv (a BatchNorm folds into it),
+and a rule over TASO's bias-less convs matches none of those. The shipped store is TASO's set plus these."""
+
+TASO_POOL = (
+    InputClass("x", (2, 4), "activation", 3),
+    InputClass("w", (4, 4), "weight", 3),
+    InputClass("X", (2, 4, 5, 5), "activation", 2),
+    InputClass("K", (4, 4, 3, 3), "weight", 2),
+    InputClass("Kp", (4, 4, 1, 1), "weight", 1),
+    InputClass("Kr", (4, 4, 1, 3), "weight", 1),
+    InputClass("Kc", (4, 4, 3, 1), "weight", 1),
+    InputClass("D", (4, 1, 3, 3), "weight", 1),
+    InputClass("s", (), "weight", 1),
+)
+"""TASO's kinds of input tensors, at TASO's shapes (2-D 2x4 activations and 4x4 weights, 2x4x5x5 images)."""
+BIASES = InputClass("b", (4,), "weight", 2)
+"""Added to the default pool when a biased conv form is chosen: two, so that sibling convs with their own biases
+can merge."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides the rule set: same settings, same rules."""
+
+    max_ops: int = 3
+    forms: tuple[str, ...] = TASO_FORMS
+    pool: tuple[InputClass, ...] = TASO_POOL
+    seed: int = 0
+    constants: tuple[tuple[str, Shape], ...] = ()
+    """Shape overrides of the constant forms (ones, eye, conv_identity, pool_kernel)."""
+    prune_pairs: bool = True
+    """Drop pairs implied by smaller ones, and fold (`taso.fold`) rules that smaller kept rules derive; off,
+    every candidate becomes a rule (to check what pruning drops)."""
+    extend_all: bool = False
+    """Extend every graph, not only each class's representative (no Quartz pruning): to check what it drops."""
+
+    def form_list(self) -> list[Form]:
+        shapes = dict(self.constants)
+        out = []
+        for name in self.forms:
+            f = FORMS[name]
+            if name in shapes:
+                f = Form(f.name, f.op, f.arity, _constant(tuple(shapes[name])), f.commutative, f.doc)
+            out.append(f)
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "max_ops": self.max_ops,
+            "forms": list(self.forms),
+            "pool": [c.as_dict() for c in self.pool],
+            "constants": {k: list(v) for k, v in self.constants},
+            "seed": self.seed,
+            "prune_pairs": self.prune_pairs,
+            "extend_all": self.extend_all,
+        }

@@ -1,0 +1,55 @@
+"""A run's rules into a store, atomically, with the provenance that regenerates them."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+from pathlib import Path
+
+from taso import store
+from taso.field import P
+from taso.generate.driver import Result
+from taso.generate.forms import Settings
+from taso.rules import Rule
+
+
+def provenance(settings: Settings) -> dict:
+    """What a stored rule came from: enough to generate it again."""
+    try:
+        version = importlib.metadata.version("subst")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"tool": "subst generate", "version": version, "settings": settings.as_dict(), "field_prime": P}
+
+
+def save(result: Result, path: str | Path) -> tuple[int, int]:
+    """Add the result's rules to the store at ``path``: (added, already there). Written to a temporary copy
+    renamed into place, so an interrupted run leaves the store as it was. Rules already in the store (same
+    source and target text) keep their verdicts."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if path.exists():
+            store.open_store(path).close()
+            shutil.copyfile(path, tmp)
+            db = store.open_store(tmp)
+        else:
+            db = store.create(tmp)
+        db.execute("PRAGMA synchronous = OFF")  # a scratch copy: durability comes from the rename
+        have = store.known(db)
+        groups: dict[str, list[Rule]] = {}
+        kept = 0
+        for fp, rule in result.rules:
+            row = rule.to_row()
+            if (row["src"], row["dst"]) in have:
+                kept += 1
+                continue
+            groups.setdefault(fp, []).append(rule)
+        prov = provenance(result.settings)
+        added = sum(store.add_rules(db, rules, fp, prov) for fp, rules in groups.items())
+        db.close()
+        os.replace(tmp, path)
+        return added, kept
+    finally:
+        tmp.unlink(missing_ok=True)
