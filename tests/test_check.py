@@ -327,15 +327,17 @@ def test_the_end_to_end_timing_runs_on_inputs_the_original_runs_on(tmp_path: Pat
     """The guard that times original and result (before the check) runs a model on the user's inputs, or on
     the first draw it runs on: on plain 0-or-1 ids RoBERTa's embeddings made onnxruntime fail there, a crash."""
     model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
-    roberta = onnx_io.load_model(roberta_embeddings(tmp_path / "roberta.onnx"))
+    path = roberta_embeddings(tmp_path / "roberta.onnx")
+    roberta = onnx_io.load_model(path)
     with pytest.raises(check.RunError, match="out of data bounds"):
         check.Runner(onnx_io.model_bytes(roberta))(check.random_inputs(onnx_io.concretize(roberta, {}), seed=0))
-    _, _, measured = _confirm_speedup(roberta, roberta, {"none": 1}, model, tmp_path, _quiet)
+    measured = _confirm_speedup((path, path), roberta, roberta, model, _quiet)
     assert measured["before_ms"] > 0 and measured["after_ms"] > 0
-    vad = onnx_io.load_model(vad_model(tmp_path / "vad.onnx"))
+    path = vad_model(tmp_path / "vad.onnx")
+    vad = onnx_io.load_model(path)
     with pytest.raises(BadInput, match="'sr'"):
-        _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet)
-    _, _, measured = _confirm_speedup(vad, vad, {"none": 1}, model, tmp_path, _quiet, vad_inputs(16000))
+        _confirm_speedup((path, path), vad, vad, model, _quiet)
+    measured = _confirm_speedup((path, path), vad, vad, model, _quiet, vad_inputs(16000))
     assert measured["before_ms"] > 0 and measured["after_ms"] > 0
 
 
