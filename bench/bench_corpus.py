@@ -120,7 +120,7 @@ def main() -> int:
             print(f"{r['model']:<26}  not timed: {r.get('error') or r.get('check')}")
             continue
         cells = "".join(f"{r['speedup'][c]:>10.3f}" if c in r["speedup"] else f"{'-':>10}" for c in SHORT)
-        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
+        rules = ", ".join(f"{k} x{v['count']}" for k, v in sorted(r["rules"].items())) or "none"
         print(f"{r['model']:<26}{r['ms']['original']:>9.3f}{cells}{1 / r['cost_ratio']:>7.3f}  {rules}")
     for column in SHORT:
         timed = [r["speedup"][column] for r in rows if column in r.get("speedup", {})]
