@@ -669,7 +669,7 @@ def measure_marginal(
 HOST_ELASTICITY = 0.78
 """How a unit's cost moves with the host's speed: as the reference run's time to this power. Even a small
 unit is part GPU time: over 51 units of SqueezeNet, BERT-base and NasRNN (0.005-0.06 ms, 12 measurements each
-at references 0.072-0.099 ms on the H100; bench_drift.py, bench/results-drift-h100.json) the least-squares
+at references 0.072-0.099 ms on the H100; bench_drift.py, bench/results/2026-11-23/drift-h100.json) the least-squares
 slope of log cost on log reference had median 0.78 (10th-90th percentile 0.65-0.89), unrelated to the unit's
 size. Scaled in full, a calibration taken in a slow spell put CSRNet's prediction 24 % low."""
 

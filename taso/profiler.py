@@ -248,7 +248,7 @@ def time_models(
     of the end-to-end guard's 5 rounds took over a minute).
 
     At batch 1 a GPU run is bound by the host thread that launches its kernels, and the host's speed is not
-    steady on a shared machine: on the GPU host of bench/RESULTS.md the cores ran one loop up to 1.8x apart,
+    steady on a shared machine: on the GPU host of bench_noise.py (bench/results/2026-11-22/noise-h100-modes.json) the cores ran one loop up to 1.8x apart,
     switching between quick and slow within seconds, and whole measurements landed in slow spells. So a tiny
     reference model (`_reference`) is timed in turn with the others; when it ran more than `SLOW_SPELL` times slower
     than the quickest reference this process has seen, the samples are taken again (up to `ATTEMPTS` times,
