@@ -63,7 +63,7 @@ def _run(model: Path, out: Path, cache: Path, device: str, timeout: float) -> di
             "estimated_units": cost.get("estimated_units"),
             "prior_units": (cost.get("prior") or {}).get("units", 0),
             "speedup_predicted": round(cost["before_ms"] / cost["after_ms"], 3) if cost else None,
-            "rules_applied": sum(r["rules_applied"].values()),
+            "rules_applied": sum(v["count"] for v in r["rules_applied"].values()),
         }
     return row
 

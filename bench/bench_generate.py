@@ -23,26 +23,12 @@ import threading
 import time
 from pathlib import Path
 
-import layout
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
+import layout  # noqa: E402
 
-def _tree_rss(pid: int) -> int:
-    """Memory (bytes) of ``pid`` and all its descendants: summed PSS, so pages the forked workers share with
-    their parent count once."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:")), 0)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return total
+from taso.generate.executor import tree_memory  # noqa: E402
 
 
 def run(max_ops: int, config: str | None, workers: int | None, seed: int, executor: str = "local") -> dict:
@@ -58,7 +44,7 @@ def run(max_ops: int, config: str | None, workers: int | None, seed: int, execut
 
         def sample() -> None:
             while proc.poll() is None:
-                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                peak[0] = max(peak[0], tree_memory(proc.pid))
                 time.sleep(0.1)
 
         sampler = threading.Thread(target=sample, daemon=True)

@@ -75,7 +75,7 @@ def main() -> int:
         f"\nsigma {args.sigma}\n{'model':<14}{'seed':>5}{'pred x':>8}{'expanded':>9}{'search s':>9}{'opt s':>7}  rules"
     )
     for r in rows:
-        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items())) or "none"
+        rules = ", ".join(f"{k} x{v['count']}" for k, v in sorted(r["rules"].items())) or "none"
         print(
             f"{r['model']:<14}{r['seed']:>5}{r['predicted_speedup']:>8.3f}{r['expanded']:>9}"
             f"{r['search_s']:>9.1f}{r['optimize_s']:>7.1f}  {rules}"

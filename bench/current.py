@@ -207,6 +207,13 @@ METRICS: list[Metric] = [
         _cold("cold"),
     ),
     Metric(
+        "optimize: ten more corpus models cold, H100 (shape arithmetic folded)",
+        32,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-26/cold-h100-rest.json",
+        _cold("cold"),
+    ),
+    Metric(
         "optimize: a 2-node model, cost table (report total, max of runs)",
         31,
         Target("<=", 1, "<= 1 s"),
