@@ -86,3 +86,19 @@ def prove_into(path: Path, rules) -> Path:  # noqa: ANN001 (iterable of taso.rul
     summary = verify_rows(db, rows, load_specs(SPECS_DIR))
     assert summary.counts["proved"] == len(rows), summary.lines()
     return path
+
+
+@pytest.fixture(scope="module")
+def cpu():  # noqa: ANN201 (taso.profiler.Device; taso is imported lazily here, as in prove_into)
+    """The CPU device, as the cost model sees it."""
+    from taso import profiler
+
+    return profiler.pick_device("cpu")
+
+
+@pytest.fixture(scope="module")
+def calibration(cpu):  # noqa: ANN001, ANN201 (taso.profiler.Device -> taso.cost.Calibration)
+    """The CPU measured once per test module: unit estimates at this machine's speeds."""
+    from taso import cost
+
+    return cost.calibrate(cpu)

@@ -578,20 +578,25 @@ def test_rules_list_into_a_pipe_closed_early_is_quiet_and_ok() -> None:
     assert len(listed) == json.loads(subst("rules", "stats", "--json").stdout)["rules"] > 50 * 64  # 0: all
 
 
-def test_declined_rewrites_are_counted_in_words_a_user_reads(tmp_path: Path, save) -> None:
-    """A rule matches, but a value it would remove is also a model output: the report says that, in the text
-    and in --json, counted by what stood in the way (it said 'an internal source value is a graph output')."""
-    db = prove_into(tmp_path / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
+def _two_matmuls_added(save, outputs: tuple[str, ...]) -> Path:  # noqa: ANN001 (the save fixture)
+    """x @ w0 + x @ w1, which DISTRIBUTE rewrites as x @ (w0 + w1), with ``outputs`` as the model's outputs."""
     weights = [numpy_helper.from_array(np.full((8, 5), i + 1.0, np.float32), f"w{i}") for i in (0, 1)]
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in (0, 1)]
         + [helper.make_node("Add", ["m0", "m1"], ["y"])],
         "distribute",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [4, 5]) for o in ("y", "m0")],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [4, 5]) for o in outputs],
         initializer=weights,
     )
-    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx")
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx")
+
+
+def test_declined_rewrites_are_counted_in_words_a_user_reads(tmp_path: Path, save) -> None:
+    """A rule matches, but a value it would remove is also a model output: the report says that, in the text
+    and in --json, counted by what stood in the way (it said 'an internal source value is a graph output')."""
+    db = prove_into(tmp_path / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
+    model = _two_matmuls_added(save, outputs=("y", "m0"))
     args = ("optimize", model, "--store", db, "--device", "estimate")
     report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
     assert report["search"]["declined"] == {"a value the rewrite would remove is a model output": 2}
@@ -606,16 +611,7 @@ def test_the_report_names_each_applied_rule_by_an_id_rules_show_finds(tmp_path: 
     one `subst rules show` finds in the store the run read, and `rules list` gives the same id and name."""
     rule = replace(parse_rules(DISTRIBUTE)[0], status="proved")
     db = prove_into(tmp_path / "rules.db", [rule])
-    weights = [numpy_helper.from_array(np.full((8, 5), i + 1.0, np.float32), f"w{i}") for i in (0, 1)]
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in (0, 1)]
-        + [helper.make_node("Add", ["m0", "m1"], ["y"])],
-        "distribute",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
-        initializer=weights,
-    )
-    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx")
+    model = _two_matmuls_added(save, outputs=("y",))
     args = ("optimize", model, "--store", db, "--device", "estimate")
     report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
     assert report["rules_applied"] == {rule.id: {"name": rule.name, "count": 1}}

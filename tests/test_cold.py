@@ -25,16 +25,6 @@ SMALL_THEN_LARGE = """graph(%x: float32[1,256], %w: float32[256,4096] weight):
 """A tiny unit first in graph order, then one whose weights alone are 4 MiB."""
 
 
-@pytest.fixture(scope="module")
-def cpu() -> profiler.Device:
-    return profiler.pick_device("cpu")
-
-
-@pytest.fixture(scope="module")
-def calibration(cpu: profiler.Device) -> cost.Calibration:
-    return cost.calibrate(cpu)
-
-
 def _graph(text: str = SMALL_THEN_LARGE):
     g = parse_graph(text)
     rng = np.random.default_rng(0)

@@ -37,16 +37,6 @@ def _with_weights(text: str, seed: int = 0):
     return replace(g, data={k: WeightData(v) for k, v in data.items()})
 
 
-@pytest.fixture(scope="module")
-def cpu() -> profiler.Device:
-    return profiler.pick_device("cpu")
-
-
-@pytest.fixture(scope="module")
-def calibration(cpu: profiler.Device) -> cost.Calibration:
-    return cost.calibrate(cpu)
-
-
 def test_units_fuse_what_onnxruntime_fuses() -> None:
     g = _with_weights(CONV_CHAIN)
     labels = [u.label for u in cost.units(g)]
