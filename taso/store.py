@@ -1,8 +1,8 @@
 """The substitution store: one SQLite file (via sqlite-utils) holding rules and their verdicts.
 
 The schema carries a version in ``meta``; opening a store of another version is refused with a clear message
-rather than read wrongly, except a version-1 store opened writable, which is brought to version 2 in place (its
-rules' ids added, `migrate`). The shipped store is opened read-only, whoever asks: nothing writes into the package,
+rather than read wrongly, except a version-1 store: opened writable it is brought to version 2 in place (its
+rules' ids added, `migrate`), opened read-only a copy in memory is, so an older subst's store still serves. The shipped store is opened read-only, whoever asks: nothing writes into the package,
 not even by mistake. Measured costs are not kept in a store but in the user's cache (`taso.cachedir`).
 """
 
@@ -86,13 +86,13 @@ def open_store(path: str | Path, create_missing: bool = False, read_only: bool =
         raise BadInput(f"{p}: not a subst store ({e})") from None
     if version is None:
         raise BadInput(f"{p}: not a subst store (no schema version)")
-    if int(version) == 1 and not (read_only or is_shipped(p)) and not unwritable(p):
+    if int(version) == 1:
+        if read_only or is_shipped(p) or unwritable(p):  # ids added to a copy in memory: the file stays as it is
+            memory = sqlite3.connect(":memory:")
+            db.conn.backup(memory)
+            db.close()
+            db = sqlite_utils.Database(memory)
         migrate(db)
-    elif int(version) == 1:
-        raise BadInput(
-            f"{p}: store schema version 1 (rules without ids), this subst reads version {SCHEMA_VERSION}; "
-            "copy it somewhere writable and open it once (`subst rules stats --store COPY`) to add the ids"
-        )
     elif int(version) != SCHEMA_VERSION:
         raise BadInput(f"{p}: store schema version {version}, this subst reads version {SCHEMA_VERSION}")
     return db
