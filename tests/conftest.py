@@ -102,3 +102,19 @@ def calibration(cpu):  # noqa: ANN001, ANN201 (taso.profiler.Device -> taso.cost
     from taso import cost
 
     return cost.calibrate(cpu)
+
+
+@pytest.fixture
+def timed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many models each `taso.cost` measurement times side by side, one entry per call of `time_models`."""
+    from taso import cost
+
+    counts: list[int] = []
+    timing = cost.time_models
+
+    def counting(models, *args, **kwargs):  # noqa: ANN001, ANN202 (time_models' own signature)
+        counts.append(len(models))
+        return timing(models, *args, **kwargs)
+
+    monkeypatch.setattr(cost, "time_models", counting)
+    return counts

@@ -70,16 +70,8 @@ def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibratio
 
 
 def test_a_unit_far_above_a_runs_overhead_is_timed_as_one_copy(
-    cpu: profiler.Device, calibration: cost.Calibration, monkeypatch: pytest.MonkeyPatch
+    cpu: profiler.Device, calibration: cost.Calibration, timed: list[int]
 ) -> None:
-    timed: list[int] = []  # how many models each measurement times side by side
-
-    def counting(models, *args, **kwargs):
-        timed.append(len(models))
-        return timing(models, *args, **kwargs)
-
-    timing = cost.time_models
-    monkeypatch.setattr(cost, "time_models", counting)
     g = _graph("graph(%x: float32[1,256]):\n  %r = Relu(%x) : float32[1,256]\n  return %r")
     quick_runs = cost.CostModel(cpu, None, calibration=replace(calibration, run_ms=1e-9))
     slow_runs = cost.CostModel(cpu, None, calibration=replace(calibration, run_ms=1e3))

@@ -221,7 +221,7 @@ GELU = """graph(%x: float32[4,64], %a: float32[] = 0.044715, %one: float32[] = 1
 
 
 def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
-    tmp_path: Path, cpu, calibration, monkeypatch
+    tmp_path: Path, cpu, calibration, timed: list[int]
 ) -> None:
     """onnxruntime fuses a GELU chain into one FastGelu kernel only when its last node does not write a graph
     output: the unit is timed with its output read on, and the reading Reshape's own cost taken off."""
@@ -236,14 +236,6 @@ def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
     np.testing.assert_allclose(read["y#flat"], plain["y"].reshape(-1), rtol=1e-5)
     sink = cost.sinks(gelu)
     assert [n.op for n in sink.nodes] == ["Reshape"] and sink.inputs == gelu.outputs
-    timed: list[int] = []  # how many models each measurement times side by side
-
-    def counting(models, *args, **kwargs):
-        timed.append(len(models))
-        return timing(models, *args, **kwargs)
-
-    timing = cost.time_models
-    monkeypatch.setattr(cost, "time_models", counting)
     cost.measure_marginal(gelu, cpu, calibration.run_ms)
     cost.measure_marginal(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration.run_ms)
     assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
