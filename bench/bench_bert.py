@@ -22,11 +22,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from bench_cost import load  # noqa: E402
 
-from taso import check, cost, onnx_io, profiler, store  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute import check  # noqa: E402
 from taso.ir import parse_graph  # noqa: E402
-from taso.match import find_matches  # noqa: E402
-from taso.rewrite import apply  # noqa: E402
-from taso.rules import Rule, lifted  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
+from taso.rules import (  # noqa: E402
+    Rule,
+    find_matches,  # noqa: E402
+    lifted,
+    store,  # noqa: E402
+)
+from taso.search import apply  # noqa: E402
 
 MERGE = Rule(
     parse_graph(

@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 import corpus  # noqa: E402
 import layout  # noqa: E402
 
-from taso import profiler  # noqa: E402
+from taso.cost import profiler  # noqa: E402
 
 TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
 """Issue 32's targets in seconds: (cold, warm); None where it sets none."""

@@ -13,7 +13,7 @@ Predictions are at the host's quick speed (`CostModel.at_quick_host`); the table
 host was while the whole model ran (its reference run over the quick one) and the error at that speed (the
 prediction moved by that slowdown to the power `taso.cost.HOST_ELASTICITY`), and
 the error against the median of the rounds the host ran in its quick mode (reference within
-`taso.profiler.SLOW_SPELL` of the quick one), with how many such rounds there were.
+`taso.cost.profiler.SLOW_SPELL` of the quick one), with how many such rounds there were.
 ``--modes`` (bench_noise.py's names) profiles and measures again in other timing modes, e.g. the host's share
 alone and the device's alone; the json keeps each model's units in graph order with their cost in every mode,
 so a model of how host and device time combine can be fitted to one run.
@@ -39,8 +39,14 @@ from bench_noise import MODES  # noqa: E402
 from variants import merge_sibling_convs  # noqa: E402
 
 import build as zoo  # noqa: E402
-from taso import check, cost, onnx_io, profiler, store  # noqa: E402
-from taso.precompute import fold_static_shapes  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute import (  # noqa: E402
+    check,
+    fold_static_shapes,  # noqa: E402
+)
+from taso.onnx import io as onnx_io  # noqa: E402
+from taso.rules import store  # noqa: E402
 
 LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
 MERGE = ["squeezenet", "inception_v1", "inception_v2", "resnet50"]

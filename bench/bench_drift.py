@@ -27,8 +27,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
-from taso import cost, onnx_io, profiler  # noqa: E402
-from taso.precompute import fold_static_shapes, precompute  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute import fold_static_shapes  # noqa: E402
+from taso.execute.precompute import precompute  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 
 
 def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, onnx_io.Graph]]:

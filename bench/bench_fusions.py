@@ -25,8 +25,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import layout  # noqa: E402
 from bench_cost import load  # noqa: E402
 
-from taso import cost, onnx_io, profiler  # noqa: E402
-from taso.precompute import fold_static_shapes  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute import fold_static_shapes  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 
 
 def census(name: str, device: profiler.Device, tmp: Path) -> dict:

@@ -4,8 +4,8 @@
 
 The end-to-end guard in `subst optimize` and bench_optimize compare sessions of two models; when sessions of
 one and the same model differ by more than a rewrite gains, the comparison decides nothing. Each round opens
-one fresh session per (model, mode), in `taso.profiler.visiting_order` (so drift over the run hits every pair
-alike), and times it as `taso.cost.model_latency` does (median of 40 samples). The modes (`taso.profiler.Mode`)
+one fresh session per (model, mode), in `taso.cost.profiler.visiting_order` (so drift over the run hits every pair
+alike), and times it as `taso.cost.model_latency` does (median of 40 samples). The modes (`taso.cost.profiler.Mode`)
 take a run apart: cuDNN's algorithm search, intra-op threads, outputs allocated once, a
 warm-up long enough for the GPU's clocks to ramp up, the host's share alone (no wait for the device) and the
 device's alone (a replayed CUDA graph). On CUDA the GPU's SM clock is sampled all along (nvidia-smi) and each
@@ -34,8 +34,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 import build as zoo  # noqa: E402
-from taso import check, onnx_io, profiler  # noqa: E402
-from taso.profiler import Mode  # noqa: E402
+from taso.cost import (  # noqa: E402
+    Mode,  # noqa: E402
+    profiler,  # noqa: E402
+)
+from taso.execute import check  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 
 MODES = {
     "default": Mode(),

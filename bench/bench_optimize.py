@@ -7,7 +7,7 @@ For each zoo model (static shapes; `models/build.py`): optimize with the shipped
 measured on --device, cached in a cost cache of its own under --out: XDG_CACHE_HOME=--out/cache), then time original, optimized, onnxsim and
 onnxslim outputs in rounds (and the original once more as variant "again": its ratio is the run's noise on an
 unchanged model), each round visiting every variant once in an order that changes from round to round
-(`taso.profiler.visiting_order`), and report each variant's median over rounds and its speed-up, and the cost
+(`taso.cost.profiler.visiting_order`), and report each variant's median over rounds and its speed-up, and the cost
 model's predicted latency of the original against its measured one (all rounds, and the host's quick-mode
 rounds, as bench_cost.py reads them). Prints a table;
 writes bench/results/<today>/optimize-<device>.json (``--result``) and, from every unit measured on the way,
@@ -33,9 +33,12 @@ import layout  # noqa: E402
 import peers  # noqa: E402
 
 from build import ZOO, zoo_files  # noqa: E402
-from taso import cost, onnx_io, profiler, store  # noqa: E402
+from taso import cost  # noqa: E402
 from taso.cachedir import cost_cache  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+from taso.rules import store  # noqa: E402
 
 
 def _error(predicted: float | None, measured: float | None) -> float | None:

@@ -27,8 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import zoo_files  # noqa: E402
-from taso import store  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+from taso.rules import store  # noqa: E402
 
 
 def main() -> int:

@@ -8,7 +8,7 @@ Inception-v3, CSRNet and BERT-base at seq 128), the layer alone and each correct
 it, timed interleaved: does any mutant ever beat the original?
 Models: each zoo builder at each batch of --batches (static shapes), optimized without and with PET (costs
 measured on --device, cached in a copy of the store under --out, so the second run profiles only the
-mutants), then original, plain and PET outputs timed side by side (`taso.profiler.time_models`). Prints
+mutants), then original, plain and PET outputs timed side by side (`taso.cost.profiler.time_models`). Prints
 both tables; writes bench/results/<today>/pet-<device>.json (``--result``) after every model.
 """
 
@@ -33,9 +33,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import bert_base, csrnet, inception_v3, resnext50  # noqa: E402
-from taso import cost, onnx_io, ops, pet, profiler, store  # noqa: E402
+from taso import cost, ops, pet  # noqa: E402
+from taso.cost import profiler  # noqa: E402
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
+from taso.rules import store  # noqa: E402
 
 MODELS = {
     "inception_v3": inception_v3,

@@ -22,9 +22,7 @@ import z3
 
 import taso
 from taso.rules import Rule, parse_rules
-from taso.spec import load_specs
-from taso.speccheck import check_axiom
-from taso.verify import DEFAULT_TIMEOUT, Prover, Verdict
+from taso.verify import DEFAULT_TIMEOUT, Prover, Verdict, check_axiom, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -28,8 +28,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import zoo_files  # noqa: E402
-from taso import cost, onnx_io, profiler, store  # noqa: E402
-from taso.precompute import precompute  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute.precompute import precompute  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
+from taso.rules import store  # noqa: E402
 from taso.search import both_directions, optimize_graph  # noqa: E402
 
 REFERENCE = ROOT / "models" / "reference_costs.json"

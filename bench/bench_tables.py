@@ -29,10 +29,13 @@ import layout  # noqa: E402
 from variants import densify_groups, fold_affine_into_batchnorm, fold_batchnorm, merge_sibling_convs  # noqa: E402
 
 from build import zoo_files  # noqa: E402
-from taso import cost, onnx_io, profiler, store  # noqa: E402
+from taso import cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute.precompute import precompute  # noqa: E402
 from taso.ir import Graph  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
-from taso.precompute import precompute  # noqa: E402
+from taso.rules import store  # noqa: E402
 
 
 def _hand(

@@ -23,10 +23,8 @@ from pathlib import Path
 import layout
 import z3
 
-from taso import store
-from taso.provenance import SPECS_DIR
-from taso.spec import load_specs
-from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
+from taso.rules import SPECS_DIR, store
+from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, load_specs, pending, verify_rows
 
 TASO = {"rules": 619, "proved": 592, "refuted": 0, "unknown": 27, "seconds": 390.0, "timeout": 10.0}
 """TASO's verifier on its 3-op rules, same 2-core machine (shared/reference/baselines.md)."""

@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python bench/bench_yardstick.py --device cuda --passes 6 --out $OUT
 
-Every unit measurement and every whole-model measurement times `taso.profiler`'s tiny reference model beside
-it, and unit costs are scaled by it (`taso.cost.to_calibrated_host`). On the H100 the reference beside unit
+Every unit measurement and every whole-model measurement times `taso.cost.profiler`'s tiny reference model beside
+it, and unit costs are scaled by it (`taso.cost.model.to_calibrated_host`). On the H100 the reference beside unit
 profiling ran 0.082-0.087 ms while beside whole models, minutes later, it ran 0.063-0.066 ms: either the host
 sped up each time, or the reference reads differently by company. This bench times the reference beside each
 kind of company in turn, ``--passes`` times round (so a drift of the host hits every kind alike): alone, a
@@ -30,8 +30,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
-from taso import check, cost, onnx_io, profiler  # noqa: E402
+from taso.cost import model as cost  # noqa: E402
+from taso.cost import profiler  # noqa: E402
+from taso.execute import check  # noqa: E402
 from taso.ir import Graph, WeightData, parse_graph  # noqa: E402
+from taso.onnx import io as onnx_io  # noqa: E402
 
 CONV = """graph(%x: float32[1,64,56,56], %w: float32[64,64,3,3] weight):
   %y = Conv(%x, %w) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,64,56,56]

@@ -26,7 +26,7 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def device_slug(device: str) -> str:
-    """A short name for a device key (`taso.profiler.Device.key`) or name: ``h100``, ``h200``, ``cpu``."""
+    """A short name for a device key (`taso.cost.profiler.Device.key`) or name: ``h100``, ``h200``, ``cpu``."""
     provider, _, rest = device.partition("|")
     if provider.lower().startswith("cpu"):
         return "cpu"

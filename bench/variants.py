@@ -17,7 +17,7 @@ import numpy as np
 
 from taso import ops
 from taso.ir import Graph, Node, TensorType, WeightData, eliminate_dead, make_attrs
-from taso.lowering import per_channel
+from taso.verify import per_channel
 
 
 def _enlarged(w: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -14,13 +14,12 @@ import click
 
 from cli.options import store_option
 from cli.progress import StageBars
-from taso import store
 from taso.errors import BadInput
 from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load_config, save, settings_from
 from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
 from taso.ir import IRError
-from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules
+from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules, store
 
 
 def _form_table() -> str:

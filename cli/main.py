@@ -24,9 +24,10 @@ from cli.options import Finite, dim_option, parse_dims, store_option
 from cli.profile import profile
 from cli.progress import StageBars
 from cli.verify import verify
-from taso import cost, onnx_io
+from taso import cost
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
+from taso.onnx import io as onnx_io
 from taso.ops import OPS
 from taso.optimize import Settings
 from taso.optimize import optimize as run_optimize

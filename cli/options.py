@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from taso import store
 from taso.errors import BadInput
+from taso.rules import store
 
 WORKING_STORE = "substitutions.db"
 """The store `subst generate`, `subst rules add` and `subst verify` write without --store: in the working folder."""

@@ -1,4 +1,4 @@
-"""`subst verify`: the click layer over `taso.verify` (proofs) and `taso.speccheck` (spec validation)."""
+"""`subst verify`: the click layer over `taso.verify` (proofs) and `taso.verify.speccheck` (spec validation)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,18 @@ from pathlib import Path
 import click
 
 from cli.options import Finite, store_option
-from taso import store
 from taso.errors import CheckFailed
-from taso.provenance import SPECS_DIR
-from taso.spec import Specs, load_specs
-from taso.speccheck import DEFAULT_LIMIT, check_specs
-from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
+from taso.rules import SPECS_DIR, store
+from taso.verify import (
+    DEFAULT_BUDGET,
+    DEFAULT_LIMIT,
+    DEFAULT_TIMEOUT,
+    Specs,
+    check_specs,
+    load_specs,
+    pending,
+    verify_rows,
+)
 
 
 @click.command()

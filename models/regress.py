@@ -33,10 +33,13 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import corpus  # noqa: E402
 
 from build import ZOO  # noqa: E402
-from taso import store  # noqa: E402
 from taso.errors import CheckFailed  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
-from taso.rules import ID_LENGTH, REVERSE  # noqa: E402
+from taso.rules import (  # noqa: E402
+    ID_LENGTH,
+    REVERSE,
+    store,  # noqa: E402
+)
 
 BASELINE = HERE / "baseline.json"
 REFERENCE_COSTS = HERE / "reference_costs.json"

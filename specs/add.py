@@ -2,8 +2,7 @@
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py); other broadcasting is not modelled,
 and such rules stay unknown."""
 
-from taso.lowering import channel_values, per_channel, same_shape
-from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
+from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
 
 
 def _add(attrs, xs):

@@ -2,7 +2,7 @@
 window divides by kh*kw: count_include_pad=1, or no padding (the hazard: with padding excluded from the count,
 border windows divide by fewer)."""
 
-from taso.spec import Axiom, D, Symbol, ints, pool_dims, tensors
+from taso.verify import Axiom, D, Symbol, ints, pool_dims, tensors
 
 SYMBOLS = [
     Symbol(

@@ -19,8 +19,7 @@ are one; a bias depends only on the shape it spreads over; ``bninv`` is linear i
 
 import numpy as np
 
-from taso.lowering import attr_int
-from taso.spec import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, R, Symbol, attr_int, ints, tensors
 
 
 def _channels(c, y, axis):

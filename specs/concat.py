@@ -2,7 +2,7 @@
 
 from functools import reduce
 
-from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, If, R, Symbol, ints, tensors
 
 SYMBOLS = [
     Symbol(

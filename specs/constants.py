@@ -2,7 +2,7 @@
 identity) and PoolKernel (average pooling as a conv, see averagepool.py). Their attributes are their shapes."""
 
 from taso.ops import OPS
-from taso.spec import Axiom, D, Symbol, ints, pick, tensors
+from taso.verify import Axiom, D, Symbol, ints, pick, tensors
 
 
 def _fixed(name, op, rank):

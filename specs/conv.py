@@ -9,8 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from taso.lowering import attr_ints, lower_plain
-from taso.spec import Axiom, D, R, Symbol, ints, nchw, tensors, window
+from taso.verify import Axiom, D, R, Symbol, attr_ints, ints, lower_plain, nchw, tensors, window
 
 
 def _dims(i, a, x, w):

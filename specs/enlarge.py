@@ -2,13 +2,13 @@
 the convolution is unchanged, at any stride and group.
 
 The symbol also carries the kernel's own size, ``from_shape`` (its ``dim`` terms: sizes are symbolic,
-`taso.lowering`); a Conv states its weight's spatial dims equal to its ``kernel_shape`` (specs/conv.py), so
+`taso.verify.lowering`); a Conv states its weight's spatial dims equal to its ``kernel_shape`` (specs/conv.py), so
 z3 settles the padding the axioms compute from numbers rather than by case splits on dims (a merged
 sibling-convs rule went from seconds to milliseconds).
 """
 
 from taso.ops import OPS
-from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, If, R, Symbol, ints, tensors
 
 
 def _enlarge(attrs, xs):

@@ -1,6 +1,6 @@
 """MatMul: the 2-D matrix product ``mm(x, y)`` (batched matmul is not modelled)."""
 
-from taso.spec import Axiom, D, If, Symbol, Unsupported, ints, tensors
+from taso.verify import Axiom, D, If, Symbol, Unsupported, ints, tensors
 
 SYMBOLS = [Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)), rank=lambda a, x, y: 2, op="MatMul")]
 

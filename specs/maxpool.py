@@ -3,7 +3,7 @@ element, and with batch or channel concat."""
 
 import z3
 
-from taso.spec import Axiom, D, Symbol, ints, pool_dims, tensors
+from taso.verify import Axiom, D, Symbol, ints, pool_dims, tensors
 
 SYMBOLS = [
     Symbol(

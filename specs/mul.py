@@ -1,8 +1,7 @@
 """Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), or by
 a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector)."""
 
-from taso.lowering import channel_values, per_channel, same_shape
-from taso.spec import Axiom, D, R, Symbol, Unsupported, ints, tensors
+from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
 
 
 def _mul(attrs, xs):

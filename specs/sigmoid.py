@@ -2,7 +2,7 @@
 through transposes, concats and slices); sigmoid(0) = 1/2, so none of relu's that need f(0) = 0 (enlarge, the
 identity kernel, padding) hold for it."""
 
-from taso.spec import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, R, Symbol, ints, tensors
 
 SYMBOLS = [Symbol("sigmoid", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), op="Sigmoid")]
 

@@ -1,13 +1,13 @@
 """Split: each output is ``slice(x, axis, start, size)``, so sizes are part of the term and must match a concat's.
 
 The sizes are variables in a rule's source and the sizes of the outputs it reproduces in its target
-(`taso.lowering`), so a split that cuts a concat elsewhere than its seam is a different term unless a condition
+(`taso.verify.lowering`), so a split that cuts a concat elsewhere than its seam is a different term unless a condition
 on the sizes says otherwise.
 """
 
 import numpy as np
 
-from taso.spec import Axiom, D, If, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, If, R, Symbol, ints, tensors
 
 
 def _slice(attrs, xs):

@@ -2,7 +2,7 @@
 helper symbol that lets the axioms say "a strided window op is the stride-1 op subsampled", and then move the
 subsampling through element-wise ops, concat and pointwise (1x1) convs."""
 
-from taso.spec import Axiom, D, R, Symbol, ints, nchw, tensors, window
+from taso.verify import Axiom, D, R, Symbol, ints, nchw, tensors, window
 
 
 def _subsample(attrs, xs):

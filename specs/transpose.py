@@ -1,6 +1,6 @@
 """Transpose: only the 2-D transpose ``tr(x)`` (perm [1, 0]) is modelled."""
 
-from taso.spec import Axiom, D, Symbol, ints, tensors
+from taso.verify import Axiom, D, Symbol, ints, tensors
 
 SYMBOLS = [
     Symbol("tr", 1, dims=lambda i, a, x: D(x, 1 - i), rank=lambda a, x: 2, op="Transpose", fixed={"perm": (1, 0)})

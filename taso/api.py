@@ -21,7 +21,7 @@ from taso.errors import BadInput, CheckFailed
 if TYPE_CHECKING:
     from taso.generate import Result
     from taso.ir import Graph
-    from taso.onnx_io import ModelProto
+    from taso.onnx import ModelProto
     from taso.optimize import Progress, Report
     from taso.verify import Summary
 
@@ -48,7 +48,7 @@ def _source(model: ModelProto | str | os.PathLike[str], folder: Path) -> Path:
     """``model``'s file: its path, or the ModelProto written into ``folder``."""
     if _is_path(model):
         return Path(model)  # type: ignore[arg-type]
-    from taso import onnx_io
+    from taso.onnx import io as onnx_io
 
     return onnx_io.write_proto(model, folder / _PROTO_FILE)
 
@@ -82,10 +82,10 @@ def optimize(
     ``model`` is not modified, and the store is only read: unit costs measured on a device are cached in the
     user's cost cache (`taso.cachedir.cost_cache`), as `subst optimize` does.
     """
-    from taso import onnx_io
-    from taso import store as stores
+    from taso.onnx import io as onnx_io
     from taso.optimize import Settings
     from taso.optimize import optimize as run
+    from taso.rules import store as stores
 
     with _scratch() as tmp:
         src, dst = _source(model, tmp), tmp / "optimized.onnx"
@@ -100,7 +100,7 @@ def optimize(
 
 def load(model: ModelProto | str | os.PathLike[str]) -> Graph:
     """The IR of ``model``, validated and upgraded to opset 13+ as `optimize` reads it; raises `BadInput`."""
-    from taso import onnx_io
+    from taso.onnx import io as onnx_io
 
     with _scratch() as tmp:
         return onnx_io.load_model(_source(model, tmp))
@@ -109,7 +109,7 @@ def load(model: ModelProto | str | os.PathLike[str]) -> Graph:
 def save(graph: Graph, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
     """Write ``graph`` to ``path`` through a temp file and a rename; weights go to ``<name>.data`` when asked,
     when the source had external data, or past protobuf's 2 GB."""
-    from taso import onnx_io
+    from taso.onnx import io as onnx_io
 
     return onnx_io.save_model(graph, path, external_data)
 
@@ -126,10 +126,9 @@ def verify(
     """Decide the candidate rules in ``store`` (every rule with ``force``), as `subst verify` does: the verdicts
     are written into it, and the `taso.verify.Summary` counts them. ``specs`` defaults to the shipped specs/,
     ``budget`` and ``timeout`` to the CLI's, ``workers`` to every core."""
-    from taso import store as stores
-    from taso.provenance import SPECS_DIR
-    from taso.spec import load_specs
-    from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, pending, verify_rows
+    from taso.rules import SPECS_DIR
+    from taso.rules import store as stores
+    from taso.verify import DEFAULT_BUDGET, DEFAULT_TIMEOUT, load_specs, pending, verify_rows
 
     path = Path(store)
     stores.require_writable(path)
@@ -166,7 +165,7 @@ def generate(
     forms = ops if ops is None or isinstance(ops, str) else ",".join(ops)
     settings = settings_from(cfg, forms, max_ops, seed)  # type: ignore[arg-type]
     if store is not None:
-        from taso.store import require_writable
+        from taso.rules import require_writable
 
         require_writable(Path(store))
     result = run(settings, workers)

@@ -35,7 +35,7 @@ def bert_path() -> Path:
 @pytest.fixture
 def empty_store(tmp_path: Path) -> Path:
     """A store with no rules: for tests of import, export and the check, which need no search."""
-    from taso import store
+    from taso.rules import store
 
     path = tmp_path / "empty.db"
     store.create(path)
@@ -74,10 +74,8 @@ def prove_into(path: Path, rules) -> Path:  # noqa: ANN001 (iterable of taso.rul
     status alone is not trusted by optimize), and must be."""
     from dataclasses import replace
 
-    from taso import store
-    from taso.provenance import SPECS_DIR
-    from taso.spec import load_specs
-    from taso.verify import verify_rows
+    from taso.rules import SPECS_DIR, store
+    from taso.verify import load_specs, verify_rows
 
     db = store.create(path)
     rules = list(rules)
@@ -89,17 +87,17 @@ def prove_into(path: Path, rules) -> Path:  # noqa: ANN001 (iterable of taso.rul
 
 
 @pytest.fixture(scope="module")
-def cpu():  # noqa: ANN201 (taso.profiler.Device; taso is imported lazily here, as in prove_into)
+def cpu():  # noqa: ANN201 (taso.cost.profiler.Device; taso is imported lazily here, as in prove_into)
     """The CPU device, as the cost model sees it."""
-    from taso import profiler
+    from taso.cost import profiler
 
     return profiler.pick_device("cpu")
 
 
 @pytest.fixture(scope="module")
-def calibration(cpu):  # noqa: ANN001, ANN201 (taso.profiler.Device -> taso.cost.Calibration)
+def calibration(cpu):  # noqa: ANN001, ANN201 (taso.cost.profiler.Device -> taso.cost.model.Calibration)
     """The CPU measured once per test module: unit estimates at this machine's speeds."""
-    from taso import cost
+    from taso.cost import model as cost
 
     return cost.calibrate(cpu)
 
@@ -107,7 +105,7 @@ def calibration(cpu):  # noqa: ANN001, ANN201 (taso.profiler.Device -> taso.cost
 @pytest.fixture
 def timed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many models each `taso.cost` measurement times side by side, one entry per call of `time_models`."""
-    from taso import cost
+    from taso.cost import model as cost
 
     counts: list[int] = []
     timing = cost.time_models

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 from test_optimize import MERGE_MATMULS
 
 import taso
-from taso import store
+from taso.rules import store
 
 COSTS = str(ROOT / "models" / "reference_costs.json")
 FAST = {"costs": COSTS, "budget": 10}

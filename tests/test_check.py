@@ -17,11 +17,15 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import taso
-from taso import check, cost, feeds, onnx_io, profiler, store
+from taso import cost
+from taso.cost import profiler
 from taso.errors import BadInput, CheckFailed
+from taso.execute import check, feeds
+from taso.execute.precompute import precompute
 from taso.ir import Graph, TensorType, WeightData
-from taso.optimize import Settings, _confirm_speedup, _quiet, optimize
-from taso.precompute import precompute
+from taso.onnx import io as onnx_io
+from taso.optimize.pipeline import Settings, _confirm_speedup, _quiet, optimize
+from taso.rules import store
 from taso.search import apply_everywhere
 
 DENSENET_SEED = 7

@@ -24,12 +24,12 @@ from onnx import TensorProto, helper, numpy_helper
 from test_check import vad_inputs, vad_model
 from test_provenance import DISTRIBUTE
 
-from taso import onnx_io, store
-from taso.check import compare, tolerance
 from taso.errors import CheckFailed
+from taso.execute import compare, tolerance
 from taso.ir import Graph, Node
+from taso.onnx import io as onnx_io
 from taso.optimize import optimize
-from taso.rules import parse_rules
+from taso.rules import parse_rules, store
 
 
 def _tiny(opset: int = 17, domain: str = "", op: str = "Relu") -> onnx.ModelProto:

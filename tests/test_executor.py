@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from conftest import ROOT, subst
 
-from taso import store
 from taso.errors import BadInput
 from taso.generate import Inputs, LocalExecutor, Settings, generate
 from taso.generate.executor import Task
+from taso.rules import store
 
 MAX_OPS = min(2, int(os.environ.get("SUBST_SLOW_LIMIT", 2)))
 SETTINGS = Settings(MAX_OPS, ("matmul", "transpose", "add", "relu", "concat1", "split1"))

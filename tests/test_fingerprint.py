@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taso import field, ops
-from taso.fingerprint import field_eval, fingerprint, random_field_inputs
+from taso import ops
+from taso.generate import field_eval, random_field_inputs
+from taso.generate.fingerprint import fingerprint
 from taso.ir import Graph, Node, TensorType, make_attrs, parse_graph
+from taso.ops import field
 
 F = "float32"
 

@@ -16,9 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli.main import cli
-from taso import ops, store
-from taso.fingerprint import field_apply, fingerprint
-from taso.fold import Rewriter, fold, size, terms
+from taso import ops
 from taso.generate import (
     BIASES,
     FORMS,
@@ -29,13 +27,16 @@ from taso.generate import (
     _Context,
     _cut,
     _field_batch,
+    field_apply,
     generate,
     parse_ops,
     save,
     settings_from,
 )
+from taso.generate.fingerprint import fingerprint
 from taso.ir import Graph, Node, TensorType, WeightData
-from taso.rules import Rule
+from taso.rules import Rewriter, Rule, size, store, terms
+from taso.rules.fold import fold
 
 X = InputClass("X", (2, 4, 5, 5), "activation", 1)
 K = InputClass("K", (4, 4, 3, 3), "weight", 2)
@@ -531,7 +532,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_pat
 
 
 def _graph_of(state: tuple, data: dict) -> Graph:
-    """An IR graph computing a state of `taso.fold` terms (constants looked up by digest in ``data``)."""
+    """An IR graph computing a state of `taso.rules.fold` terms (constants looked up by digest in ``data``)."""
     nodes: list[Node] = []
     types: dict[str, TensorType] = {}
     names: dict[tuple, list[str]] = {}

@@ -13,12 +13,12 @@ from conftest import ROOT, zoo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taso import onnx_io, store
+from taso.execute.precompute import precompute
 from taso.ir import Graph
-from taso.match import Match, RuleIndex, _extend, _key, _plan, all_matches, matches_after, nodes_by_op
-from taso.precompute import precompute
-from taso.rewrite import Declined, apply
-from taso.search import both_directions
+from taso.onnx import io as onnx_io
+from taso.rules import store
+from taso.rules.match import Match, RuleIndex, _extend, _key, _plan, all_matches, matches_after, nodes_by_op
+from taso.search import Declined, apply, both_directions
 
 MODELS = ("squeezenet", "shufflenet")
 """Small CNNs whose ops most rules mention: thousands of rule variants reach an anchor, few match."""

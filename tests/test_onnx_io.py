@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import onnx_io, store
-from taso.check import compare
+from taso.execute import compare
 from taso.ir import Kind
+from taso.onnx import io as onnx_io
 from taso.optimize import optimize
+from taso.rules import store
 
 
 def _round_trip(src: Path, tmp_path: Path) -> Path:

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taso import cost, generate, onnx_io, ops, precheck
-from taso.check import Runner
-from taso.field import P
-from taso.fingerprint import field_apply
+from taso import cost, generate, ops
+from taso.execute import Runner
+from taso.generate import field_apply
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
-from taso.provenance import SPECS_DIR
-from taso.rules import Rule, lifted
-from taso.spec import load_specs
+from taso.onnx import io as onnx_io
+from taso.ops import P
+from taso.rules import SPECS_DIR, Rule, lifted
+from taso.verify import load_specs, precheck
 
 # op -> (input shapes, attrs, constant inputs by position, number of outputs)
 CASES: dict[str, list[tuple]] = {

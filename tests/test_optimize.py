@@ -14,19 +14,18 @@ import pytest
 from conftest import ROOT, prove_into, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import cost, onnx_io, profiler, store
-from taso import search as taso_search
+from taso import cost
 from taso.cachedir import cost_cache
-from taso.check import compare
+from taso.cost import profiler
+from taso.execute import compare
+from taso.execute.precompute import precompute
 from taso.ir import Graph, WeightData, extract, parse_graph
-from taso.match import find_matches
+from taso.onnx import io as onnx_io
 from taso.optimize import Settings, optimize
-from taso.precheck import run_graph
-from taso.precompute import precompute
-from taso.regions import splice, windows
-from taso.rewrite import Declined, apply
-from taso.rules import Rule, lifted, parse_rules
-from taso.search import both_directions, optimize_graph
+from taso.rules import Rule, find_matches, lifted, parse_rules, store
+from taso.search import Declined, apply, both_directions, optimize_graph, splice, windows
+from taso.search import backtrack as taso_search
+from taso.verify import run_graph
 
 MERGE_MATMULS = Rule(
     parse_graph(
@@ -141,7 +140,7 @@ def _mlp(tmp: Path, hidden: tuple[int, int] = (48, 80)) -> Path:
 
 def _store(tmp: Path, *rules: Rule) -> Path:
     """A store of ``rules``, the ones marked proved proved again by the verifier, as optimize trusts only a proof
-    made from the current specs (`taso.provenance`)."""
+    made from the current specs (`taso.rules.provenance`)."""
     path = tmp / "rules.db"
     return prove_into(path, rules)
 

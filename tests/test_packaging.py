@@ -18,8 +18,8 @@ import onnx
 import pytest
 from conftest import ROOT, subst
 
-from taso import store
 from taso.errors import BadInput
+from taso.rules import store
 
 RULES = ROOT / "specs" / "rules" / "relu-concat.rules"
 
@@ -116,7 +116,7 @@ def test_a_wheel_installed_in_a_fresh_venv_optimizes_from_anywhere_and_writes_no
     where = run(
         venv / "bin" / "python",
         "-c",
-        "import taso.provenance as p, taso.store as s; print(p.SPECS_DIR, s.DEFAULT_PATH)",
+        "import taso.rules.provenance as p, taso.rules.store as s; print(p.SPECS_DIR, s.DEFAULT_PATH)",
     )
     assert where.returncode == 0, where.stderr
     assert where.stdout.split() == [

@@ -23,12 +23,8 @@ from hypothesis import strategies as st
 
 from taso import ops
 from taso.ir import Graph, eliminate_dead, make_attrs, parse_graph
-from taso.precheck import refute
-from taso.provenance import SPECS_DIR
-from taso.rules import Rule, parse_rules
-from taso.spec import Specs, load_specs
-from taso.speccheck import check_specs
-from taso.verify import Prover
+from taso.rules import SPECS_DIR, Rule, parse_rules
+from taso.verify import Prover, Specs, check_specs, load_specs, refute
 
 DATA = Path(__file__).parent / "data"
 FALSE_RULES = {r.name: r for r in parse_rules((DATA / "planted.rules").read_text())}

@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import cost, onnx_io, profiler
-from taso.check import compare
-from taso.optimize import _confirm_speedup, _quiet
-from taso.precompute import precompute
-from taso.shapefold import abstract_values, fold_shapes
+from taso import cost
+from taso.cost import profiler
+from taso.execute import compare
+from taso.execute.precompute import precompute
+from taso.onnx import io as onnx_io
+from taso.optimize import abstract_values, fold_shapes
+from taso.optimize.pipeline import _confirm_speedup, _quiet
 
 
 def _bn_style(tmp: Path) -> Path:

@@ -1,5 +1,5 @@
-"""Only proofs subst can trust are applied: made by the verifier from the current specs (`taso.provenance`), at
-the sizes and attribute values they cover (`taso.lowering`, enforced in `taso.rewrite`). Each guard here has a
+"""Only proofs subst can trust are applied: made by the verifier from the current specs (`taso.rules.provenance`), at
+the sizes and attribute values they cover (`taso.verify.lowering`, enforced in `taso.search.rewrite`). Each guard here has a
 positive control, so a test fails when its guard is removed rather than passing because nothing applies."""
 
 from __future__ import annotations
@@ -16,15 +16,12 @@ import pytest
 from conftest import ROOT, prove_into, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
-from taso import onnx_io, store
 from taso.errors import CheckFailed
-from taso.match import find_matches
+from taso.onnx import io as onnx_io
 from taso.optimize import Settings, optimize
-from taso.provenance import SPECS_DIR, VERIFIER_VERSION
-from taso.rewrite import Declined, apply, instantiate
-from taso.rules import AttrIs, Rule, SizeIs, parse_rules
-from taso.spec import load_specs
-from taso.verify import Prover, pending, verify_rows
+from taso.rules import SPECS_DIR, VERIFIER_VERSION, AttrIs, Rule, SizeIs, find_matches, parse_rules, store
+from taso.search import Declined, apply, instantiate
+from taso.verify import Prover, load_specs, pending, verify_rows
 
 DISTRIBUTE = """
 rule a MatMul distributes over the sum of two weights
@@ -335,15 +332,15 @@ def test_a_passed_spec_check_is_remembered_in_the_users_cache(tmp_path: Path, mo
     """verify checks the specs first; a pass is remembered under the specs' digest (and the checking code), so
     a second verify of the same specs does not pay for it again, while changed specs are checked anew (the
     planted-axiom test above)."""
-    import taso.verify
+    import taso.verify.run
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     checked: list[int] = []
-    real = taso.verify.check_specs
-    monkeypatch.setattr(taso.verify, "check_specs", lambda s: checked.append(1) or real(s))
+    real = taso.verify.run.check_specs
+    monkeypatch.setattr(taso.verify.run, "check_specs", lambda s: checked.append(1) or real(s))
     specs = load_specs(SPECS_DIR)
-    taso.verify.require_sound(specs)
-    taso.verify.require_sound(specs)
+    taso.verify.run.require_sound(specs)
+    taso.verify.run.require_sound(specs)
     assert checked == [1] and list((tmp_path / "cache" / "subst" / "specs-checked").iterdir())
 
 
@@ -365,7 +362,7 @@ def test_a_target_constant_takes_the_models_sizes_and_keeps_the_sizes_no_input_h
     the literals the proof used (the rewrite declined such a constant before). At 10 x 7 images and a batch of
     3 the rewrite equals the pooling it replaces."""
     from taso.ir import parse_graph
-    from taso.precheck import run_graph
+    from taso.verify import run_graph
 
     rule = parse_rules(POOL_AS_CONV)[0]
     v = prover.verdict(rule)

@@ -13,7 +13,8 @@ import pytest
 import sqlite_utils
 from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
-from taso import rulecache, store
+from taso.rules import store
+from taso.search import rulecache
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taso import store
 from taso.ir import Graph
-from taso.rules import Rule, algebra, census, parse_rules, rule_id
+from taso.rules import Rule, algebra, census, parse_rules, rule_id, store
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,12 +10,11 @@ from pathlib import Path
 
 from conftest import ROOT, subst
 
-from taso import search as taso_search
 from taso.ir import Graph, extract, parse_graph, topological_order
 from taso.optimize import Settings, optimize
-from taso.regions import CYCLE, closes_cycle, outside_links, splice
 from taso.rules import Rule
-from taso.search import optimize_graph
+from taso.search import CYCLE, closes_cycle, optimize_graph, outside_links, splice
+from taso.search import backtrack as taso_search
 
 CYCLE_COSTS = ROOT / "tests" / "data" / "bert_tiny_cycle_costs.json"
 """The 30 unit costs the CPU run of `make run` had cached when it crashed with "region splice created a

@@ -17,7 +17,7 @@ def test_shipped_store_was_verified_by_the_pinned_z3_and_that_z3_is_installed() 
 
     import z3
 
-    from taso import store
+    from taso.rules import store
     from taso.verify import Z3_VERSION_KEY
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
@@ -33,7 +33,7 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
     the store must come with a regenerated store (and then `make zoo-update`)."""
     from conftest import subst
 
-    from taso import store
+    from taso.rules import store
 
     fresh = tmp_path / "fresh.db"
     r = subst("generate", "--ops", "+bias", "--store", fresh, "--json")

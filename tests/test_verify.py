@@ -18,13 +18,26 @@ from conftest import ROOT, subst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taso import ops, precheck, store
+from taso import ops
 from taso.ir import make_attrs, parse_graph
-from taso.provenance import SPECS_DIR
-from taso.rules import Rule, parse_rules
-from taso.spec import Axiom, D, Specs, Symbol, ints, load_specs, tensors
-from taso.speccheck import check_axiom, check_specs
-from taso.verify import SAFETY_NET, Prover, Summary, pending, verify_rows
+from taso.rules import SPECS_DIR, Rule, parse_rules, store
+from taso.verify import (
+    SAFETY_NET,
+    Axiom,
+    D,
+    Prover,
+    Specs,
+    Summary,
+    Symbol,
+    check_axiom,
+    check_specs,
+    ints,
+    load_specs,
+    pending,
+    precheck,
+    tensors,
+    verify_rows,
+)
 
 CONV3 = "dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]"
 CONV1 = "dilations=[1,1], group=1, kernel_shape=[1,1], pads=[0,0,0,0], strides=[1,1]"
@@ -235,7 +248,7 @@ def test_planted_false_rule_is_refuted_with_a_counterexample_that_reproduces(cas
 
 @pytest.mark.parametrize("case", FALSE_RULES)
 def test_axioms_alone_never_prove_a_false_rule(case: str, prover: Prover, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("taso.verify.refute", lambda r: None)
+    monkeypatch.setattr("taso.verify.run.refute", lambda r: None)
     assert prover.verdict(FALSE_RULES[case]).status == "unknown"
 
 
@@ -314,8 +327,8 @@ SHARD_RUN = """
 import json, os, sys
 from taso import store
 from taso.rules import Rule
-from taso.provenance import SPECS_DIR
-from taso.spec import load_specs
+from taso.rules.provenance import SPECS_DIR
+from taso.verify.spec import load_specs
 from taso.verify import SHARDS, Prover
 if sys.argv[2] == "slowed":  # one core, shared with a busy loop that ends with this process: z3 at half speed
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -671,11 +684,11 @@ def test_a_free_attribute_the_target_fixes_holds_only_where_the_rewrite_keeps_th
     """The source's pads are free, the target's are 0: true only where the source's are 0 too (the pre-check,
     off here, would refute it at the example's pads of 2). The proof may lean on the output types the rewrite
     checks, which tie the pads to 0, so the example itself binds the source and is declined."""
-    from taso.match import find_matches
-    from taso.rewrite import Declined, instantiate
+    from taso.rules import find_matches
+    from taso.search import Declined, instantiate
 
     r = _written("fold BatchNormalization into Conv")
-    monkeypatch.setattr("taso.verify.refute", lambda r: None)
+    monkeypatch.setattr("taso.verify.run.refute", lambda r: None)
     assert prover.verdict(replace(r, conditions=("free: strides", "always"))).status == "proved"
     loose = replace(r, conditions=("free: strides pads group kernel_shape epsilon",))
     conv = next(n for n in loose.dst.nodes if n.op == "Conv")
@@ -738,7 +751,7 @@ def test_an_example_the_ops_requirements_contradict_leaves_a_rule_unknown(
     """With 5 input channels and kernels of 2 per group, no group makes the source's Conv well-typed: the
     example contradicts what the ops require, which would prove anything, so the verifier says unknown."""
     text = (ROOT / "specs" / "rules" / "groups.rules").read_text().replace("float32[2,4,5,5]", "float32[2,5,5,5]")
-    monkeypatch.setattr("taso.verify.refute", lambda r: None)  # the pre-check would stop it first
+    monkeypatch.setattr("taso.verify.run.refute", lambda r: None)  # the pre-check would stop it first
     v = prover.verdict(parse_rules(text)[0])
     assert v.status == "unknown" and "not well-typed" in v.detail["reason"]
 
@@ -786,7 +799,7 @@ def test_the_last_stage_leaves_out_last_resorts_a_rule_does_not_mention(
         return real(self, goals, axioms, facts, assumable, left)
 
     monkeypatch.setattr(Prover, "_prove", spy)
-    monkeypatch.setattr("taso.verify.refute", lambda r: None)
+    monkeypatch.setattr("taso.verify.run.refute", lambda r: None)
     assert prover.verdict(_relu_before_average_pool()).status == "unknown"
     unmentioned = {a.name for a in specs.axioms if a.last_resort and not a.symbols <= {"avgpool", "relu"}}
     assert "bias-slice-columns" in unmentioned

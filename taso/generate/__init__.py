@@ -40,6 +40,7 @@ from taso.generate.driver import Progress, Result, generate
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor
 from taso.generate.extend import _field_batch
+from taso.generate.fingerprint import field_apply, field_eval, input_values, random_field_inputs
 from taso.generate.forms import (
     BIAS_FORMS,
     BIASES,
@@ -69,10 +70,14 @@ __all__ = [
     "Settings",
     "TASO_FORMS",
     "TASO_POOL",
+    "field_apply",
+    "field_eval",
     "generate",
+    "input_values",
     "load_config",
     "parse_ops",
     "provenance",
+    "random_field_inputs",
     "save",
     "settings_from",
     "_Context",

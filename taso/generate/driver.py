@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from taso.fingerprint import EVALUATIONS, combine
-from taso.fold import fold
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
 from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.fingerprint import EVALUATIONS, combine
 from taso.generate.forms import MAX_ARITY, ROW, NodeSpec, Settings
 from taso.generate.pairs import judge, to_rule
 from taso.rules import Rule
+from taso.rules.fold import fold
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from taso import ops
-from taso.fingerprint import EVALUATIONS, evaluation_seeds, field_apply, input_values, value_digest
+from taso.generate.fingerprint import EVALUATIONS, evaluation_seeds, field_apply, input_values, value_digest
 from taso.generate.forms import ACTIVATION, MIN_IMAGE, WEIGHT, Form, NodeSpec, Settings, Sig, Splits, _cut
 from taso.ir import TensorType
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from taso import ops
-from taso.fingerprint import combine, field_apply
 from taso.generate.evaluate import _Context, _removable, _sinks, _State
+from taso.generate.fingerprint import combine, field_apply
 from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, _cut
 
 

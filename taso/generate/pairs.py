@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from taso.fingerprint import combine, input_values
 from taso.generate.evaluate import _build, _Context, _removable, _sinks, _State
 from taso.generate.extend import _structure
+from taso.generate.fingerprint import combine, input_values
 from taso.generate.forms import ACTIVATION, WEIGHT, NodeSpec, _cut
 from taso.ir import Graph, Node, TensorType, WeightData, lint, make_attrs
 from taso.rules import Rule, census

@@ -7,11 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
-from taso import store
-from taso.field import P
 from taso.generate.driver import Result
 from taso.generate.forms import Settings
-from taso.rules import Rule
+from taso.ops import P
+from taso.rules import Rule, store
 
 
 def provenance(settings: Settings) -> dict:

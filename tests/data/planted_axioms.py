@@ -2,7 +2,7 @@
 each must fail `subst verify --check-specs`. The last two are generic and true at their declared shapes, false
 only at the shapes z3 also applies them to."""
 
-from taso.spec import Axiom, D, ints, tensors
+from taso.verify import Axiom, D, ints, tensors
 
 
 def axioms(f):

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from taso import field as ff
 from taso.ir import AttrValue, Dim, TensorType, canonical_attr
+from taso.ops import field as ff
 
 Attrs = Mapping[str, AttrValue]
 Arrays = Sequence[np.ndarray]

@@ -32,8 +32,7 @@ from taso.ir import (
     lint,
     topological_order,
 )
-from taso.match import Match, float_dtype
-from taso.rules import OUTPUT, AttrIs, Condition, Size, SizeIs
+from taso.rules import OUTPUT, AttrIs, Condition, Match, Size, SizeIs, float_dtype
 
 CHECK_LIMIT = 20_000_000
 """Multiply-adds above which the float64 instantiation check is skipped (the final onnxruntime check stays)."""

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import z3
 
-from taso.spec import Axiom, Shape, Specs, T
+from taso.verify.spec import Axiom, Shape, Specs, T
 
 DEFAULT_DOMAIN = (1, 2, 3)
 DEFAULT_LIMIT = 200

@@ -19,12 +19,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from taso import ops
-from taso.field import P
-from taso.fingerprint import field_eval, random_field_inputs
+from taso.generate import field_eval, random_field_inputs
 from taso.ir import Graph
-from taso.ops import OPS, OpError
+from taso.ops import OPS, OpError, P
 from taso.rules import Rule
-from taso.spec import Unsupported
+from taso.verify.spec import Unsupported
 
 TRIALS = ((0, "small integers"), (1, "normal floats"))
 RTOL = ATOL = 1e-6

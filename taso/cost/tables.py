@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from taso.cost import Calibration
+from taso.cost.model import Calibration
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.errors import BadInput
-from taso.profiler import DEFAULT_MODE, Device, Mode
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,14 @@ from pathlib import Path
 import sqlite_utils
 import z3
 
-from taso import ops, provenance, store
+from taso import ops
 from taso.cachedir import cache_dir
 from taso.errors import CheckFailed
-from taso.lowering import Tracked, lower_rule
-from taso.precheck import refute
-from taso.rules import Rule, condition_to_json
-from taso.spec import Axiom, Specs, Unsupported, load_specs
-from taso.speccheck import check_specs
+from taso.rules import Rule, condition_to_json, provenance, store
+from taso.verify.lowering import Tracked, lower_rule
+from taso.verify.precheck import refute
+from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
+from taso.verify.speccheck import check_specs
 
 DEFAULT_BUDGET = 20_000_000
 """z3 resource units (its deterministic ``rlimit`` count) per rule, spread over the rule's checks. With z3 5.4.1
@@ -296,8 +296,8 @@ def _passed_marker(root: Path) -> Path:
     """Where a passed spec check of the specs under ``root`` is remembered, keyed by their digest and by the code
     that checks them (the catalogue's semantics, the spec vocabulary, the checker)."""
     h = hashlib.sha256(provenance.specs_digest(root).encode())
-    here = Path(__file__).resolve().parent
-    for name in ("ops.py", "spec.py", "speccheck.py"):
+    here = Path(__file__).resolve().parent.parent
+    for name in ("ops/catalogue.py", "verify/spec.py", "verify/speccheck.py"):
         h.update((here / name).read_bytes())
     return cache_dir() / "specs-checked" / h.hexdigest()[:32]
 

@@ -25,15 +25,21 @@ from typing import TypeVar
 
 import sqlite_utils
 
-from taso import store
 from taso.cachedir import cache_dir
 from taso.ir import Graph, Node, TensorType
-from taso.match import RuleIndex
-from taso.rules import Rule
-from taso.search import both_directions
+from taso.rules import Rule, RuleIndex, store
+from taso.search.backtrack import both_directions
 
-CODE = ("ir.py", "ops.py", "rules.py", "match.py", "search.py", "store.py", "rulecache.py")
-"""The modules whose code shapes a cached form: a change to any of them misses the cache."""
+CODE = (
+    "ir/graph.py",
+    "ops/catalogue.py",
+    "rules/rule.py",
+    "rules/match.py",
+    "search/backtrack.py",
+    "rules/store.py",
+    "search/rulecache.py",
+)
+"""The modules (under taso/) whose code shapes a cached form: a change to any of them misses the cache."""
 MAX_BYTES = 256 * 2**20
 """The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~9 MB,
 a test's small store's a few KB, so a test suite's hundreds of stores never push out the store in use (a
@@ -79,7 +85,7 @@ def _index(rules: Sequence[Rule]) -> RuleIndex:
 def _rows_digest(db: sqlite_utils.Database) -> str:
     """A digest of every column of the store's proved rule rows and of the code that reads them."""
     h = hashlib.sha256(sys.version.encode())
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent
     for name in CODE:
         h.update((here / name).read_bytes())
     for row in db.conn.execute("SELECT * FROM rules WHERE status = 'proved' ORDER BY id"):

@@ -31,7 +31,7 @@ import z3
 from taso import ops
 from taso.ir import AttrValue, Graph, Node, TensorType
 from taso.rules import OUTPUT, AttrIs, Condition, Rule, SameSize, Size, SizeIs
-from taso.spec import DIM, RANK, IntExpr, Specs, Symbol, T, Unsupported
+from taso.verify.spec import DIM, RANK, IntExpr, Specs, Symbol, T, Unsupported
 
 
 @dataclass(frozen=True)

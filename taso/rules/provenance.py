@@ -16,7 +16,7 @@ from pathlib import Path
 
 import z3
 
-from taso.rules import Rule
+from taso.rules.rule import Rule
 from taso.shipped import shipped
 
 SPECS_DIR = shipped("specs")

@@ -17,14 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
-from taso import check, cost, costtables, feeds, onnx_io, pet, profiler, provenance, rulecache, store
+from taso import cost, pet
 from taso.cachedir import cost_cache
+from taso.cost import profiler
+from taso.cost import tables as costtables
 from taso.errors import BadInput, CheckFailed
+from taso.execute import check, feeds
+from taso.execute.precompute import precompute
 from taso.ir import Graph, TensorType
-from taso.precompute import precompute
-from taso.rules import ID_LENGTH, REVERSE, Rule
-from taso.search import apply_everywhere, optimize_graph
-from taso.shapefold import fold_shapes
+from taso.onnx import io as onnx_io
+from taso.optimize.shapefold import fold_shapes
+from taso.rules import ID_LENGTH, REVERSE, Rule, provenance, store
+from taso.search import apply_everywhere, optimize_graph, rulecache
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""

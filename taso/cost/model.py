@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import sqlite_utils
 
-from taso import check, onnx_io, ops
+from taso import ops
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
+from taso.execute import check, fold_static_shapes
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
-from taso.precompute import fold_static_shapes
-from taso.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
+from taso.onnx import io as onnx_io
 
 if TYPE_CHECKING:
-    from taso.costtables import Prior
+    from taso.cost.tables import Prior
 
 ELEMENTWISE = ops.having(ops.EPILOGUE)
 EPILOGUES: dict[str, frozenset[str]] = {
@@ -871,7 +872,7 @@ def reference_model(path: str) -> CostModel:
     """A cost model that measures nothing: unit costs from a reference table written by `export_reference`,
     analytic estimates with that device's calibration for units the table lacks. A file that is not such a
     table is `BadInput` (one line), never a KeyError from deep in the cost model."""
-    from taso.costtables import read_table
+    from taso.cost.tables import read_table
 
     device, calibration, costs = read_table(path)
     return CostModel(device, None, measure=False, calibration=calibration, table=costs)

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from taso import feeds
 from taso.errors import BadInput
-from taso.feeds import Sample, concrete_shape
+from taso.execute import feeds
+from taso.execute.feeds import Sample, concrete_shape
+from taso.execute.reference import NoReference, Reference
 from taso.ir import Graph
-from taso.reference import NoReference, Reference
 
 
 @dataclass(frozen=True)

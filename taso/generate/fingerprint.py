@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from taso import ops
-from taso.field import P, salt
 from taso.ir import Graph
+from taso.ops import P, salt
 
 EVALUATIONS = 2
 """Independent evaluations per fingerprint: a false match needs every one of them to collide."""

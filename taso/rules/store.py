@@ -18,7 +18,7 @@ from pathlib import Path
 import sqlite_utils
 
 from taso.errors import BadInput
-from taso.rules import REVERSE, Rule
+from taso.rules.rule import REVERSE, Rule
 from taso.shipped import shipped
 
 SCHEMA_VERSION = 2

@@ -33,7 +33,7 @@ from functools import cache
 import numpy as np
 
 from taso import ops
-from taso.fingerprint import field_eval, input_values
+from taso.generate import field_eval, input_values
 from taso.ir import (
     AttrValue,
     Graph,

@@ -27,8 +27,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from taso.ir import Graph, Node, correspondence, extract
-from taso.match import Match, RuleIndex, all_matches, find_matches, fresh_matches, matches_after, surviving
-from taso.regions import (
+from taso.rules import (
+    REVERSE,
+    Match,
+    Rule,
+    RuleIndex,
+    all_matches,
+    find_matches,
+    fresh_matches,
+    lifted,
+    matches_after,
+    surviving,
+)
+from taso.search.regions import (
     CYCLE,
     MAX_REGION,
     closes_cycle,
@@ -39,8 +50,7 @@ from taso.regions import (
     windows,
     with_context,
 )
-from taso.rewrite import Declined, Folds, apply
-from taso.rules import REVERSE, Rule, lifted
+from taso.search.rewrite import Declined, Folds, apply
 
 Cost = Callable[[Graph], float]
 Clock = Callable[[], float]

@@ -19,7 +19,7 @@ from functools import cache
 
 from taso import ops
 from taso.ir import AttrValue, Graph, Kind, Node
-from taso.rules import Rule
+from taso.rules.rule import Rule
 
 
 @dataclass(frozen=True)

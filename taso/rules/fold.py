@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from taso import ops
 from taso.ir import Graph
-from taso.rules import Rule
+from taso.rules.rule import Rule
 
 Term = tuple
 """("v", name, type) | ("c", digest, type) | ("o", op, attrs, args, output index, type)."""

@@ -1,0 +1,66 @@
+"""Rules as data: what a rule is, matching it in a graph, folding rule sets, the store and a verdict's provenance."""
+
+from taso.rules.fold import Rewriter, size, terms
+from taso.rules.match import (
+    Match,
+    RuleIndex,
+    all_matches,
+    find_matches,
+    float_dtype,
+    fresh_matches,
+    matches_after,
+    surviving,
+)
+from taso.rules.provenance import SPECS_DIR, VERIFIER_VERSION
+from taso.rules.rule import (
+    ID_LENGTH,
+    OUTPUT,
+    REVERSE,
+    STATUSES,
+    AttrIs,
+    Condition,
+    Rule,
+    SameSize,
+    Size,
+    SizeIs,
+    algebra,
+    census,
+    condition_to_json,
+    lifted,
+    parse_rules,
+    rule_id,
+)
+from taso.rules.store import require_writable
+
+__all__ = [
+    "AttrIs",
+    "Condition",
+    "ID_LENGTH",
+    "Match",
+    "OUTPUT",
+    "REVERSE",
+    "Rewriter",
+    "Rule",
+    "RuleIndex",
+    "SPECS_DIR",
+    "STATUSES",
+    "SameSize",
+    "Size",
+    "SizeIs",
+    "VERIFIER_VERSION",
+    "algebra",
+    "all_matches",
+    "census",
+    "condition_to_json",
+    "find_matches",
+    "float_dtype",
+    "fresh_matches",
+    "lifted",
+    "matches_after",
+    "parse_rules",
+    "require_writable",
+    "rule_id",
+    "size",
+    "surviving",
+    "terms",
+]

@@ -1,0 +1,20 @@
+"""The search: rewriting a graph by rules, region by region, keeping the cheapest."""
+
+from taso.search.backtrack import apply_everywhere, both_directions, optimize_graph, search
+from taso.search.regions import CYCLE, closes_cycle, outside_links, splice, windows
+from taso.search.rewrite import Declined, apply, instantiate
+
+__all__ = [
+    "CYCLE",
+    "Declined",
+    "apply",
+    "apply_everywhere",
+    "both_directions",
+    "closes_cycle",
+    "instantiate",
+    "optimize_graph",
+    "outside_links",
+    "search",
+    "splice",
+    "windows",
+]
