@@ -13,10 +13,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from taso import onnx as onnx_io
 from taso import ops, pet
 from taso.execute import compare
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
-from taso.onnx import io as onnx_io
 from taso.optimize import Report
 from taso.search import search
 
