@@ -23,10 +23,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from bench_cost import load  # noqa: E402
 
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import check  # noqa: E402
 from taso.ir import parse_graph  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 from taso.rules import (  # noqa: E402
     Rule,
     find_matches,  # noqa: E402

@@ -33,9 +33,9 @@ import layout  # noqa: E402
 import peers  # noqa: E402
 import regress  # noqa: E402
 
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import check  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import optimize  # noqa: E402
 from taso.rules import store  # noqa: E402
 

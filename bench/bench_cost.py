@@ -40,12 +40,13 @@ from variants import merge_sibling_convs  # noqa: E402
 
 import build as zoo  # noqa: E402
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import (  # noqa: E402
     check,
     fold_static_shapes,  # noqa: E402
 )
-from taso.onnx import io as onnx_io  # noqa: E402
+from taso.ir import Graph  # noqa: E402
 from taso.rules import store  # noqa: E402
 
 LIGHT = ["squeezenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "vgg19", "shufflenet"]
@@ -64,7 +65,7 @@ BUILT = [
 """The zoo's own builders (static batch 1, float16 ones included), beside the onnx wheel's light models."""
 
 
-def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
+def load(name: str, tmp: Path) -> tuple[Path, Graph]:
     if name == "bert_tiny":
         src = ROOT / "models" / "bert_tiny.onnx"
     elif name == "bert_base4":  # BERT-base shape, 4 layers, as measured in baselines.md
@@ -83,7 +84,7 @@ def load(name: str, tmp: Path) -> tuple[Path, onnx_io.Graph]:
 
 def per_mode(
     name: str,
-    g: onnx_io.Graph,
+    g: Graph,
     path: Path,
     by_mode: dict[str, cost.CostModel],
     device: profiler.Device,
@@ -129,7 +130,7 @@ def main() -> int:
     print(f"device {device.key}\ncalibration {model.calibration}", flush=True)
     rows, merges, detail = [], [], []
     names = [m for m in args.models.split(",") if m]
-    loaded: dict[str, tuple[Path, onnx_io.Graph, cost.GraphCost, float]] = {}
+    loaded: dict[str, tuple[Path, Graph, cost.GraphCost, float]] = {}
 
     def write() -> None:  # after every step: a run cut short keeps its results
         quick = model.quick_reference_ms()

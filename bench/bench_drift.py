@@ -28,15 +28,16 @@ import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import fold_static_shapes  # noqa: E402
 from taso.execute.precompute import precompute  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
+from taso.ir import Graph  # noqa: E402
 
 
-def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, onnx_io.Graph]]:
+def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, Graph]]:
     """Every distinct unit of the models: key -> (label, unit graph)."""
-    found: dict[str, tuple[str, onnx_io.Graph]] = {}
+    found: dict[str, tuple[str, Graph]] = {}
     for name in names:
         path = tmp / f"{name}.onnx"
         onnx.save_model(ZOO[name](), str(path))
@@ -48,7 +49,7 @@ def unit_graphs(names: list[str], tmp: Path) -> dict[str, tuple[str, onnx_io.Gra
     return found
 
 
-def measure(ug: onnx_io.Graph, device: profiler.Device) -> tuple[float, float]:
+def measure(ug: Graph, device: profiler.Device) -> tuple[float, float]:
     """(marginal ms of one copy, reference ms) from one side-by-side measurement."""
     ms, timing = cost.measure_marginal(ug, device, run_ms=0.0)
     return ms, float(timing.reference_ms or 0.0)

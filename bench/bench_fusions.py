@@ -26,9 +26,9 @@ import layout  # noqa: E402
 from bench_cost import load  # noqa: E402
 
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import fold_static_shapes  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 
 
 def census(name: str, device: profiler.Device, tmp: Path) -> dict:

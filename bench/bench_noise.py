@@ -34,12 +34,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 import build as zoo  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import (  # noqa: E402
     Mode,  # noqa: E402
     profiler,  # noqa: E402
 )
 from taso.execute import check  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 
 MODES = {
     "default": Mode(),

@@ -34,9 +34,9 @@ import peers  # noqa: E402
 
 from build import ZOO, zoo_files  # noqa: E402
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cachedir import cost_cache  # noqa: E402
 from taso.cost import profiler  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 from taso.rules import store  # noqa: E402
 

@@ -34,9 +34,9 @@ import layout  # noqa: E402
 
 from build import bert_base, csrnet, inception_v3, resnext50  # noqa: E402
 from taso import cost, ops, pet  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 from taso.rules import store  # noqa: E402
 

@@ -29,16 +29,17 @@ import layout  # noqa: E402
 
 from build import zoo_files  # noqa: E402
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute.precompute import precompute  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
+from taso.ir import Graph  # noqa: E402
 from taso.rules import store  # noqa: E402
 from taso.search import both_directions, optimize_graph  # noqa: E402
 
 REFERENCE = ROOT / "models" / "reference_costs.json"
 
 
-def searches(name: str, g: onnx_io.Graph, model: cost.CostModel, rules: list, args: argparse.Namespace) -> dict:
+def searches(name: str, g: Graph, model: cost.CostModel, rules: list, args: argparse.Namespace) -> dict:
     """The four searches of one model (see the module's docstring), each result costed on the device."""
     t0 = time.perf_counter()
     before = model.graph_cost(g).total_ms

@@ -30,10 +30,10 @@ from variants import densify_groups, fold_affine_into_batchnorm, fold_batchnorm,
 
 from build import zoo_files  # noqa: E402
 from taso import cost  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute.precompute import precompute  # noqa: E402
 from taso.ir import Graph  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 from taso.optimize import Settings, optimize  # noqa: E402
 from taso.rules import store  # noqa: E402
 

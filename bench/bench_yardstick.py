@@ -30,11 +30,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "models")]
 import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
+from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import model as cost  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import check  # noqa: E402
 from taso.ir import Graph, WeightData, parse_graph  # noqa: E402
-from taso.onnx import io as onnx_io  # noqa: E402
 
 CONV = """graph(%x: float32[1,64,56,56], %w: float32[64,64,3,3] weight):
   %y = Conv(%x, %w) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,64,56,56]

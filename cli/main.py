@@ -25,9 +25,9 @@ from cli.profile import profile
 from cli.progress import StageBars
 from cli.verify import verify
 from taso import cost
+from taso import onnx as onnx_io
 from taso.errors import BadInput, CheckFailed
 from taso.ir import Kind
-from taso.onnx import io as onnx_io
 from taso.ops import OPS
 from taso.optimize import Settings
 from taso.optimize import optimize as run_optimize

@@ -12,9 +12,9 @@ import click
 from cli.options import Finite, dim_option, parse_dims
 from cli.progress import StageBars
 from taso import cost
+from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import profiler
-from taso.onnx import io as onnx_io
 from taso.optimize import COSTS_NOT_CACHED
 
 

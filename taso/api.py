@@ -48,7 +48,7 @@ def _source(model: ModelProto | str | os.PathLike[str], folder: Path) -> Path:
     """``model``'s file: its path, or the ModelProto written into ``folder``."""
     if _is_path(model):
         return Path(model)  # type: ignore[arg-type]
-    from taso.onnx import io as onnx_io
+    from taso import onnx as onnx_io
 
     return onnx_io.write_proto(model, folder / _PROTO_FILE)
 
@@ -82,7 +82,7 @@ def optimize(
     ``model`` is not modified, and the store is only read: unit costs measured on a device are cached in the
     user's cost cache (`taso.cachedir.cost_cache`), as `subst optimize` does.
     """
-    from taso.onnx import io as onnx_io
+    from taso import onnx as onnx_io
     from taso.optimize import Settings
     from taso.optimize import optimize as run
     from taso.rules import store as stores
@@ -100,7 +100,7 @@ def optimize(
 
 def load(model: ModelProto | str | os.PathLike[str]) -> Graph:
     """The IR of ``model``, validated and upgraded to opset 13+ as `optimize` reads it; raises `BadInput`."""
-    from taso.onnx import io as onnx_io
+    from taso import onnx as onnx_io
 
     with _scratch() as tmp:
         return onnx_io.load_model(_source(model, tmp))
@@ -109,7 +109,7 @@ def load(model: ModelProto | str | os.PathLike[str]) -> Graph:
 def save(graph: Graph, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
     """Write ``graph`` to ``path`` through a temp file and a rename; weights go to ``<name>.data`` when asked,
     when the source had external data, or past protobuf's 2 GB."""
-    from taso.onnx import io as onnx_io
+    from taso import onnx as onnx_io
 
     return onnx_io.save_model(graph, path, external_data)
 

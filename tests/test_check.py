@@ -18,12 +18,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import taso
 from taso import cost
+from taso import onnx as onnx_io
 from taso.cost import profiler
 from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph, TensorType, WeightData
-from taso.onnx import io as onnx_io
 from taso.optimize.pipeline import Settings, _confirm_speedup, _quiet, optimize
 from taso.rules import store
 from taso.search import apply_everywhere

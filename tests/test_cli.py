@@ -24,10 +24,10 @@ from onnx import TensorProto, helper, numpy_helper
 from test_check import vad_inputs, vad_model
 from test_provenance import DISTRIBUTE
 
+from taso import onnx as onnx_io
 from taso.errors import CheckFailed
 from taso.execute import compare, tolerance
 from taso.ir import Graph, Node
-from taso.onnx import io as onnx_io
 from taso.optimize import optimize
 from taso.rules import parse_rules, store
 

@@ -12,12 +12,12 @@ import pytest
 from conftest import prove_into
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
+from taso import onnx as onnx_io
 from taso.cost import model as cost
 from taso.cost import profiler
 from taso.cost import tables as costtables
 from taso.execute import random_inputs
 from taso.ir import WeightData, parse_graph
-from taso.onnx import io as onnx_io
 from taso.optimize import pipeline as optimize_module
 from taso.optimize.pipeline import Settings, _fed_at, _pair, optimize
 from taso.rules import store

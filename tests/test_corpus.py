@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT
 from onnx import TensorProto, helper, numpy_helper
 
-from taso.onnx import io as onnx_io
+from taso import onnx as onnx_io
 from taso.rules import store
 
 sys.path.insert(0, str(ROOT / "models"))

@@ -13,6 +13,7 @@ from conftest import subst
 from hypothesis import given
 from hypothesis import strategies as st
 
+from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import model as cost
 from taso.cost import profiler
@@ -20,7 +21,6 @@ from taso.errors import BadInput
 from taso.execute import Runner, random_inputs
 from taso.execute.precompute import precompute
 from taso.ir import TensorType, WeightData, parse_graph
-from taso.onnx import io as onnx_io
 from taso.rules import store
 
 CONV_CHAIN = """graph(%x: float32[1,4,8,8], %w: float32[8,4,3,3] weight, %s: float32[8] weight, %b: float32[8] weight,

@@ -13,9 +13,9 @@ from conftest import ROOT, zoo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from taso import onnx as onnx_io
 from taso.execute.precompute import precompute
 from taso.ir import Graph
-from taso.onnx import io as onnx_io
 from taso.rules import store
 from taso.rules.match import Match, RuleIndex, _extend, _key, _plan, all_matches, matches_after, nodes_by_op
 from taso.search import Declined, apply, both_directions

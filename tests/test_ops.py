@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taso import cost, generate, ops
+from taso import onnx as onnx_io
 from taso.execute import Runner
 from taso.generate import field_apply
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
-from taso.onnx import io as onnx_io
 from taso.ops import P
 from taso.rules import SPECS_DIR, Rule, lifted
 from taso.verify import load_specs, precheck

@@ -15,12 +15,12 @@ from conftest import ROOT, prove_into, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost
+from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import profiler
 from taso.execute import compare
 from taso.execute.precompute import precompute
 from taso.ir import Graph, WeightData, extract, parse_graph
-from taso.onnx import io as onnx_io
 from taso.optimize import Settings, optimize
 from taso.rules import Rule, find_matches, lifted, parse_rules, store
 from taso.search import Declined, apply, both_directions, optimize_graph, splice, windows

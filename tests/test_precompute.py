@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import cost
+from taso import onnx as onnx_io
 from taso.cost import profiler
 from taso.execute import compare
 from taso.execute.precompute import precompute
-from taso.onnx import io as onnx_io
 from taso.optimize import abstract_values, fold_shapes
 from taso.optimize.pipeline import _confirm_speedup, _quiet
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, prove_into, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
+from taso import onnx as onnx_io
 from taso.errors import CheckFailed
-from taso.onnx import io as onnx_io
 from taso.optimize import Settings, optimize
 from taso.rules import SPECS_DIR, VERIFIER_VERSION, AttrIs, Rule, SizeIs, find_matches, parse_rules, store
 from taso.search import Declined, apply, instantiate

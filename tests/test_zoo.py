@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import numpy_helper
 
+from taso import onnx as onnx_io
 from taso.execute import Runner
-from taso.onnx import io as onnx_io
 from taso.optimize import optimize
 
 BUILT = [name for name in zoo.ZOO if name.removesuffix("_fp16") not in zoo.LIGHT_ZOO]

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import sqlite_utils
 
+from taso import onnx as onnx_io
 from taso import ops
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_model, time_models
 from taso.execute import check, fold_static_shapes
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, extract, make_attrs
-from taso.onnx import io as onnx_io
 
 if TYPE_CHECKING:
     from taso.cost.tables import Prior

@@ -21,9 +21,9 @@ from functools import cache
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso.errors import BadInput
 from taso.ir import Graph, Node, TensorType
-from taso.onnx import io as onnx_io
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso import ops
 from taso.errors import BadInput
 from taso.ir import Graph, Node, TensorType
-from taso.onnx import io as onnx_io
 
 DEFAULT_DIM = 2
 """Size given to symbolic and unknown dims when drawing inputs (2, not 1, so batch mixing shows)."""

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso.ir import Graph, Kind, TensorType, WeightData, eliminate_dead, lint
-from taso.onnx import io as onnx_io
 
 MAX_BYTES = 64 * 2**20
 """A folded value larger than this stays computed: folding must not blow up the model file."""

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso import ops
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Node, TensorType
-from taso.onnx import io as onnx_io
 
 
 class NoReference(Exception):

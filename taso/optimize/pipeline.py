@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from taso import cost, pet
+from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import profiler
 from taso.cost import tables as costtables
@@ -25,7 +26,6 @@ from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph, TensorType
-from taso.onnx import io as onnx_io
 from taso.optimize.shapefold import fold_shapes
 from taso.rules import ID_LENGTH, REVERSE, Rule, provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache

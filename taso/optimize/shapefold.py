@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
-from taso.onnx import io as onnx_io
 
 Elem = int | str | None
 """One entry of a shape value: a known size, a dim param, or unknown."""

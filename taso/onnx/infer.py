@@ -1,0 +1,185 @@
+"""Every value's type at import: onnx's shape inference, helped by evaluating the shape arithmetic over static
+shapes (`_infer_folding`), then the model's declared and initializer types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from taso.ir import TensorType
+from taso.onnx.read import _DEFAULT_DOMAINS, _payloads_set_aside
+
+
+def _tensor_type(t: onnx.TypeProto) -> TensorType | None:
+    if not t.HasField("tensor_type") or t.tensor_type.elem_type == 0:
+        return None
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).name
+    if not t.tensor_type.HasField("shape"):
+        return TensorType(dtype, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim)
+    return TensorType(dtype, dims)
+
+
+def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    folded: dict[str, np.ndarray] = {}
+    try:
+        with _payloads_set_aside(model):
+            inferred = _infer_folding(model, folded)
+    except Exception:  # inference is an aid: fall back to what the model declares
+        inferred = model
+    types: dict[str, TensorType] = {}
+    g = inferred.graph
+    for vi in (*g.input, *g.value_info, *g.output):
+        t = _tensor_type(vi.type)
+        if t is not None:
+            types[vi.name] = t
+    for name, value in folded.items():
+        types.setdefault(name, TensorType(value.dtype.name, tuple(int(d) for d in value.shape)))
+    for init in model.graph.initializer:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).name
+        types[init.name] = TensorType(dtype, tuple(int(d) for d in init.dims))
+    return types
+
+
+NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+"""Ops whose output is drawn anew in every run: never a constant, whatever their inputs."""
+
+
+FOLD_ELEMENTS = 2**16
+"""The largest value shape inference is handed as a constant (`_infer_folding`): shape arithmetic is small."""
+
+
+FOLD_ROUNDS = 32
+"""Inference passes `_infer_folding` makes at most after the first: each may make a tensor static whose Shape
+the next folds (TorchScript's ShuffleNet-v2 needs 15, its Swin-T 18, a block's channel split each)."""
+
+
+def _infer_folding(model: onnx.ModelProto, folded: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """onnx's shape inference, handed the values of the shape arithmetic over static shapes as constants; the
+    values go to ``folded``. onnx's data propagation stops at ops it does not cover: with BERT's input dims
+    bound, Range over Shape(input_ids) stayed unknown, and so did every activation after it (broadcast against
+    1, an unknown length stays unknown), so 26 of BERT-tiny's 32 units were estimated at the default size 1.
+    Such values are constants once the shapes they read are static: each node that reads a static tensor's
+    shape (Shape, Size) or only such values and constants is evaluated (onnx's reference evaluator, at the
+    model's opsets) and becomes an initializer in a copy that only inference sees; the model is unchanged."""
+    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    values = _Values(model, folded)
+    probe = onnx.ModelProto()
+    for _ in range(FOLD_ROUNDS):
+        new = values.fold_round(inferred)
+        if not new:
+            break
+        if not probe.HasField("graph"):
+            probe.CopyFrom(model)
+        kept = [n for n in probe.graph.node if not any(o in folded for o in n.output)]
+        del probe.graph.node[:]
+        probe.graph.node.extend(kept)
+        try:
+            probe.graph.initializer.extend(numpy_helper.from_array(folded[k], k) for k in new)
+            inferred = shape_inference.infer_shapes(probe, data_prop=True)
+        except Exception:  # keep what the last round inferred
+            break
+    return inferred
+
+
+def _evaluable(node: onnx.NodeProto) -> bool:
+    """Whether `_infer_folding` may evaluate ``node``: a default-domain op with no subgraph, every output named,
+    that computes the same in every run."""
+    return (
+        node.domain in _DEFAULT_DOMAINS
+        and node.op_type not in NONDETERMINISTIC
+        and len(node.output) > 0
+        and "" not in node.output
+        and not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+    )
+
+
+class _Values:
+    """Values `_infer_folding` knows: those folded so far, small initializers, and what nodes compute from
+    them alone (evaluated when a folded node reads them: a Reshape of two constants, say)."""
+
+    def __init__(self, model: onnx.ModelProto, folded: dict[str, np.ndarray]) -> None:
+        self.model, self.folded = model, folded
+        self.initializers = {t.name: t for t in model.graph.initializer}
+        self.producers = {o: n for n in model.graph.node for o in n.output}
+        self.candidates = [n for n in model.graph.node if _evaluable(n)]
+        self.evaluable = {id(n) for n in self.candidates}
+        self.failed: set[int] = set()
+        """Nodes the evaluator cannot run, or whose output is too large: not tried again."""
+        self.unknown: set[int] = set()
+        """Nodes with an input this round does not know: not tried again in the round."""
+
+    def fold_round(self, inferred: onnx.ModelProto) -> list[str]:
+        """Fold each node that reads a static tensor's shape (its type in ``inferred``) or a value folded
+        before it; returns the values it added to `folded`."""
+        g = inferred.graph
+        infos = {vi.name: vi for vi in (*g.input, *g.value_info, *g.output)}
+        before = len(self.folded)
+        self.unknown.clear()
+        for node in self.candidates:
+            if id(node) in self.failed or node.output[0] in self.folded:
+                continue
+            if node.op_type in ("Shape", "Size"):
+                vi = infos.get(node.input[0])
+                t = None if vi is None else _tensor_type(vi.type)
+                if t is not None and t.is_static:
+                    self.evaluate(node, {node.input[0]: np.broadcast_to(np.zeros((), np.uint8), t.shape)})
+            elif any(i in self.folded for i in node.input):
+                self.evaluate(node)
+        return list(self.folded)[before:]
+
+    def get(self, name: str) -> np.ndarray | None:
+        if name in self.folded:
+            return self.folded[name]
+        if name in self.initializers:
+            t = self.initializers[name]
+            if np.prod(t.dims, dtype=np.int64) > FOLD_ELEMENTS or t.data_location == onnx.TensorProto.EXTERNAL:
+                return None
+            try:
+                return numpy_helper.to_array(t)
+            except ValueError:  # a payload `_payloads_set_aside` holds
+                return None
+        node = self.producers.get(name)
+        if node is not None and id(node) in self.evaluable and self.evaluate(node):
+            return self.folded[name]
+        return None
+
+    def evaluate(self, node: onnx.NodeProto, feeds: Mapping[str, np.ndarray] | None = None) -> bool:
+        """Evaluate ``node`` on ``feeds`` (default: its inputs' known values) into `folded`; False if an input
+        is unknown, the evaluator cannot run it, or an output is too large."""
+        if id(node) in self.failed or id(node) in self.unknown:
+            return False
+        if feeds is None:
+            feeds = {}
+            for i in dict.fromkeys(i for i in node.input if i):
+                value = self.get(i)
+                if value is None:
+                    self.unknown.add(id(node))
+                    return False
+                feeds[i] = value
+        values = _evaluate(node, feeds, self.model)
+        if values is None or any(v.size > FOLD_ELEMENTS for v in values):
+            self.failed.add(id(node))
+            return False
+        self.folded.update(zip(node.output, values))
+        return True
+
+
+def _evaluate(node: onnx.NodeProto, feeds: Mapping[str, np.ndarray], model: onnx.ModelProto) -> list[np.ndarray] | None:
+    """``node``'s outputs on ``feeds``, by onnx's reference evaluator at ``model``'s opsets; None if it cannot."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        elems = {k: helper.np_dtype_to_tensor_dtype(v.dtype) for k, v in feeds.items()}
+        inputs = [helper.make_tensor_value_info(k, elem, None) for k, elem in elems.items()]
+        graph = helper.make_graph([node], "fold", inputs, [onnx.ValueInfoProto(name=o) for o in node.output])
+        one = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+        with np.errstate(all="ignore"):  # constants of a model's arithmetic (a log of 0, say) are its own business
+            return [np.asarray(v) for v in ReferenceEvaluator(one).run(None, dict(feeds))]
+    except Exception:  # an op the evaluator does not cover, or inputs it refuses: inference goes without it
+        return None

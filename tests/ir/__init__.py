@@ -1,0 +1,1 @@
+"""Tests of taso.ir, one module per module of it."""

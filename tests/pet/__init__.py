@@ -1,0 +1,1 @@
+"""Tests of taso.pet, one module per module of it."""
