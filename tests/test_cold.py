@@ -41,7 +41,7 @@ def steady_units(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     fixed = cost.Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
     monkeypatch.setattr(cost, "calibrate", lambda device: fixed)
-    monkeypatch.setattr(cost.CostModel, "_measure", lambda self, ug: self.calibration.estimate(ug))
+    monkeypatch.setattr(cost.CostModel, "_measure", lambda self, ugs: [self.calibration.estimate(ug) for ug in ugs])
 
 
 def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> None:
@@ -60,13 +60,22 @@ def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> Non
 
 
 def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: cost.Calibration) -> None:
-    """With time for one measurement, it goes to the unit estimated costliest, not to the first in the graph."""
-    g = _graph()
+    """With time for one measurement (of `MEASURE_BATCH` units side by side), it goes to the units estimated
+    costliest, not to the first in the graph: of eight tiny Relus and a large MatMul last, a Relu is left to
+    estimate."""
+    n = cost.MEASURE_BATCH
+    relus = "".join(f"  %r{i} = Relu(%x{i}) : float32[1,{i + 1}]\n" for i in range(n))
+    inputs = "".join(f"%x{i}: float32[1,{i + 1}], " for i in range(n))
+    outputs = "".join(f", %r{i}" for i in range(n))
+    g = _graph(
+        f"graph({inputs}%x: float32[1,256], %w: float32[256,4096] weight):\n{relus}"
+        f"  %y = MatMul(%x, %w) : float32[1,4096]\n  return %y{outputs}"
+    )
     model = cost.CostModel(cpu, None, calibration=calibration)
     model.measure_until = 1e-12  # the first measurement passes it
-    by_label = {u.label: u for u in model.graph_cost(g).units}
-    assert [u.label for u in cost.units(g)] == ["Relu", "MatMul"]
-    assert model.measured == 1 and not by_label["MatMul"].estimated and by_label["Relu"].estimated
+    costs = model.graph_cost(g).units
+    assert [u.label for u in cost.units(g)] == ["Relu"] * n + ["MatMul"]
+    assert model.measured == n and [u.label for u in costs if u.estimated] == ["Relu"]
 
 
 def test_a_unit_far_above_a_runs_overhead_is_timed_as_one_copy(
