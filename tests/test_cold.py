@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import prove_into
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
 from taso import cost, costtables, onnx_io, profiler, store
@@ -57,6 +59,32 @@ def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> Non
         profiler._quickest.pop(cpu.key)
     assert len(free.values) == 30 and free.attempts == profiler.ATTEMPTS
     assert len(bounded.values) == profiler.MIN_SAMPLES and bounded.attempts == 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 6), st.booleans())
+def test_a_primed_sample_follows_an_untimed_run_of_its_own_model(
+    per_sample: list[int], samples: int, primed: bool
+) -> None:
+    """Units measured side by side are primed (`measure_marginals`): before each sample of a model, one run of it
+    outside the timed span, so the sample finds the caches as its own run left them, not as the unit timed
+    before it did. Each model's run count says which runs there were; the sample count is unchanged."""
+    calls = [0] * len(per_sample)
+    finished = [0] * len(per_sample)
+
+    def runner(i: int):  # noqa: ANN202 (a (once, finish) pair)
+        def once() -> None:
+            calls[i] += 1
+
+        def finish() -> None:
+            finished[i] += 1
+
+        return once, finish
+
+    values = profiler._side_by_side([runner(i) for i in range(len(per_sample))], per_sample, samples, primed)
+    assert [len(v) for v in values] == [samples] * len(per_sample)
+    assert calls == [samples * (n + primed) for n in per_sample]
+    assert finished == [samples * (1 + primed)] * len(per_sample)  # a primed run is waited for before timing
 
 
 def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: cost.Calibration) -> None:
