@@ -180,6 +180,19 @@ def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_pat
     assert len(model.samples[relu.key][1]) == 3  # settled once, not again for every graph
 
 
+def test_a_cost_the_model_has_handed_out_is_not_settled_later(tmp_path: Path, cpu, calibration) -> None:
+    """A unit measured where a graph uses it once keeps that cost when a later graph uses it often: a search
+    compared with it, and a warm run reading it from the store must make the same comparisons."""
+    one = parse_graph("graph(%r0: float32[64,64]):\n  %r1 = Relu(%r0) : float32[64,64]\n  return %r1")
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
+    many = parse_graph(f"graph(%r0: float32[64,64]):\n{relus}\n  return %r{cost.SETTLE_COUNT}")
+    model = cost.CostModel(cpu, store.create(tmp_path / "s.db"), calibration=calibration)
+    first = model.graph_cost(one).units[0]
+    again = model.graph_cost(many).units[0]
+    assert again.key == first.key and again.count == cost.SETTLE_COUNT
+    assert again.ms == first.ms and len(model.samples[first.key][1]) == 1
+
+
 def test_units_are_measured_side_by_side_each_cost_landing_on_its_own(
     tmp_path: Path, cpu, calibration, timed: list[int]
 ) -> None:
