@@ -1,7 +1,7 @@
 """Cold and warm `subst optimize` wall time per corpus model, with the report's own breakdown of where it went.
 
-    PYTHONPATH=. python3 bench/bench_cold.py --device cpu --models resnet50_ts,bert_ts
-    PYTHONPATH=. python3 bench/bench_cold.py --device cuda --result $OUT/cold-h100.json   # whole corpus, GPU machine
+    PYTHONPATH=. python3 bench/bench_cold.py --device cpu --models resnet50_ts,bert_ts --baseline 1fea2b8
+    PYTHONPATH=. python3 bench/bench_cold.py --device cuda --cold-only --stop-after 540 --result $OUT/cold-h100.json
 
 For each model (models/corpus/, seeded weights, costed at batch 1 and sequences of 16 as `corpus.dims` says):
 a *cold* run, as a new user's first: an empty per-user cache (a fresh XDG_CACHE_HOME: the rule index is built
@@ -11,6 +11,12 @@ the stages (`seconds`), the units measured, estimated and taken from a shipped p
 bench/results/<today>/cold-<device>.json (``--result``) after every model, so a run cut short keeps what it
 finished (``--resume`` then runs only the models it lacks); prints a table. The machine's load is recorded beside
 each run: on a shared host it moves the times.
+
+``--baseline REV`` runs the same for an export of an earlier commit, model by model in turn with this tree (which
+goes first alternates), each with a cache of its own: a before/after pair of one run, on one machine, under one
+load, whose ratios can be compared where the times cannot. ``--cold-only`` skips the warm runs (the GPU target is
+a cold one) and ``--stop-after`` starts no model past that many seconds, so a machine lent in 10-minute calls
+runs the corpus in a few ``--resume`` calls without one cut off mid-model.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
 """Issue 32's targets in seconds: (cold, warm); None where it sets none."""
 
 
-def _run(model: Path, out: Path, cache: Path, device: str, timeout: float) -> dict:
-    """One `subst optimize` in a fresh process: wall seconds, exit code, and the report's facts."""
+def _run(model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT) -> dict:
+    """One `subst optimize` of the tree at ``root`` in a fresh process: wall seconds, exit code, and the
+    report's facts."""
     report = out.with_suffix(".report.json")
     report.unlink(missing_ok=True)
     dims = [a for d, n in corpus.dims(model.stem).items() for a in ("--dim", f"{d}={n}")]
@@ -47,7 +54,7 @@ def _run(model: Path, out: Path, cache: Path, device: str, timeout: float) -> di
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
         code, err = done.returncode, done.stderr.strip().splitlines()[-1:] if done.returncode else []
     except subprocess.TimeoutExpired:
         code, err = None, [f"timed out after {timeout:.0f} s"]
@@ -75,7 +82,11 @@ def main() -> int:
     ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/cold-<device>.json)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one run may take before it is stopped")
     ap.add_argument("--resume", action="store_true", help="keep the models already in --result and run only the rest")
+    ap.add_argument("--baseline", metavar="REV", help="also time an export of this commit, in turn with this tree")
+    ap.add_argument("--cold-only", action="store_true", help="no warm runs")
+    ap.add_argument("--stop-after", type=float, metavar="S", help="start no model after S seconds")
     args = ap.parse_args()
+    started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
     unknown = sorted(set(names) - set(corpus.NAMES))
     if unknown:
@@ -84,24 +95,48 @@ def main() -> int:
     device = profiler.pick_device(args.device).key
     path = args.result or layout.result_path("cold", device)
     result = {"meta": layout.meta(device), "targets_s": dict(zip(("cold", "warm"), TARGETS[args.device])), "models": {}}
+    kinds = ("cold",) if args.cold_only else ("cold", "warm")
+    baseline = tempfile.TemporaryDirectory(prefix="bench-cold-baseline-") if args.baseline else None
+    trees = {"this": ROOT}
+    if baseline is not None:
+        trees["baseline"] = _export(args.baseline, Path(baseline.name))
+        result["meta"]["baseline"] = args.baseline
     if args.resume and path.exists():  # a machine lent in 10-minute calls runs the corpus over several
         result["models"] = json.loads(path.read_text())["models"]
         names = [n for n in names if n not in result["models"]]
-    print(f"{'model':<26}{'cold s':>9}{'warm s':>9}  cold breakdown")
-    for name in names:
+    print(f"{'model':<26}{'tree':<10}{'cold s':>9}{'warm s':>9}  cold breakdown")
+    for i, name in enumerate(names):
+        if args.stop_after is not None and time.perf_counter() - started > args.stop_after:
+            print(f"stopped after {args.stop_after:.0f} s: --resume runs the rest")
+            break
+        runs: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
             t = Path(tmp)
             model = corpus.write(name, t / f"{name}.onnx")
-            row = {
-                kind: _run(model, t / f"{name}.{kind}.onnx", t / "cache", args.device, args.timeout)
-                for kind in ("cold", "warm")
-            }
+            for tree in list(trees)[:: 1 if i % 2 == 0 else -1]:  # which tree goes first alternates
+                cache = t / f"cache-{tree}"
+                runs[tree] = {
+                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree])
+                    for kind in kinds
+                }
+        row = runs["this"] | ({"baseline": runs["baseline"]} if "baseline" in runs else {})
         result["models"][name] = row
         layout.write(path, result)
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in row["cold"].get("seconds", {}).items() if k != "total")
-        print(f"{name:<26}{row['cold']['wall_s']:>9.1f}{row['warm']['wall_s']:>9.1f}  {stages}", flush=True)
+        for tree, r in runs.items():
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in r["cold"].get("seconds", {}).items() if k != "total")
+            warm = f"{r['warm']['wall_s']:>9.1f}" if "warm" in r else f"{'-':>9}"
+            print(f"{name:<26}{tree:<10}{r['cold']['wall_s']:>9.1f}{warm}  {stages}", flush=True)
+    if baseline is not None:
+        baseline.cleanup()
     print(f"wrote {path}")
     return 0
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The tree of commit ``rev`` (`git archive`) in ``into``: its CLI, run from there, imports its own code."""
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ that test's tolerance allows; shapes with unknown dims never crash it."""
 from __future__ import annotations
 
 import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,11 +145,56 @@ def test_check_with_explicit_tolerances_decides_element_wise(tmp_path: Path) -> 
     assert "rtol 0.001, atol 1e-05, given tolerance" in asked.summary()
 
 
-def test_check_judges_bert_against_a_reference_despite_opaque_ops(bert_path: Path) -> None:
+def nudged(src: Path, dst: Path) -> Path:
+    """``src`` with every float output times 1 + 2^-23, plus 1e-30 (zeros move too): about one float32 rounding
+    more, as a correct rewrite adds. A candidate that gives the original's outputs bit for bit is passed
+    without a reference (mode "identical"), which these tests are not about."""
+    model = onnx.load(str(src))
+    g = model.graph
+    for out in g.output:
+        if out.type.tensor_type.elem_type != TensorProto.FLOAT:
+            continue
+        producer = next(n for n in g.node if out.name in n.output)
+        producer.output[list(producer.output).index(out.name)] = f"{out.name}#raw"
+        g.node.append(helper.make_node("Mul", [f"{out.name}#raw", "nudge_scale"], [f"{out.name}#scaled"]))
+        g.node.append(helper.make_node("Add", [f"{out.name}#scaled", "nudge_shift"], [out.name]))
+    g.initializer.append(numpy_helper.from_array(np.array(1 + 2**-23, np.float32), "nudge_scale"))
+    g.initializer.append(numpy_helper.from_array(np.array(1e-30, np.float32), "nudge_shift"))
+    onnx.save_model(model, str(dst))
+    return dst
+
+
+def test_check_judges_bert_against_a_reference_despite_opaque_ops(bert_path: Path, tmp_path: Path) -> None:
     """BERT-tiny has Gather, Erf, Cast, ... outside the catalogue: they run one by one in onnxruntime."""
-    result = check.compare(bert_path, bert_path, onnx_io.load_model(bert_path), dims={"batch": 1, "seq": 8})
+    candidate = nudged(bert_path, tmp_path / "nudged.onnx")
+    result = check.compare(bert_path, candidate, onnx_io.load_model(bert_path), dims={"batch": 1, "seq": 8})
     assert result.ok and result.mode == "reference", result.summary()
     assert "Erf in float32" in result.summary()  # onnxruntime has no double Erf: the summary says so
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 63), st.sampled_from([0, 4, 5, 64, 2**12]), st.booleans())
+def test_only_outputs_identical_bit_for_bit_pass_without_the_reference(index: int, ulps: int, up: bool) -> None:
+    """x * w against x * w with one element of w moved by ``ulps`` float32 steps (4 or more move a product by
+    two steps at least, so its rounding cannot hide the change): the check takes the candidate as identical
+    to the original, and skips the float64 reference, exactly when nothing moved."""
+    w = np.random.default_rng(index).standard_normal(64).astype(np.float32)
+    moved = w.copy()
+    moved.view(np.int32)[index] += ulps if up else -ulps
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, k in (("src", w), ("candidate", moved)):
+            x, y = (helper.make_tensor_value_info(v, TensorProto.FLOAT, [4, 64]) for v in "xy")
+            nodes = [helper.make_node("Mul", ["x", "k"], ["y"])]
+            graph = helper.make_graph(nodes, name, [x], [y], [numpy_helper.from_array(k, "k")])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            model.ir_version = 8
+            paths.append(Path(tmp) / f"{name}.onnx")
+            onnx.save_model(model, str(paths[-1]))
+        result = check.compare(*paths, onnx_io.load_model(paths[0]))
+    assert (result.mode == "identical") == (ulps == 0), result.summary()
+    assert result.mode == "identical" or result.mode == "reference" and result.rewrite_error is not None
+    assert result.ok or ulps > 0
 
 
 def test_check_and_rewrite_survive_a_negative_dim(tmp_path: Path) -> None:
@@ -202,7 +248,7 @@ def test_check_falls_back_to_element_wise_where_float32_is_not_rounding(tmp_path
     model.ir_version = 8
     src = tmp_path / "src.onnx"
     onnx.save_model(model, str(src))
-    result = check.compare(src, src, onnx_io.load_model(src))
+    result = check.compare(src, nudged(src, tmp_path / "nudged.onnx"), onnx_io.load_model(src))
     assert result.ok and result.mode == "element-wise" and result.rewrite_error is None
     assert "not rounding" in result.summary() and "rtol 0.001" in result.summary()
 

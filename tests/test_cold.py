@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import prove_into
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
 from taso import onnx as onnx_io
@@ -45,7 +47,7 @@ def steady_units(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     fixed = cost.Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
     monkeypatch.setattr(cost, "calibrate", lambda device: fixed)
-    monkeypatch.setattr(cost.CostModel, "_measure", lambda self, ug: self.calibration.estimate(ug))
+    monkeypatch.setattr(cost.CostModel, "_measure", lambda self, ugs: [self.calibration.estimate(ug) for ug in ugs])
 
 
 def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> None:
@@ -63,14 +65,49 @@ def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> Non
     assert len(bounded.values) == profiler.MIN_SAMPLES and bounded.attempts == 1
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 6), st.booleans())
+def test_a_primed_sample_follows_an_untimed_run_of_its_own_model(
+    per_sample: list[int], samples: int, primed: bool
+) -> None:
+    """Units measured side by side are primed (`measure_marginals`): before each sample of a model, one run of it
+    outside the timed span, so the sample finds the caches as its own run left them, not as the unit timed
+    before it did. Each model's run count says which runs there were; the sample count is unchanged."""
+    calls = [0] * len(per_sample)
+    finished = [0] * len(per_sample)
+
+    def runner(i: int):  # noqa: ANN202 (a (once, finish) pair)
+        def once() -> None:
+            calls[i] += 1
+
+        def finish() -> None:
+            finished[i] += 1
+
+        return once, finish
+
+    values = profiler._side_by_side([runner(i) for i in range(len(per_sample))], per_sample, samples, primed)
+    assert [len(v) for v in values] == [samples] * len(per_sample)
+    assert calls == [samples * (n + primed) for n in per_sample]
+    assert finished == [samples * (1 + primed)] * len(per_sample)  # a primed run is waited for before timing
+
+
 def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: cost.Calibration) -> None:
-    """With time for one measurement, it goes to the unit estimated costliest, not to the first in the graph."""
-    g = _graph()
+    """With time for one measurement (of `MEASURE_BATCH` units side by side), it goes to the units estimated
+    costliest, not to the first in the graph: of eight tiny Relus and a large MatMul last, a Relu is left to
+    estimate."""
+    n = cost.MEASURE_BATCH
+    relus = "".join(f"  %r{i} = Relu(%x{i}) : float32[1,{i + 1}]\n" for i in range(n))
+    inputs = "".join(f"%x{i}: float32[1,{i + 1}], " for i in range(n))
+    outputs = "".join(f", %r{i}" for i in range(n))
+    g = _graph(
+        f"graph({inputs}%x: float32[1,256], %w: float32[256,4096] weight):\n{relus}"
+        f"  %y = MatMul(%x, %w) : float32[1,4096]\n  return %y{outputs}"
+    )
     model = cost.CostModel(cpu, None, calibration=calibration)
     model.measure_until = 1e-12  # the first measurement passes it
-    by_label = {u.label: u for u in model.graph_cost(g).units}
-    assert [u.label for u in cost.units(g)] == ["Relu", "MatMul"]
-    assert model.measured == 1 and not by_label["MatMul"].estimated and by_label["Relu"].estimated
+    costs = model.graph_cost(g).units
+    assert [u.label for u in cost.units(g)] == ["Relu"] * n + ["MatMul"]
+    assert model.measured == n and [u.label for u in costs if u.estimated] == ["Relu"]
 
 
 def test_a_unit_far_above_a_runs_overhead_is_timed_as_one_copy(

@@ -184,6 +184,51 @@ def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_pat
     assert len(model.samples[relu.key][1]) == 3  # settled once, not again for every graph
 
 
+def test_a_cost_the_model_has_handed_out_is_not_settled_later(tmp_path: Path, cpu, calibration) -> None:
+    """A unit measured where a graph uses it once keeps that cost when a later graph uses it often: a search
+    compared with it, and a warm run reading it from the store must make the same comparisons."""
+    one = parse_graph("graph(%r0: float32[64,64]):\n  %r1 = Relu(%r0) : float32[64,64]\n  return %r1")
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(cost.SETTLE_COUNT))
+    many = parse_graph(f"graph(%r0: float32[64,64]):\n{relus}\n  return %r{cost.SETTLE_COUNT}")
+    model = cost.CostModel(cpu, store.create(tmp_path / "s.db"), calibration=calibration)
+    first = model.graph_cost(one).units[0]
+    again = model.graph_cost(many).units[0]
+    assert again.key == first.key and again.count == cost.SETTLE_COUNT
+    assert again.ms == first.ms and len(model.samples[first.key][1]) == 1
+
+
+def test_units_are_measured_side_by_side_each_cost_landing_on_its_own(
+    tmp_path: Path, cpu, calibration, timed: list[int]
+) -> None:
+    """A graph's new units are timed in one measurement (`MEASURE_BATCH` at a time), not one each: a 256x256
+    MatMul and a Relu of eight floats come back each at its own cost; a unit that cannot run alone (a Reshape
+    to a shape drawn at random) fails the batch, which is then measured unit by unit, that one estimated with
+    onnxruntime's error as its note and the others measured."""
+    g = _with_weights(
+        """graph(%x: float32[256,256], %w: float32[256,256] weight, %s: float32[1,8]):
+          %m = MatMul(%x, %w) : float32[256,256]
+          %r = Relu(%s) : float32[1,8]
+          return %m, %r"""
+    )
+    db = store.create(tmp_path / "s.db")
+    model = cost.CostModel(cpu, db, calibration=calibration)
+    by_label = {u.label: u for u in model.graph_cost(g).units}
+    assert len(timed) == 1 and model.measured == 2  # both in one time_models call
+    assert by_label["MatMul"].ms > by_label["Relu"].ms and not by_label["Relu"].estimated
+    bad = parse_graph(
+        """graph(%s: float32[1,8], %v: float32[2,3], %d: int64[2]):
+          %r = Tanh(%s) : float32[1,8]
+          %q = Reshape(%v, %d) : float32[3,2]
+          return %r, %q"""
+    )
+    timed.clear()
+    by_label = {u.label: u for u in model.graph_cost(bad).units}
+    assert len(timed) == 3  # the batch, then each unit alone
+    assert by_label["Reshape"].estimated and not by_label["Tanh"].estimated
+    notes = {r["label"]: r["note"] for r in db["costs"].rows}
+    assert notes["Reshape"] and not notes["Tanh"]
+
+
 def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
     small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
     large = _with_weights(
@@ -434,13 +479,13 @@ def test_unit_costs_are_scaled_to_the_host_speed_of_the_calibration(cpu, calibra
     assert as_calibrated * 50**e == pytest.approx(slow_host) and slow_host < 50 * as_calibrated
 
 
-def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration) -> None:
+def test_reports_are_at_the_hosts_quick_speed(tmp_path: Path, cpu, calibration, timed: list[int]) -> None:
     g = _with_weights(CONV_CHAIN)
     db = store.create(tmp_path / "s.db")
     model = cost.CostModel(cpu, db, calibration=calibration)
     measured = model.graph_cost(g)
     logged = [r["reference_ms"] for r in db["host_speed"].rows_where("device = ?", [model.key])]
-    assert len(logged) == model.measured > 0  # every measurement logs how quick the host was
+    assert len(logged) == len(timed) > 0 and model.measured > 0  # every measurement logs how quick the host was
     quickest_tenth = sorted(logged)[int(cost.QUICK_QUANTILE * (len(logged) - 1))]
     assert model.host_slowdown() == pytest.approx(quickest_tenth / calibration.reference_ms)
     assert model.host_scale() == pytest.approx(model.host_slowdown() ** cost.HOST_ELASTICITY)

@@ -463,15 +463,18 @@ class CostModel:
         12-48 % high; scaled like this, a search still compares like with like."""
         return c.scaled(self.host_scale())
 
-    def _measure(self, ug: Graph) -> float:
-        """``ug``'s marginal latency, measured now (`measure_marginal`) and scaled to the calibration's host speed."""
+    def _measure(self, ugs: Sequence[Graph]) -> list[float]:
+        """The units' marginal latencies, measured now side by side (`measure_marginals`) and scaled to the
+        calibration's host speed; raises what onnxruntime raises for a unit that cannot run alone."""
         t0 = time.perf_counter()
         cal = self.calibration
-        copies = 1 if cal.estimate(ug) >= ALONE_ABOVE * cal.run_ms else COPIES
-        ms, timing = measure_marginal(ug, self.device, cal.run_ms, self.mode, copies)
-        self.measuring_s += time.perf_counter() - t0
-        self._log_host(timing.reference_ms)
-        return to_calibrated_host(ms, timing, self.calibration)
+        plans = [(ug, 1 if cal.estimate(ug) >= ALONE_ABOVE * cal.run_ms else COPIES) for ug in ugs]
+        try:
+            measured = measure_marginals(plans, self.device, cal.run_ms, self.mode)
+        finally:
+            self.measuring_s += time.perf_counter() - t0
+        self._log_host(measured[0][1].reference_ms)  # one reference run beside them all
+        return [to_calibrated_host(ms, timing, cal) for ms, timing in measured]
 
     def _key(self, g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple[str, Graph | None]:
         """The unit's `unit_key`, with its graph where the key is new to this model (None where remembered: its
@@ -492,7 +495,11 @@ class CostModel:
         key, ug = self._key(g, unit, position or {id(n): i for i, n in enumerate(g.nodes)})
         if key not in self.memo:
             assert ug is not None  # a remembered key has its cost
-            self.memo[key] = self._known(key) or self._new(ug, key, unit.label)
+            known = self._known(key)
+            if known is None:
+                self._new([(key, ug, unit.label)])
+            else:
+                self.memo[key] = known
         ms, estimated = self.memo[key]
         return UnitCost(unit.label, key, ms, estimated)
 
@@ -537,20 +544,32 @@ class CostModel:
             return self.prior.costs[key], False
         return None
 
-    def _new(self, ug: Graph, key: str, label: str) -> tuple[float, bool]:
-        """The cost of a unit nothing knows: measured (and stored), or estimated where it may not be."""
-        if not self.measure or self._out_of_time() or not all(t.is_static for t in ug.types.values()):
-            return self.calibration.estimate(ug), True  # not stored: a later run measures it
-        note = ""
+    def _new(self, found: Sequence[tuple[str, Graph, str]]) -> None:
+        """Cost units (key, graph, label) nothing knows into `memo`: measured side by side (and stored), or
+        estimated where they may not be. A batch that onnxruntime fails is measured again unit by unit, so that
+        only a unit that cannot run alone (data-dependent inputs) is estimated, with the error as its note."""
+        measurable = []
+        for key, ug, label in found:
+            if not self.measure or self._out_of_time() or not all(t.is_static for t in ug.types.values()):
+                self.memo[key] = (self.calibration.estimate(ug), True)  # not stored: a later run measures it
+            else:
+                measurable.append((key, ug, label))
+        if not measurable:
+            return
         try:
-            ms = self._measure(ug)
-            estimated = False
-            self.measured += 1
-            self.samples[key] = (ug, [ms])
-        except Exception as e:  # an op that cannot run alone (data-dependent inputs): estimate instead
-            ms, estimated, note = self.calibration.estimate(ug), True, str(e).splitlines()[0][:200] if str(e) else ""
-        self._record(key, label, ms, estimated, note)
-        return ms, estimated
+            costs = [(ms, False, "") for ms in self._measure([ug for _, ug, _ in measurable])]
+        except Exception as e:  # onnxruntime raises its own exception types
+            if len(measurable) > 1:
+                for one in measurable:
+                    self._new([one])
+                return
+            note = str(e).splitlines()[0][:200] if str(e) else ""
+            costs = [(self.calibration.estimate(measurable[0][1]), True, note)]
+        for (key, ug, label), (ms, estimated, note) in zip(measurable, costs):
+            if not estimated:
+                self.measured += 1
+                self.samples[key] = (ug, [ms])
+            self._record(key, label, ms, estimated, note)
 
     def _out_of_time(self) -> bool:
         """Whether measuring has used the seconds `measure_until` allows."""
@@ -566,12 +585,13 @@ class CostModel:
         """Measure units used `SETTLE_COUNT` times or more twice again, after the rest and in another order,
         and cost each at the median of its three measurements."""
         heavy = [c for c in costs if c.count >= SETTLE_COUNT and len(self.samples.get(c.key, (None, ()))[1]) == 1]
-        for sweep in (reversed(heavy), heavy):
-            for c in sweep:
+        for sweep in (heavy[::-1], heavy):
+            for start in range(0, len(sweep), MEASURE_BATCH):
                 if self._out_of_time():  # each keeps the measurements it has
                     break
-                ug, taken = self.samples[c.key]
-                taken.append(self._measure(ug))
+                batch = sweep[start : start + MEASURE_BATCH]
+                for c, ms in zip(batch, self._measure([self.samples[c.key][0] for c in batch])):
+                    self.samples[c.key][1].append(ms)
         for c in heavy:
             c.ms = statistics.median(self.samples[c.key][1])
             self._record(c.key, c.label, c.ms, False)
@@ -598,10 +618,10 @@ class CostModel:
             else:
                 self.memo[key] = known
         rest.sort(key=lambda r: -self.calibration.estimate(r[1]) * uses[r[0]])  # stable: graph order on ties
-        for done, (key, ug, label) in enumerate(rest, 1):
-            self.memo[key] = self._new(ug, key, label)
+        for start in range(0, len(rest), MEASURE_BATCH):
+            self._new(rest[start : start + MEASURE_BATCH])
             if progress is not None and self.measure:  # estimates take no time to show
-                progress(done, len(rest))
+                progress(min(start + MEASURE_BATCH, len(rest)), len(rest))
 
     def graph_cost(self, g: Graph, progress: Callable[[int, int], None] | None = None) -> GraphCost:
         """Predicted latency of one run of ``g`` (concrete shapes needed for measurements); ``progress`` hears
@@ -611,13 +631,18 @@ class CostModel:
         position = {id(n): i for i, n in enumerate(g.nodes)}
         found = units(g)
         keyed = [(*self._key(g, unit, position), unit.label) for unit in found]
+        known = set(self.samples)
         self._cost_new(keyed, progress)
         for key, _, label in keyed:
             if key in by_key:
                 by_key[key].count += 1
             else:
                 by_key[key] = UnitCost(label, key, *self.memo[key])
-        self._settle(list(by_key.values()))
+        # settled only where first measured: a cost a search has compared with stays put, so that a warm run,
+        # reading it from the store, makes the same comparisons (BERT-base: units of the search's candidates,
+        # used once in a region, settled when the whole result was costed; the warm search then took another
+        # path, to a rewrite the cold run had not timed end to end, and timed it: 22 s)
+        self._settle([c for c in by_key.values() if c.key not in known])
         run = self.calibration.run_ms
         return GraphCost(run + sum(u.ms * u.count for u in by_key.values()), run, list(by_key.values()))
 
@@ -633,8 +658,12 @@ where launches overlap with GPU work (timed alone, every small kernel would pay 
 
 
 MEASURE_BUDGET_S = 0.5
-"""Seconds a unit's warm-up, and its samples, may each take (`taso.profiler.time_models`'s budget): a unit of
-milliseconds is timed in fewer runs. Its kernels take most of the time, so its median settles in a few."""
+"""Seconds a measurement's warm-up, and its samples, may each take (`taso.profiler.time_models`'s budget): a
+unit of milliseconds is timed in fewer runs. Its kernels take most of the time, so its median settles in a few."""
+MEASURE_BATCH = 8
+"""Units measured side by side in one measurement (`measure_marginals`), sharing its budget: one by one, every
+unit spent the whole budget (ResNet-50 on the loaded 2-core CPU: 71 measurements in 35 s, two thirds of a cold
+run; BERT-base's 41 units, each settled twice more, 40 s)."""
 ALONE_ABOVE = 20.0
 """A unit estimated to take this many times a run's fixed overhead is timed as one copy, that overhead taken
 off, not beside `COPIES` copies: its launch is a small part of it, and the copies cost five more runs of it
@@ -649,22 +678,52 @@ def measure_marginal(
     run tells how quick the host was; with ``copies`` 1 (or a unit that cannot be replicated), one copy's
     latency less ``run_ms``. Where onnxruntime fuses the unit only when its outputs are read on
     (`fused_when_read`), the unit is timed `read_on` and the sinks' own cost, timed beside it, is taken off."""
+    return measure_marginals([(ug, copies)], device, run_ms, mode)[0]
+
+
+def measure_marginals(
+    units: Sequence[tuple[Graph, int]], device: Device, run_ms: float, mode: Mode = DEFAULT_MODE
+) -> list[tuple[float, Timing]]:
+    """`measure_marginal` of each (unit graph, copies), all timed side by side in one `time_models` call: its
+    warm-up of the host and its reference run are spent once for all of them, and its budget grows with the
+    square root of their number, each unit taking fewer samples than alone (never under
+    `taso.profiler.MIN_SAMPLES`), eight units of ResNet-50 about half as many: the median of a budget shared
+    by eight, 7 samples, let the search find false gains that the end-to-end guard then spent 18-39 s refusing; sample k of every graph is taken within one
+    sweep, so a unit's copies are still paired sample by sample, and primed (`taso.profiler.time_models`), so a
+    unit costs the same whatever it was measured beside: a search compares units measured eight at a time with
+    units of its candidates measured one or two at a time."""
+    plans = [_timed_graphs(ug, copies) for ug, copies in units]
+    runs = [(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for timed, _, _ in plans for h in timed]
+    t = time_models(runs, device, mode=mode, budget_s=MEASURE_BUDGET_S * len(units) ** 0.5, primed=True)
+    out, start = [], 0
+    for (timed, many, read), (_, copies) in zip(plans, units):
+        mine, start = t[start : start + len(timed)], start + len(timed)
+        if not many:
+            # the sinks' graph has a run's overhead of its own: their difference is the unit's alone
+            ms = (
+                statistics.median(a - c for a, c in zip(mine[0].values, mine[1].values))
+                if read
+                else mine[0].median_ms - run_ms
+            )
+            out.append((max(ms, 0.0), mine[0]))
+            continue
+        extra = [b - a for a, b in zip(mine[0].values, mine[1].values)]
+        if len(mine) == 4:
+            extra = [e - (d - c) for e, c, d in zip(extra, mine[2].values, mine[3].values)]
+        out.append((max(statistics.median(extra) / (copies - 1), 0.0), mine[0]))
+    return out
+
+
+def _timed_graphs(ug: Graph, copies: int) -> tuple[list[Graph], bool, bool]:
+    """What `measure_marginal` times for a unit: the graphs, whether copies of it are among them, and whether
+    it is read on (`fused_when_read`)."""
     many = replicate(ug, copies) if copies > 1 else None
     read = fused_when_read(ug) if many is not None or copies == 1 else False
     timed = [ug] if many is None else [ug, many]
     if read:
         on, alone = read_on(ug), sinks(ug)
         timed = [on, alone] if many is None else [on, replicate(on, copies), alone, replicate(alone, copies)]
-    runs = [(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for h in timed]  # type: ignore[arg-type]
-    t = time_models(runs, device, mode=mode, budget_s=MEASURE_BUDGET_S)
-    if many is None:
-        # the sinks' graph has a run's overhead of its own: their difference is the unit's alone
-        ms = statistics.median(a - c for a, c in zip(t[0].values, t[1].values)) if read else t[0].median_ms - run_ms
-        return max(ms, 0.0), t[0]
-    extra = [b - a for a, b in zip(t[0].values, t[1].values)]
-    if len(t) == 4:
-        extra = [e - (d - c) for e, c, d in zip(extra, t[2].values, t[3].values)]
-    return max(statistics.median(extra) / (copies - 1), 0.0), t[0]
+    return timed, many is not None, read  # type: ignore[return-value]
 
 
 HOST_ELASTICITY = 0.78

@@ -239,6 +239,7 @@ def time_models(
     min_sample_s: float = 0.002,
     mode: Mode = DEFAULT_MODE,
     budget_s: float | None = None,
+    primed: bool = False,
 ) -> list[Timing]:
     """Several models timed side by side: every session is made and warmed up first, then sample k of every
     model is taken in turn (`visiting_order`), milliseconds apart, so drift hits each alike. With ``budget_s``
@@ -254,7 +255,9 @@ def time_models(
     than the quickest reference this process has seen, the samples are taken again (up to `ATTEMPTS` times,
     after a pause) and the attempt with the quickest reference is kept. The sessions' idle threads sleep
     instead of spinning (`_options`): spinning, one session's threads took the cores from the next (on 2 cores
-    a model timed at half its latency beside itself), and a model must time the same alone as beside others."""
+    a model timed at half its latency beside itself), and a model must time the same alone as beside others. For the same reason, with ``primed`` each sample of a
+    model follows an untimed run of it: it finds the caches as its own run left them, whatever ran between its
+    samples (units of ResNet-50, each with megabytes of weights of its own, timed eight side by side)."""
     runners = [*(_runner(model, feeds, device, mode) for model, feeds in models), _reference_runner(device, mode)]
     share = budget_s / len(runners) if budget_s is not None else float("inf")
     warmed = [
@@ -263,14 +266,14 @@ def time_models(
     ]  # the reference's samples are short: they only tell how quick the host was
     per_sample = [runs for runs, _ in warmed]
     if budget_s is not None:
-        sample_s = sum(runs * single for runs, single in warmed)
+        sample_s = sum((runs + primed) * single for runs, single in warmed)
         samples = max(min(samples, MIN_SAMPLES), min(samples, int(budget_s / sample_s)))
     best: list[list[float]] | None = None
     start = time.perf_counter()
     for attempts in range(1, ATTEMPTS + 1):
         if attempts > 1:
             time.sleep(0.05 * attempts)
-        values = _side_by_side(runners, per_sample, samples)
+        values = _side_by_side(runners, per_sample, samples, primed)
         if best is None or statistics.median(values[-1]) < statistics.median(best[-1]):
             best = values
         reference = statistics.median(best[-1])
@@ -294,12 +297,18 @@ def _reference_runner(device: Device, mode: Mode) -> tuple[Callable[[], None], C
 
 
 def _side_by_side(
-    runners: Sequence[tuple[Callable[[], None], Callable[[], None]]], per_sample: Sequence[int], samples: int
+    runners: Sequence[tuple[Callable[[], None], Callable[[], None]]],
+    per_sample: Sequence[int],
+    samples: int,
+    primed: bool = False,
 ) -> list[list[float]]:
     values: list[list[float]] = [[] for _ in runners]
     for k in range(samples):
         for i in visiting_order(len(runners), k):
             once, finish = runners[i]
+            if primed:
+                once()
+                finish()
             t0 = time.perf_counter()
             for _ in range(per_sample[i]):
                 once()

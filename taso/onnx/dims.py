@@ -34,7 +34,16 @@ def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, 
     sizes = {**dict.fromkeys(named_inputs, default), **dims}
     if symbolic <= set(sizes):  # no dim but the inputs' own: no inference needed (it copies every weight)
         return sizes
-    fixed = concretize(g, dict(dims), default)
+    # concretized with the weights inference sees only the types of (over 4096 bytes: `_payloads_set_aside`)
+    # as inputs of those types: copying BERT-base's 420 MB into a proto and back took 2 s a call
+    big = {w for w in g.weights if g.data[w].array.nbytes > 4096}
+    light = replace(
+        g,
+        inputs=(*g.inputs, *(w for w in g.weights if w in big)),
+        weights=tuple(w for w in g.weights if w not in big),
+        data={w: d for w, d in g.data.items() if w not in big},
+    )
+    fixed = concretize(light, dict(dims), default)
     for v, t in g.types.items():
         c = fixed.types.get(v)
         if t.shape is None or c is None or not c.is_static or len(c.shape) != len(t.shape):
