@@ -223,6 +223,7 @@ def _file(executor: Executor, settings: Settings, spool: Spool, level: int, prog
     state, pruned = spool.state, Counter(spool.state["pruned"])
     writer = spool.table_writer(level)
     frontier: list[np.ndarray] = []
+    progress(f"{level} ops, classes", 0, BUCKETS, {"graphs": sum(state["graphs"]), "classes": state["classes"]})
     for buckets, graphs, (old_members, old_classes) in _groups(spool, level, last):
         jobs = chunks(len(graphs), executor.workers, 4096)
         described = executor.map(_describe, Inputs(settings, 1, (chain, graphs["r"])), jobs)
