@@ -8,6 +8,7 @@ counted once), sampled every 0.1 s. Writes bench/results/<today>/generate-cpu-<N
     .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
     .venv/bin/python bench/bench_generate.py --max-ops 3 --executor ray    # on a Ray started here (subst[ray])
     .venv/bin/python bench/bench_generate.py --max-ops 3 --baseline /tmp/base  # and an older checkout, alternating
+    sh bench/gen5-device.sh     # on the GPU machine: 5 ops over bench/gen5-2d.json through Ray on 16 cores
 
 With ``--baseline DIR`` (a checkout of other code, e.g. ``git archive <commit> | tar -x -C DIR``) every setting is
 also run from DIR, right before this checkout's run, so ratios compare runs under the same load; its rows go to the
@@ -36,12 +37,22 @@ import layout  # noqa: E402
 
 from taso.generate.executor import tree_memory  # noqa: E402
 
+BARE = ["-c", "from cli.generate import generate; generate()"]
+"""The generate command alone, without the rest of subst (z3 and onnxruntime): for a machine that lacks them."""
+
 
 def run(
-    max_ops: int, config: str | None, workers: int | None, seed: int, executor: str = "local", root: Path = ROOT
+    max_ops: int,
+    config: str | None,
+    workers: int | None,
+    seed: int,
+    executor: str = "local",
+    root: Path = ROOT,
+    bare: bool = False,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "cli.main", "generate", "--max-ops", str(max_ops), "--seed", str(seed)]
+        cmd = [sys.executable, *(BARE if bare else ["-m", "cli.main", "generate"])]
+        cmd += ["--max-ops", str(max_ops), "--seed", str(seed)]
         cmd += ["--store", str(Path(tmp) / "bench.db"), "--json"]
         cmd += ["--config", str(Path(config).resolve())] if config else []
         cmd += ["--workers", str(workers)] if workers else []
@@ -66,7 +77,7 @@ def run(
         if proc.returncode:
             raise SystemExit(f"generate failed with exit code {proc.returncode}")
         summary = json.loads(out)
-        out = {"cmd": " ".join(cmd[2:]), **summary, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20}
+        out = {"cmd": " ".join(cmd[1:]), **summary, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20}
         return {**out, "code": _commit(root)}
 
 
@@ -109,12 +120,13 @@ def main() -> None:
         "--result", type=Path, help="the result file (default: bench/results/<today>/generate-cpu-<N>ops.json)"
     )
     ap.add_argument("--baseline", type=Path, help="a checkout of other code to run each setting from too, first")
+    ap.add_argument("--bare", action="store_true", help="run the generate command alone (no z3 needed)")
     args = ap.parse_args()
     rows, baseline = [], []
     for n in args.max_ops:
         if args.baseline:
             baseline.append(run(n, args.config, args.workers, args.seed, args.executor, args.baseline.resolve()))
-        rows.append(run(n, args.config, args.workers, args.seed, args.executor))
+        rows.append(run(n, args.config, args.workers, args.seed, args.executor, bare=args.bare))
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}"
