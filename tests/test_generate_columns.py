@@ -139,10 +139,15 @@ def _stored(path: Path) -> list[tuple[str, str, str]]:
     return [(r["rule_id"], r["src"], r["dst"]) for r in store.open_store(path)["rules"].rows_where(order_by="id")]
 
 
+def _interruptible() -> None:
+    """Ctrl-C reaches the run even where the tests run in the background (whose children inherit SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop_after_level_2(how: signal.Signals, work: Path, db: Path) -> subprocess.CompletedProcess:
     """Run `subst generate ARGS`, stopped by ``how`` as level 3's enumeration ends (level 2 is on disk)."""
     cmd = [sys.executable, "-m", "cli.main", "generate", *ARGS, "--work", str(work), "--store", str(db)]
-    p = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     assert p.stderr is not None
     for line in p.stderr:  # a line as each stage ends
         if line.startswith(" 3 ops |"):
