@@ -7,6 +7,13 @@ counted once), sampled every 0.1 s. Writes bench/results/<today>/generate-cpu-<N
     .venv/bin/python bench/bench_generate.py                       # --max-ops 1, 2, 3 over TASO's set
     .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
     .venv/bin/python bench/bench_generate.py --max-ops 3 --executor ray    # on a Ray started here (subst[ray])
+    .venv/bin/python bench/bench_generate.py --max-ops 3 --baseline /tmp/base  # and an older checkout, alternating
+    sh bench/gen5-device.sh     # on the GPU machine: 5 ops over bench/gen5-2d.json through Ray on 16 cores
+
+With ``--baseline DIR`` (a checkout of other code, e.g. ``git archive <commit> | tar -x -C DIR``) every setting is
+also run from DIR, right before this checkout's run, so ratios compare runs under the same load; its rows go to the
+result's ``baseline``. Each run's cache folder (XDG_CACHE_HOME, where the generator spools its levels) is a fresh
+temporary one.
 """
 
 from __future__ import annotations
@@ -30,16 +37,29 @@ import layout  # noqa: E402
 
 from taso.generate.executor import tree_memory  # noqa: E402
 
+BARE = ["-c", "from cli.generate import generate; generate()"]
+"""The generate command alone, without the rest of subst (z3 and onnxruntime): for a machine that lacks them."""
 
-def run(max_ops: int, config: str | None, workers: int | None, seed: int, executor: str = "local") -> dict:
+
+def run(
+    max_ops: int,
+    config: str | None,
+    workers: int | None,
+    seed: int,
+    executor: str = "local",
+    root: Path = ROOT,
+    bare: bool = False,
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "cli.main", "generate", "--max-ops", str(max_ops), "--seed", str(seed)]
+        cmd = [sys.executable, *(BARE if bare else ["-m", "cli.main", "generate"])]
+        cmd += ["--max-ops", str(max_ops), "--seed", str(seed)]
         cmd += ["--store", str(Path(tmp) / "bench.db"), "--json"]
-        cmd += ["--config", config] if config else []
+        cmd += ["--config", str(Path(config).resolve())] if config else []
         cmd += ["--workers", str(workers)] if workers else []
         cmd += ["--executor", executor] if executor != "local" else []
         start, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # progress: our stderr
+        env = {**os.environ, "XDG_CACHE_HOME": tmp}
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)  # progress: our stderr
         peak = [0]
 
         def sample() -> None:
@@ -57,16 +77,23 @@ def run(max_ops: int, config: str | None, workers: int | None, seed: int, execut
         if proc.returncode:
             raise SystemExit(f"generate failed with exit code {proc.returncode}")
         summary = json.loads(out)
-        return {"cmd": " ".join(cmd[2:]), **summary, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20}
+        out = {"cmd": " ".join(cmd[1:]), **summary, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20}
+        return {**out, "code": _commit(root)}
+
+
+def _commit(root: Path) -> str:
+    """The commit a checkout is at, else its folder (an exported tree has no git)."""
+    git = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return git.stdout.strip() if git.returncode == 0 and root == ROOT else str(root)
 
 
 def table(rows: list[dict]) -> str:
-    head = "| max ops | wall (s) | CPU (s) | peak memory (MB) | graphs | candidates | rules |"
-    lines = [head, "|---:|---:|---:|---:|---:|---:|---:|"]
+    head = "| code | max ops | wall (s) | CPU (s) | peak memory (MB) | graphs | candidates | rules |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
-            f"| {r['settings']['max_ops']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['graphs_total']:,} "
-            f"| {r['candidates']:,} | {r['rules']:,} |"
+            f"| {r['code']} | {r['settings']['max_ops']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} "
+            f"| {r['graphs_total']:,} | {r['candidates']:,} | {r['rules']:,} |"
         )
     reasons = sorted({k for r in rows for k in r["pruned"]}, key=lambda k: -max(r["pruned"].get(k, 0) for r in rows))
     lines += ["", "| pruning | " + " | ".join(f"{r['settings']['max_ops']} ops" for r in rows) + " |"]
@@ -92,18 +119,31 @@ def main() -> None:
     ap.add_argument(
         "--result", type=Path, help="the result file (default: bench/results/<today>/generate-cpu-<N>ops.json)"
     )
+    ap.add_argument("--baseline", type=Path, help="a checkout of other code to run each setting from too, first")
+    ap.add_argument("--bare", action="store_true", help="run the generate command alone (no z3 needed)")
     args = ap.parse_args()
-    rows = [run(n, args.config, args.workers, args.seed, args.executor) for n in args.max_ops]
+    rows, baseline = [], []
+    for n in args.max_ops:
+        if args.baseline:
+            baseline.append(run(n, args.config, args.workers, args.seed, args.executor, args.baseline.resolve()))
+        rows.append(run(n, args.config, args.workers, args.seed, args.executor, bare=args.bare))
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}"
     )
-    for r in rows:
-        print(f"  {r['cmd']}")
-    print(table(rows))
+    for r in baseline + rows:
+        print(f"  {r['code']}: {r['cmd']}")
+    print(table(baseline + rows))
+    for old, new in zip(baseline, rows):
+        same = "same" if old["rules"] == new["rules"] else "DIFFERENT"
+        print(
+            f"{new['settings']['max_ops']} ops: wall {new['wall_s'] / old['wall_s']:.2f}x, peak memory "
+            f"{new['peak_rss_mb'] / old['peak_rss_mb']:.2f}x of the baseline's; {same} rule count"
+        )
     what = f"{max(args.max_ops)}ops" + (f"-{Path(args.config).stem}" if args.config else "")
     what += f"-{args.executor}" if args.executor != "local" else ""
-    layout.write(args.result or layout.result_path("generate", "cpu", what), {"meta": layout.meta(), "rows": rows})
+    record = {"meta": layout.meta(), "rows": rows, **({"baseline": baseline} if baseline else {})}
+    layout.write(args.result or layout.result_path("generate", "cpu", what), record)
 
 
 if __name__ == "__main__":

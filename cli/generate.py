@@ -7,6 +7,7 @@ import multiprocessing
 import sqlite3
 import time
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from taso.errors import BadInput
 from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load_config, save, settings_from
 from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
+from taso.generate.spool import default_folder, discard, stopped_at
 from taso.ir import IRError
 from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules, store
 
@@ -64,6 +66,18 @@ def _form_table() -> str:
     "default: $RAY_ADDRESS, else a Ray started on this machine for the run and shut down after it.",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the fingerprints' random inputs.  [default: 0]")
+@click.option(
+    "--work",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the levels on disk (gigabytes at --max-ops 4), kept if the run stops, removed once the rules "
+    "are saved.  [default: a folder per settings under ~/.cache/subst/generate]",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Take up a stopped run of the same settings after the last level it completed (in --work's folder).",
+)
 @store_option("Store to add the candidate rules to (created if missing).", writes=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def generate(
@@ -74,6 +88,8 @@ def generate(
     executor: str,
     address: str | None,
     seed: int | None,
+    work: Path | None,
+    resume: bool,
     store_path: Path,
     as_json: bool,
 ) -> None:
@@ -95,6 +111,11 @@ def generate(
       subst generate --config my-pool.toml
       subst generate --max-ops 4 --executor ray                    # a Ray of this machine's cores
       ray start --head; subst generate --executor ray --address auto  # a cluster (ray start --address HEAD:6379)
+      subst generate --max-ops 4 --resume     # after Ctrl-C: on from the last completed level
+
+    Each level's graphs, classes and representatives are spooled to disk, so memory holds a bucket of them at
+    a time; a run stopped by Ctrl-C, a kill or a lost cluster leaves the store as it was and its completed
+    levels in the work folder, where --resume takes them up (the same settings only).
     """
     try:
         cfg = load_config(config) if config else None
@@ -104,34 +125,54 @@ def generate(
     if address and executor != "ray":
         raise BadInput("--address: give it with --executor ray")
     store.require_writable(store_path)  # refuse a store it cannot write before hours of work, not after
+    folder = work or default_folder(settings)
+    if not resume and (done := stopped_at(folder, settings)) >= 0:
+        click.echo(f"starting afresh: {folder} held a run stopped after {done} ops (--resume takes it up)", err=True)
+    job = _Job(settings, store_path, folder, resume)
     if executor == "ray":
-        data = _apart(settings, RayExecutor(address, workers), store_path)
+        data = _apart(job, RayExecutor(address, workers))
     else:
-        data = _generate_and_save(settings, LocalExecutor(workers), store_path)
+        data = _generate_and_save(job, LocalExecutor(workers))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     click.echo("\n".join(_summary_lines(data)))
 
 
-def _generate_and_save(settings: Settings, runner: Executor, store_path: Path) -> dict:
-    """Generate, add the rules to the store, and the summary."""
+@dataclass(frozen=True)
+class _Job:
+    settings: Settings
+    store_path: Path
+    work: Path
+    resume: bool
+
+
+def _generate_and_save(job: _Job, runner: Executor) -> dict:
+    """Generate, add the rules to the store, drop the work folder, and the summary. A run interrupted first says
+    where its completed levels wait (an error says only itself: one line)."""
     start = time.perf_counter()
-    result = run_generate(settings, progress=_Bar(), executor=runner)  # progress on stderr: --json stays clean
+    try:  # progress on stderr: --json stays clean
+        result = run_generate(job.settings, progress=_Bar(), executor=runner, work=job.work, resume=job.resume)
+    except BaseException as e:
+        if not isinstance(e, Exception) and (done := stopped_at(job.work, job.settings)) >= 0:  # Ctrl-C, SIGTERM
+            click.echo(f"\nthe levels up to {done} ops are kept in {job.work}: --resume takes them up", err=True)
+        raise
     try:
-        added, kept = save(result, store_path)
+        added, kept = save(result, job.store_path)
     except (OSError, sqlite3.OperationalError) as e:
-        raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
-    return _summary(result, time.perf_counter() - start, store_path, added, kept)
+        msg = getattr(e, "strerror", None) or e
+        raise BadInput(f"{job.store_path}: cannot write the store ({msg}); --resume judges the pairs again") from None
+    discard(job.work)
+    return _summary(result, time.perf_counter() - start, job.store_path, added, kept)
 
 
-def _apart(settings: Settings, runner: RayExecutor, store_path: Path) -> dict:
+def _apart(job: _Job, runner: RayExecutor) -> dict:
     """A Ray run, made in a child process: Ray ends its driver's process when the cluster goes away under it, and
     this one is left to say so in one line (exit 2). The store is written only once the work is done, through a
     temporary copy (`taso.generate.save`), so it stays as it was."""
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_run_child, args=(settings, runner, store_path, send))
+    child = ctx.Process(target=_run_child, args=(job, runner, send))
     child.start()
     send.close()
     try:
@@ -148,9 +189,9 @@ def _apart(settings: Settings, runner: RayExecutor, store_path: Path) -> dict:
     return value
 
 
-def _run_child(settings: Settings, runner: RayExecutor, store_path: Path, send: Connection) -> None:
+def _run_child(job: _Job, runner: RayExecutor, send: Connection) -> None:
     try:
-        send.send((True, _generate_and_save(settings, runner, store_path)))
+        send.send((True, _generate_and_save(job, runner)))
     except Exception as e:
         if not isinstance(e, BadInput):  # a bug: its traceback, from where it happened
             traceback.print_exc()
@@ -168,7 +209,9 @@ class _Bar(StageBars):
     def __call__(self, stage: str, done: int, total: int, counts: dict) -> None:
         if stage != self.stage:
             self.base, self.start = self.seen, time.perf_counter()
-            self.unit = "pairs judged" if stage == "pairs" else "representatives extended"
+            self.unit = {"pairs": "pairs judged", "classes": "buckets filed"}.get(
+                stage.split()[-1], "representatives extended"
+            )
         elapsed = time.perf_counter() - self.start
         tail = f", {counts['memory'] / 2**30:.2f} GB" if counts.get("memory") else ""
         if elapsed > 0.5 and 0 < done < total:
@@ -176,6 +219,9 @@ class _Bar(StageBars):
         if stage == "pairs":
             rate = f", {done / elapsed:,.0f} pairs/s" if elapsed > 0.5 else ""
             self.update(stage, done, total, f" pairs | {counts['classes']:,} classes{rate}{tail}")
+            return
+        if stage.endswith("classes"):
+            self.update(stage, done, total, f"{stage:>6} | {counts['classes']:,} classes{tail}")
             return
         self.seen = counts["graphs"]
         rate = f", {(self.seen - self.base) / elapsed:,.0f} graphs/s" if elapsed > 0.5 else ""
@@ -201,6 +247,7 @@ def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> 
         "added": added,
         "already_in_store": kept,
         "wall_s": round(wall, 2),
+        "resumed_after_ops": result.resumed_after if result.resumed_after >= 0 else None,
     }
 
 
@@ -214,7 +261,8 @@ def _summary_lines(d: dict) -> list[str]:
         f"candidates  {d['candidates']:,} pairs of equal fingerprint",
         f"rules       {d['rules']:,} after pruning; {d['added']:,} added to {d['store']}"
         + (f" ({d['already_in_store']:,} already there)" if d["already_in_store"] else ""),
-        f"time        {d['wall_s']:.1f} s",
+        f"time        {d['wall_s']:.1f} s"
+        + (f" (resumed after {d['resumed_after_ops']} ops)" if d["resumed_after_ops"] is not None else ""),
         "pruned:",
         *(f"  {v:>12,}  {k}" for k, v in d["pruned"].items()),
     ]

@@ -13,10 +13,14 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
 - *Canonical node order.* A new op must be the largest removable sink (by its structure, names aside), so one
   DAG is not built once per topological order; commutative ops take their arguments in a fixed order; an op
   applied twice to the same arguments is never built, nor two forms that give the same node.
+- *Columns, not objects.* A level's graphs are fixed-width rows (parent, form, up to three arguments) with
+  their fingerprints, spooled to disk in 256 buckets by fingerprint (`spool`); classes and their members are
+  numpy records filed one run of buckets at a time by sorting (`columns`); a graph's nodes are rebuilt from its
+  chain of rows (row -> its parent in the previous level's frontier -> ...) only where a worker needs them. An
+  interrupted run resumes after its last completed level (``--resume``).
 - *Last level.* Graphs of the largest size are never extended, so only those whose fingerprint is seen twice,
-  or was seen at a smaller size, are looked at again. Workers send back 8 bytes (the fingerprint) and a
-  20-byte row (parent, form, up to three arguments) per graph; rows wait in a scratch file, and the structure
-  hash and cost that rank a class's members are worked out only for the graphs kept.
+  or was seen at a smaller size, are looked at again: the structure hash and cost that rank a class's members
+  are worked out only for the graphs kept.
 - *Pairs.* Each non-representative member gives a candidate (member, representative). A pair is dropped when
   both sides end in the same op on equal arguments (implied by the smaller pair, by congruence); when both
   share a common subgraph that a fresh input can stand for and the pair still holds (implied by the smaller
@@ -29,8 +33,9 @@ The pool's tensors and the op forms are data (`Settings`); graph outputs are the
 
 The modules, in the order a run goes through them: `forms` (op forms, input pool, `Settings`), `config` (settings
 from flags and files), `evaluate` (a graph's values), `extend` (children and their fingerprints), `driver` (the
-levels and the classes), `pairs` (judging and pruning pairs, rules), `storing` (into a store); the parallel work
-runs on an `executor` (local processes, or Ray: `ray_executor`).
+levels), `spool` (the levels on disk), `columns` (classes by sorting), `pairs` (judging and pruning pairs,
+rules), `storing` (into a store); the parallel work runs on an `executor` (local processes, or Ray:
+`ray_executor`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,32 @@
-"""The level-by-level driver: extend each class's representative, file the children into fingerprint classes,
-then pair every class's members with its representative. The parallel work goes through an `Executor`."""
+"""The level-by-level driver: extend each class's representative, file the children into fingerprint classes
+bucket by bucket (`taso.generate.columns`, on disk in a `Spool`), then judge every class's members against its
+representative, bucket by bucket. The parallel work goes through an `Executor`; a graph travels as its row, and
+a worker rebuilds its nodes from the chain of frontier rows it descends from."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from taso.generate.columns import CLASS, MEMBER, colliding, file_level, pairs
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
 from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
 from taso.generate.fingerprint import EVALUATIONS, combine
 from taso.generate.forms import MAX_ARITY, ROW, NodeSpec, Settings
 from taso.generate.pairs import judge, to_rule
+from taso.generate.spool import BUCKETS, Spool
 from taso.rules import Rule
 from taso.rules.fold import fold
 
-
-@dataclass
-class _Class:
-    level: int
-    members: list[tuple[tuple[NodeSpec, ...], tuple[int, ...] | None]]
-    """(nodes, outputs) of each member, cheapest (the representative) first; outputs None means the sinks."""
-    keys: set[int]
+GROUP = 1 << 20
+"""Graphs (or pairs) gathered from consecutive buckets into one parallel map: enough work per map to keep the
+workers busy, few enough that memory holds them (about 100 bytes each)."""
 
 
 @dataclass
@@ -41,59 +41,14 @@ class Result:
     classes: int
     candidates: int
     pruned: Counter = field(default_factory=Counter)
-
-
-def _work(ctx: _Context, frontier: list, job: tuple[int, int]) -> tuple[int, np.ndarray, np.ndarray, Counter]:
-    """Extend the representatives ``frontier[start:stop]``, compactly: each child's first-evaluation fingerprint
-    (uint64) and (parent, form, arguments) (int32; -1 for no argument)."""
-    start, stop = job
-    counts: Counter = Counter()
-    states = [_build(ctx, nodes) for nodes in frontier[start:stop]]
-    children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
-    rows = [(start + i, f, *args, *(-1,) * (MAX_ARITY - len(args))) for i, f, args, _ in children]
-    return len(states), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, ROW), counts
-
-
-def _describe(ctx: _Context, graphs: list, job: tuple[int, int]) -> np.ndarray:
-    """For each of ``graphs[start:stop]``: its structure hash (equal hashes, equal graphs, input names included)
-    and how many of its ops read an activation (what ranks a class's members: weight-only ops are folded ahead
-    of time)."""
-    out = [(_text_hash(_structure(ctx, nodes, {})), _cost(ctx, nodes)) for nodes in graphs[slice(*job)]]
-    return np.array(out, dtype=np.uint64).reshape(-1, 2)
-
-
-def _extend_level(
-    executor: Executor, settings: Settings, frontier: list, last: bool, classes: dict[int, _Class], tick: Callable
-) -> tuple[int, np.ndarray, np.ndarray, list[tuple[NodeSpec, ...]]]:
-    """Extend every representative in ``frontier``, in order. Returns how many graphs were built and, for those
-    worth a look (at the last level only fingerprints seen twice or seen before; all of them otherwise), their
-    (fingerprint, structure hash) as uint64 pairs, their costs and their nodes. The children's rows wait in a
-    scratch file meanwhile, so memory holds 8 bytes per graph built."""
-    jobs = chunks(len(frontier), executor.workers, 256)
-    with tempfile.TemporaryFile() as fp_file, tempfile.TemporaryFile() as row_file:
-        for n, fps, rows, counts in executor.map(_work, Inputs(settings, 1, frontier), jobs):
-            fps.tofile(fp_file)
-            rows.tofile(row_file)
-            tick(n, len(fps), counts)
-        fp_file.seek(0)
-        row_file.seek(0)
-        fps = np.fromfile(fp_file, dtype=np.uint64)
-        picked = _colliding(fps, classes) if last else np.arange(len(fps))
-        rows = (
-            np.memmap(row_file, dtype=np.int32, mode="r").reshape(-1, ROW)[picked]
-            if len(fps)
-            else np.zeros((0, ROW), np.int32)
-        )
-    nodes = [(*frontier[p], (f, tuple(a for a in args if a >= 0))) for p, f, *args in rows.tolist()]
-    jobs = chunks(len(nodes), executor.workers, 4096)
-    described = [np.zeros((0, 2), np.uint64), *executor.map(_describe, Inputs(settings, 1, nodes), jobs)]
-    described = np.concatenate(described)
-    return len(fps), np.stack([fps[picked], described[:, 0]], axis=1), described[:, 1], nodes
+    resumed_after: int = -1
+    """The level a stopped run had completed, where this one took over (-1: it started afresh)."""
 
 
 Progress = Callable[[str, int, int, dict], None]
 """progress(stage, done, total, counts): called as representatives are extended (stage "N ops"; counts: graphs
-built so far, classes, memory in bytes) and as pairs are judged (stage "pairs")."""
+built so far, classes, memory in bytes), as a level's buckets are filed into classes (stage "N ops, classes")
+and as pairs are judged (stage "pairs")."""
 
 
 def generate(
@@ -101,13 +56,18 @@ def generate(
     workers: int | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    work: Path | None = None,
+    resume: bool = False,
 ) -> Result:
     """Enumerate, fingerprint, prune and pair: the candidate rules of ``settings``. The work runs on
-    ``executor`` (started and stopped here), by default ``workers`` processes of this machine."""
+    ``executor`` (started and stopped here), by default ``workers`` processes of this machine. Levels are
+    spooled in the folder ``work`` (None: a temporary one); with ``resume``, the levels a stopped run of the
+    same settings completed there are taken up again."""
     executor = executor or LocalExecutor(workers)
     executor.start()
     try:
-        return _generate(settings, executor, _Meter(progress, executor))
+        with Spool.open(work, settings, resume) as spool:
+            return _generate(settings, executor, _Meter(progress, executor), spool)
     finally:
         executor.stop()
 
@@ -127,105 +87,27 @@ class _Meter:
         self.progress(stage, done, total, {**counts, "memory": self.bytes})
 
 
-def _generate(settings: Settings, executor: Executor, progress: _Meter) -> Result:
-    ctx = _Context(settings, 1)
-    classes: dict[int, _Class] = {}
-    pruned: Counter = Counter()
-    graphs = [_seed_classes(ctx, classes)]
-    frontier: list[tuple[NodeSpec, ...]] = [()]
-    for level in range(1, settings.max_ops + 1):
-        last = level == settings.max_ops
-        seen = [0, 0]
-
-        def tick(
-            n: int, built: int, counts: Counter, seen: list = seen, total: int = len(frontier), level: int = level
-        ) -> None:
-            seen[0] += n
-            seen[1] += built
-            pruned.update(counts)
-            progress(f"{level} ops", seen[0], total, {"graphs": sum(graphs) + seen[1], "classes": len(classes)})
-
-        built, ids, costs, nodes = _extend_level(executor, settings, frontier, last, classes, tick)
-        graphs.append(built)
-        frontier = _merge(classes, level, ids, costs, nodes, last, settings.extend_all, pruned)
-    del frontier
-    rules, candidates = _pairs(settings, classes, pruned, executor, progress)
+def _generate(settings: Settings, executor: Executor, progress: _Meter, spool: Spool) -> Result:
+    resumed = spool.level
+    if spool.level < 0:
+        _seed(_Context(settings, 1), spool)
+    for level in range(spool.level + 1, settings.max_ops + 1):
+        _enumerate(executor, settings, spool, level, progress)
+        _file(executor, settings, spool, level, progress)
+    state = spool.state
+    pruned = Counter(state["pruned"])
+    rules = _pairs(settings, spool, pruned, executor, progress)
     if settings.prune_pairs:
         keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = fold([r for _, r in rules])
         rules = [fr for fr, k in zip(rules, keep) if k]
-    return Result(settings, rules, graphs, len(classes), candidates, pruned)
+    candidates = state["members"] - state["classes"]
+    return Result(settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed)
 
 
-def _pairs(
-    settings: Settings, classes: dict[int, _Class], pruned: Counter, executor: Executor, progress: _Meter
-) -> tuple[list[tuple[str, Rule]], int]:
-    """Each non-representative member against its representative, pruned, as rules (member -> representative)."""
-    pairs = [(fp, m, k.members[0]) for fp, k in classes.items() for m in k.members[1:]]
-    jobs = chunks(len(pairs), executor.workers, 64, per_worker=8)
-    verdicts: list[tuple[str, tuple | None, int]] = []
-    inputs = Inputs(settings, EVALUATIONS, [(m, rep) for _, m, rep in pairs])
-    for part in executor.map(judge, inputs, jobs):
-        verdicts += part
-        progress("pairs", len(verdicts), len(pairs), {"graphs": len(verdicts), "classes": len(classes)})
-    rules: list[tuple[str, Rule]] = []
-    seen: set[tuple] = set()
-    full = _Context(settings)
-    for (_, (nodes, outs), (rep_nodes, rep_outs)), (reason, key, fp) in zip(pairs, verdicts):
-        if reason:
-            pruned[reason] += 1
-        elif key is not None and key in seen:
-            pruned["same pair up to renaming inputs"] += 1
-        else:
-            seen.add(key)
-            rule = to_rule(full, _build(full, nodes), outs, _build(full, rep_nodes), rep_outs)
-            rules.append((f"{fp:016x}", rule))
-    return rules, len(pairs)
+# ---- level 0 ------------------------------------------------------------------------------------------------
 
 
-def _merge(
-    classes: dict[int, _Class],
-    level: int,
-    ids: np.ndarray,
-    costs: np.ndarray,
-    nodes: list[tuple[NodeSpec, ...]],
-    last: bool,
-    extend_all: bool,
-    pruned: Counter,
-) -> list[tuple[NodeSpec, ...]]:
-    """File a level's graphs into fingerprint classes; the next frontier: each new class's representative (the
-    cheapest member, then the smallest structure hash), or every new graph with ``extend_all``."""
-    _, first = np.unique(ids, axis=0, return_index=True)
-    pruned["same graph built twice"] += len(ids) - len(first)
-    first.sort()
-    new: dict[int, dict[int, tuple[int, tuple[NodeSpec, ...]]]] = {}
-    everything: list[tuple[NodeSpec, ...]] = []
-    for (fp, key), cost, g in zip(ids[first].tolist(), costs[first].tolist(), [nodes[i] for i in first]):
-        old = classes.get(fp)
-        if old is not None:
-            if key in old.keys:
-                pruned["same graph built twice"] += 1
-                continue
-            old.keys.add(key)
-            old.members.append((g, None))
-            everything.append(g)
-            pruned["not extended (class has a cheaper representative)"] += not (last or extend_all)
-            continue
-        bucket = new.setdefault(fp, {})
-        if key in bucket:
-            pruned["same graph built twice"] += 1
-        else:
-            bucket[key] = (cost, g)
-            everything.append(g)
-    frontier = []
-    for fp, bucket in new.items():
-        ranked = sorted(bucket.items(), key=lambda kv: (kv[1][0], kv[0]))
-        classes[fp] = _Class(level, [(g, None) for _, (_, g) in ranked], set(bucket))
-        frontier.append(ranked[0][1][1])
-        pruned["not extended (class has a cheaper representative)"] += (len(ranked) - 1) * (not (last or extend_all))
-    return everything if extend_all else frontier
-
-
-def _seed_classes(ctx: _Context, classes: dict[int, _Class]) -> int:
+def _seed_picks(ctx: _Context) -> list[tuple[int, ...]]:
     """0-op graphs: one pool tensor, or two, as the outputs (targets of rules such as T(T(x)) = x)."""
     firsts = list(ctx.first)
     picks: list[tuple[int, ...]] = [(a,) for a in firsts]
@@ -233,18 +115,205 @@ def _seed_classes(ctx: _Context, classes: dict[int, _Class]) -> int:
         if ctx.settings.pool[c].count > 1:
             picks.append((first, first + 1))
         picks.extend((first, other) for other in firsts[c + 1 :])
-    for outs in picks:
-        fp = combine([ctx.inputs[a].digest for a in outs])
-        classes.setdefault(fp, _Class(0, [((), outs)], {_text_hash("out:" + ",".join(ctx.names[a] for a in outs))}))
-    return len(picks)
+    return picks
 
 
-def _colliding(fps: np.ndarray, classes: dict[int, _Class]) -> np.ndarray:
-    """Which of the last level's graphs are worth a look: fingerprint seen twice, or already a class. One sorted
-    copy and a binary search: memory stays near two arrays of the level's size (tens of millions at 4 ops)."""
-    s = np.sort(fps)
-    hot = np.union1d(s[1:][s[1:] == s[:-1]], np.fromiter(classes, dtype=np.uint64, count=len(classes)))
-    del s
-    if not len(hot):
-        return np.zeros(len(fps), dtype=bool)
-    return hot[np.minimum(np.searchsorted(hot, fps), len(hot) - 1)] == fps
+def _seed(ctx: _Context, spool: Spool) -> None:
+    """Level 0's classes, a member each (a seed's row names it by its index), the first of equal ones kept."""
+    picks = _seed_picks(ctx)
+    fps = np.array([combine([ctx.inputs[a].digest for a in outs]) for outs in picks], dtype=np.uint64)
+    _, first = np.unique(fps, return_index=True)
+    first.sort()
+    members = np.zeros(len(first), dtype=MEMBER)
+    members["fp"], members["pos"], members["r"] = fps[first], first, -1
+    members["r"][:, 0] = first
+    members["key"] = [_text_hash("out:" + ",".join(ctx.names[a] for a in picks[i])) for i in first]
+    classes = np.zeros(len(first), dtype=CLASS)
+    classes["fp"], classes["first"] = fps[first], first
+    writer = spool.table_writer(0)
+    writer.add(range(BUCKETS), members, classes)
+    writer.close()
+    spool.commit(0, graphs=[len(picks)], classes=len(first), members=len(first), pruned={})
+
+
+# ---- a graph from its row -----------------------------------------------------------------------------------
+
+
+def _nodes(chain: tuple[np.ndarray, ...], level: int, row: np.ndarray) -> tuple[NodeSpec, ...]:
+    """The nodes of the level-``level`` graph spooled as ``row``: its parent's (row ``row[0]`` of the frontier
+    of ``level - 1``, and so on down to level 0's empty graph), then its own new node."""
+    out = []
+    while level > 0:
+        p, f, *args = row.tolist()
+        out.append((f, tuple(a for a in args if a >= 0)))
+        level -= 1
+        row = chain[level][p]
+    return tuple(reversed(out))
+
+
+def _member(ctx: _Context, chain: tuple[np.ndarray, ...], level: int, row: np.ndarray) -> tuple:
+    """(nodes, outputs) of a class member: a seed's pool tensors as outputs, else its graph's sinks (None)."""
+    if level == 0:
+        return (), _seed_picks(ctx)[int(row[0])]
+    return _nodes(chain, level, row), None
+
+
+# ---- tasks: what the workers run ----------------------------------------------------------------------------
+
+
+def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) -> tuple:
+    """Extend the graphs ``chain[-1][start:stop]`` (the last level's frontier), compactly: each child's
+    first-evaluation fingerprint (uint64) and (parent, form, arguments) (int32; -1 for no argument)."""
+    start, stop = job
+    counts: Counter = Counter()
+    level = len(chain) - 1
+    states = [_build(ctx, _nodes(chain, level, chain[-1][i])) for i in range(start, stop)]
+    children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
+    rows = [(start + i, f, *args, *(-1,) * (MAX_ARITY - len(args))) for i, f, args, _ in children]
+    return len(states), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, ROW), counts
+
+
+def _describe(ctx: _Context, data: tuple, job: tuple[int, int]) -> np.ndarray:
+    """For each of the level's graphs ``rows[start:stop]``: its structure hash (equal hashes, equal graphs,
+    input names included) and how many of its ops read an activation (what ranks a class's members: weight-only
+    ops are folded ahead of time)."""
+    chain, rows = data
+    level = len(chain)
+    graphs = (_nodes(chain, level, r) for r in rows[slice(*job)])
+    out = [(_text_hash(_structure(ctx, nodes, {})), _cost(ctx, nodes)) for nodes in graphs]
+    return np.array(out, dtype=np.uint64).reshape(-1, 2)
+
+
+def _judge(ctx: _Context, data: tuple, job: tuple[int, int]) -> list[tuple[str, tuple | None, int]]:
+    """`judge` over the pairs ``job`` names, each rebuilt from its member's and representative's rows."""
+    chain, members, reps = data
+    built = [
+        (_member(ctx, chain, int(m["level"]), m["r"]), _member(ctx, chain, int(r["level"]), r["r"]))
+        for m, r in zip(members[slice(*job)], reps[slice(*job)])
+    ]
+    return judge(ctx, built, (0, len(built)))
+
+
+# ---- a level: enumerate, then file ----------------------------------------------------------------------------
+
+
+def _enumerate(executor: Executor, settings: Settings, spool: Spool, level: int, progress: _Meter) -> None:
+    """Extend every graph of the last frontier, in order; the children go to their buckets' files."""
+    chain = spool.chain(level - 1)
+    state, pruned = spool.state, Counter(spool.state["pruned"])
+    done = built = 0
+    writer = spool.graph_writer(level)
+    jobs = chunks(len(chain[-1]), executor.workers, 256)
+    for n, fps, rows, counts in executor.map(_work, Inputs(settings, 1, chain), jobs):
+        writer.add(fps, built, rows)
+        done, built = done + n, built + len(fps)
+        pruned.update(counts)
+        counts = {"graphs": sum(state["graphs"]) + built, "classes": state["classes"]}
+        progress(f"{level} ops", done, len(chain[-1]), counts)
+    writer.flush()
+    state["graphs"] = [*state["graphs"][:level], built]
+    state["pruned"] = dict(pruned)
+
+
+def _file(executor: Executor, settings: Settings, spool: Spool, level: int, progress: _Meter) -> None:
+    """File the level's graphs into classes, bucket by bucket; its frontier: the new classes' representatives
+    in order of their fingerprints' first rows (every new graph, in row order, with ``extend_all``)."""
+    last = level == settings.max_ops
+    chain = spool.chain(level - 1)
+    state, pruned = spool.state, Counter(spool.state["pruned"])
+    writer = spool.table_writer(level)
+    frontier: list[np.ndarray] = []
+    progress(f"{level} ops, classes", 0, BUCKETS, {"graphs": sum(state["graphs"]), "classes": state["classes"]})
+    for buckets, graphs, (old_members, old_classes) in _groups(spool, level, last):
+        jobs = chunks(len(graphs), executor.workers, 4096)
+        described = executor.map(_describe, Inputs(settings, 1, (chain, graphs["r"])), jobs)
+        d = np.concatenate([np.zeros((0, 2), np.uint64), *described])
+        filed = file_level(graphs, d[:, 0], d[:, 1], old_members, old_classes, level, not last, settings.extend_all)
+        writer.add(buckets, filed.members, filed.classes)
+        frontier.append(filed.frontier)
+        pruned.update(filed.pruned)
+        state["classes"] += len(filed.classes)
+        state["members"] += len(filed.members)
+        counts = {"graphs": sum(state["graphs"]), "classes": state["classes"]}
+        progress(f"{level} ops, classes", buckets.stop, BUCKETS, counts)
+    writer.close()
+    if not last:
+        f = np.concatenate(frontier)
+        spool.save_frontier(level, f["r"][np.argsort(f["at"], kind="stable")])
+    spool.commit(level, pruned=dict(pruned))
+
+
+def _groups(spool: Spool, level: int, last: bool) -> Iterator[tuple[range, np.ndarray, tuple]]:
+    """Runs of consecutive buckets of about `GROUP` graphs: their graphs worth a look (at the last level, only
+    fingerprints seen twice or seen before), in row order, and their classes of earlier levels."""
+    for buckets in _runs(spool.graph_counts(level)):
+        graphs = spool.graphs(level, buckets)
+        old = spool.members(buckets, range(level))
+        yield buckets, graphs[colliding(graphs, old[1])] if last else graphs, old
+
+
+def _runs(counts: np.ndarray) -> Iterator[range]:
+    """Consecutive buckets, ``counts`` of them adding up to `GROUP` or more (the last run: whatever is left)."""
+    start, size = 0, 0
+    for b, n in enumerate(counts.tolist()):
+        size += n
+        if size >= GROUP or b == len(counts) - 1:
+            yield range(start, b + 1)
+            start, size = b + 1, 0
+
+
+# ---- pairs --------------------------------------------------------------------------------------------------
+
+
+def _pairs(
+    settings: Settings, spool: Spool, pruned: Counter, executor: Executor, progress: _Meter
+) -> list[tuple[str, Rule]]:
+    """Each non-representative member against its representative, pruned, as rules (member -> representative),
+    in the order of classes and members. Pairs are judged bucket by bucket; only the kept ones are held."""
+    chain = spool.chain(settings.max_ops - 1)
+    total = spool.state["members"] - spool.state["classes"]
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    keys: list[tuple | None] = []
+    fps: list[int] = []
+    done = 0
+    for members, reps, order in _pair_groups(spool, settings.max_ops):
+        jobs = chunks(len(members), executor.workers, 64, per_worker=8)
+        verdicts = executor.map(_judge, Inputs(settings, EVALUATIONS, (chain, members, reps)), jobs)
+        picked: list[int] = []
+        for part, (start, stop) in zip(verdicts, jobs):
+            for i, (reason, key, fp) in zip(range(start, stop), part):
+                if reason:
+                    pruned[reason] += 1
+                else:
+                    picked.append(i)
+                    keys.append(key)
+                    fps.append(fp)
+            done += stop - start
+            progress("pairs", done, total, {"graphs": done, "classes": spool.state["classes"]})
+        kept.append((members[picked], reps[picked], order[picked]))
+    members, reps, order = (
+        (np.concatenate(c) for c in zip(*kept)) if kept else (np.zeros(0, MEMBER),) * 2 + (np.zeros((0, 4), np.int64),)
+    )
+    rules: list[tuple[str, Rule]] = []
+    seen: set[tuple] = set()
+    full = _Context(settings)
+    for i in np.lexsort(order.T[::-1]).tolist():
+        if keys[i] is not None and keys[i] in seen:
+            pruned["same pair up to renaming inputs"] += 1
+            continue
+        seen.add(keys[i])  # type: ignore[arg-type]
+        (nodes, outs), (rep_nodes, rep_outs) = (
+            _member(full, chain, int(x["level"]), x["r"]) for x in (members[i], reps[i])
+        )
+        rules.append((f"{fps[i]:016x}", to_rule(full, _build(full, nodes), outs, _build(full, rep_nodes), rep_outs)))
+    return rules
+
+
+def _pair_groups(spool: Spool, max_ops: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Runs of consecutive buckets' pairs (member, representative, place in the run's order), about `GROUP` at a
+    time, sorted by that place so that a class's pairs come together."""
+    levels = range(max_ops + 1)
+    for buckets in _runs(spool.member_counts(levels)):
+        members, reps, order = pairs(*spool.members(buckets, levels))
+        o = np.lexsort(order.T[::-1])
+        yield members[o], reps[o], order[o]
