@@ -51,6 +51,15 @@ def drop_nops(g: Graph) -> Graph:
                 n = Node("Reshape", (n.inputs[0], name), n.outputs, (("allowzero", 0),), name=n.name)
         if n.op == "Reshape":
             n = _skip_reshape(n, made, data, types)
+        if n.op == "Slice":
+            merged = _merged_slice(n, made, g, keep, data, types)
+            if merged is not None:
+                names = [next(fresh) for _ in merged]
+                for name, values in zip(names, merged):
+                    data[name] = WeightData(np.array(values, np.int64))
+                    types[name] = TensorType("int64", (len(values),))
+                weights += names
+                n = replace(n, inputs=(made[n.inputs[0]].inputs[0], *names))
         if _hands_on(n, data, types):
             alias[n.outputs[0]] = n.inputs[0]
             continue
@@ -93,17 +102,13 @@ def _hands_on(n: Node, data: Mapping[str, WeightData], types: Mapping[str, Tenso
 def _whole_slice(n: Node, data: Mapping[str, WeightData], shape: tuple[Dim, ...] | None) -> bool:
     """A Slice that takes every element of each axis it names: step 1 from the start to past the end, where
     the end is read against a static size (or is past any size)."""
-    starts, ends = _constant(data, n, 1), _constant(data, n, 2)
-    if shape is None or starts is None or ends is None or len(starts) != len(ends):
+    params = _slice_axes(n, data, len(shape)) if shape is not None else None
+    if params is None:
         return False
-    axes = _constant(data, n, 3) if len(n.inputs) > 3 and n.inputs[3] else list(range(len(starts)))
-    steps = _constant(data, n, 4) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts)
-    if axes is None or steps is None or len(axes) != len(starts) or len(steps) != len(starts):
-        return False
-    for start, end, axis, step in zip(starts, ends, axes, steps):
-        if step != 1 or not -len(shape) <= axis < len(shape):
+    for start, end, axis, step in zip(*params):
+        size = shape[axis]  # type: ignore[index]
+        if step != 1:
             return False
-        size = shape[axis]
         if isinstance(size, int):
             start, end = (start + size if start < 0 else start), (end + size if end < 0 else end)
             if min(max(start, 0), size) != 0 or min(max(end, 0), size) != size:
@@ -111,6 +116,47 @@ def _whole_slice(n: Node, data: Mapping[str, WeightData], shape: tuple[Dim, ...]
         elif start != 0 or end < WHOLE:  # a dim param: only the whole range is whole at every size
             return False
     return True
+
+
+def _slice_axes(n: Node, data: Mapping[str, WeightData], rank: int) -> list[list[int]] | None:
+    """Slice ``n``'s starts, ends, axes (as non-negative axes) and steps, where all are integer initializers."""
+    starts, ends = _constant(data, n, 1), _constant(data, n, 2)
+    if starts is None or ends is None or len(starts) != len(ends):
+        return None
+    axes = _constant(data, n, 3) if len(n.inputs) > 3 and n.inputs[3] else list(range(len(starts)))
+    steps = _constant(data, n, 4) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts)
+    if axes is None or steps is None or len(axes) != len(starts) or len(steps) != len(starts):
+        return None
+    if not all(-rank <= a < rank for a in axes):
+        return None
+    return [starts, ends, [a % rank for a in axes], steps]
+
+
+def _merged_slice(
+    n: Node,
+    made: Mapping[str, Node],
+    g: Graph,
+    keep: set[str],
+    data: Mapping[str, WeightData],
+    types: Mapping[str, TensorType],
+) -> list[list[int]] | None:
+    """The starts, ends, axes and steps of one Slice that does what Slice ``n`` of a Slice's output does, where
+    they cut different axes (each axis is clamped against its own size, which the other Slice leaves alone)
+    and every reader of the first Slice is such a Slice, so the first one goes (Swin's patch merging,
+    ``x[:, 0::2, 1::2]``: two Slices each)."""
+    first = made.get(n.inputs[0])
+    shape = _shape(types, first.inputs[0]) if first is not None else None
+    if first is None or first.op != "Slice" or first.domain or shape is None or first.outputs[0] in keep:
+        return None
+    outer = _slice_axes(first, data, len(shape))
+    if outer is None:
+        return None
+    for reader in g.consumers.get(first.outputs[0], ()):
+        inner = _slice_axes(reader, data, len(shape)) if reader.op == "Slice" and not reader.domain else None
+        if inner is None or reader.inputs[0] != first.outputs[0] or set(inner[2]) & set(outer[2]):
+            return None
+    inner = _slice_axes(n, data, len(shape))
+    return None if inner is None else [a + b for a, b in zip(outer, inner)]
 
 
 def _target(n: Node, data: Mapping[str, WeightData]) -> list[Dim | None] | None:

@@ -121,6 +121,13 @@ def test_swin_window_padding_cropping_and_unit_windows_go(tmp_path: Path) -> Non
             {"two": [2, -1], "copy": [0, 3, -1]},
             [(2, 6), (4, 6)],
         ),
+        (  # [1:] of [1:] of one axis is [2:], not [1:] named twice
+            "two Slices of one axis",
+            ["batch", 4],
+            helper.make_node("Slice", ["m", "one", "whole", "one"], ["s"]),
+            {"one": [1], "whole": [WHOLE], "first": [1]},
+            [(1, 4), (2, 4)],
+        ),
     ],
 )
 def test_what_holds_at_one_size_only_stays(tmp_path: Path, what: str, dims: list, node, consts, shapes) -> None:
@@ -128,6 +135,8 @@ def test_what_holds_at_one_size_only_stays(tmp_path: Path, what: str, dims: list
     leave each, and the model then computes the same at both (each case fails with its guard in taso.nops
     removed)."""
     first = [helper.make_node("Reshape", ["x", "two"], ["m"])] if "copy" in consts else []
+    if "first" in consts:
+        first = [helper.make_node("Slice", ["x", "first", "whole", "one"], ["m"])]
     src = _model(
         tmp_path,
         dims,
@@ -153,6 +162,24 @@ def test_no_minus_one_beside_a_copy_on_an_empty_batch(tmp_path: Path) -> None:
     out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
     assert "Transpose" in folded.op_census()
     _same_at(src, out, (0, 1, 3), (2, 1, 3))
+
+
+def test_slices_of_a_slice_are_one_slice_only_where_the_first_goes(tmp_path: Path) -> None:
+    """Swin's patch merging: ``x[:, 0::2]`` then ``[:, :, 1::2]`` of it is one Slice of both axes; but where
+    the first Slice has a reader that is no Slice it stays, and a merged copy beside it would be more work."""
+    nodes = [
+        helper.make_node("Slice", ["x", "zero", "whole", "one", "two"], ["rows"]),
+        helper.make_node("Slice", ["rows", "one", "whole", "two", "two"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    consts = {"zero": [0], "one": [1], "two": [2], "whole": [WHOLE]}
+    src = _model(tmp_path, ["batch", 6, 6], nodes, consts, "patches", 3)
+    folded, out = _folded(tmp_path, src)
+    assert folded.op_census() == {"Slice": 1, "Relu": 1}
+    _same_at(src, out, (1, 6, 6), (2, 6, 6))
+    shared = [*nodes[:2], helper.make_node("Relu", ["rows"], ["r"]), helper.make_node("Add", ["s", "s"], ["y"])]
+    g = onnx_io.load_model(_model(tmp_path, ["batch", 6, 6], shared, consts, "shared", 3))
+    assert drop_nops(g) is g
 
 
 def test_a_nop_that_writes_a_graph_output_stays(tmp_path: Path) -> None:
