@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 
 from taso import store
 from taso.errors import BadInput
-from taso.fingerprint import combine
-from taso.fold import fold
 from taso.generate import InputClass, Settings, generate, save, settings_from
 from taso.generate import driver as columnar
 from taso.generate.columns import CLASS, DUPLICATE, GRAPH, MEMBER, NOT_EXTENDED, file_level
 from taso.generate.evaluate import _build, _Context
 from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.fingerprint import combine
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import Spool, stopped_at
+from taso.rules.fold import fold
 
 x = InputClass("x", (2, 4), "activation", 2)
 W = InputClass("w", (4, 4), "weight", 2)

@@ -400,11 +400,12 @@ def test_random_shape_programs_fold_to_what_onnxruntime_computes(tmp_path_factor
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["swin_t_ts", "bert_ts"])
+@pytest.mark.parametrize("name", ["swin_t_ts", "bert_ts", "swin_t_dynamo"])
 def test_corpus_shape_arithmetic_folds_and_computes_the_same_at_two_sizes(tmp_path: Path, name: str) -> None:
-    """Real TorchScript exports: Swin-T (dynamic batch; window reshapes) and BERT (dynamic batch and sequence;
-    [B, S, -1, 64] targets copied). The folded model, run unoptimized, gives the original's outputs at two sizes
-    of every dynamic dim, neither of them a size the fold was told."""
+    """Real exports: Swin-T (dynamic batch; window reshapes, window padding by zeros and crops to the whole
+    axis), by both exporters, and BERT (dynamic batch and sequence; [B, S, -1, 64] targets copied). The folded
+    model, run unoptimized, gives the original's outputs at two sizes of every dynamic dim, neither of them a
+    size the fold was told."""
     import corpus
     import onnxruntime as ort
 
@@ -414,6 +415,7 @@ def test_corpus_shape_arithmetic_folds_and_computes_the_same_at_two_sizes(tmp_pa
     folded, removed = fold_shapes(g)
     assert removed > 0
     assert name != "swin_t_ts" or "Shape" not in folded.op_census()  # every window reshape's target is constant
+    assert not name.startswith("swin") or "Pad" not in folded.op_census()  # window padding by zeros: none left
     out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -24,6 +24,7 @@ import numpy as np
 from taso import onnx as onnx_io
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
+from taso.optimize.nops import drop_nops
 
 Elem = int | str | None
 """One entry of a shape value: a known size, a dim param, or unknown."""
@@ -38,17 +39,19 @@ INTEGER = frozenset({"int64", "int32"})
 
 
 def fold_shapes(g: Graph) -> tuple[Graph, int]:
-    """``g`` with its shape arithmetic folded wherever the dims it reads are static; returns the graph and how
-    many nodes that removed. Repeats to a fixpoint: each round's folds make more shapes static."""
+    """``g`` with its shape arithmetic folded wherever the dims it reads are static, and the nodes that then
+    hand on their input dropped (`taso.nops`); returns the graph and how many nodes that removed (``g`` itself
+    where none). Repeats to a fixpoint: each round's folds make more shapes static."""
     g0 = g
     for _ in range(ROUNDS):
         values = abstract_values(g)
         folded = _constant_targets(_fold_known(g, values), values)
-        folded, _ = precompute(folded)
-        if len(folded.nodes) == len(g.nodes):
+        folded = drop_nops(precompute(folded)[0])  # zero pads and whole crops, once their sizes are folded
+        if folded is g:
             break
         g = onnx_io.reinfer(folded)
-    return (g, 0) if g is g0 else (_own_dims(g, g0), len(g0.nodes) - len(g.nodes))
+    removed = len(g0.nodes) - len(g.nodes)
+    return (_own_dims(g, g0), removed) if removed else (g0, 0)
 
 
 def _own_dims(g: Graph, before: Graph) -> Graph:
