@@ -290,6 +290,18 @@ def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
     assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
 
 
+def test_a_units_fusion_is_asked_of_onnxruntime_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit settled is measured three times; whether it fuses only when read on is asked once (two sessions),
+    and a unit that differs where a fusion's pattern looks (Sigmoid for Tanh) is asked anew."""
+    asked: list[int] = []
+    ops_of = cost.optimized_ops
+    monkeypatch.setattr(cost, "optimized_ops", lambda *a, **k: asked.append(1) or ops_of(*a, **k))
+    gelu = GELU.replace("[4,64]", "[4,96]")  # no other test asks of this one
+    assert cost.fused_when_read(parse_graph(gelu)) and len(asked) == 2
+    assert cost.fused_when_read(parse_graph(gelu)) and len(asked) == 2
+    assert not cost.fused_when_read(parse_graph(gelu.replace("Tanh(", "Sigmoid("))) and len(asked) == 4
+
+
 def test_estimates_without_measuring(cpu, calibration) -> None:
     g = _with_weights(CONV_CHAIN)
     model = cost.CostModel(cpu, None, measure=False, calibration=calibration)

@@ -773,16 +773,26 @@ def sinks(ug: Graph) -> Graph:
 _FLAT = "#flat_shape"
 
 
+_fused: dict[str, bool] = {}
+"""`fused_when_read`'s answers by `graph_digest`, for this process: a unit settled is measured three times."""
+
+
 def fused_when_read(ug: Graph) -> bool:
     """Whether onnxruntime runs fewer kernels for the unit when its outputs are read on (`read_on`); only
     units of several ops can fuse. Asked of the CPU provider, whatever the device: a CPU session opens in
     milliseconds, and the fusion found refusing a graph output, FastGelu's, is a graph rewrite both providers
-    share (bench_fusions.py shows the same kernels on each)."""
+    share (bench_fusions.py shows the same kernels on each). Asked once per unit (its ops, attributes, types
+    and small constants, what a fusion's pattern reads): two sessions, each writing its optimized model."""
     if len(ug.nodes) < 2:
         return False
-    alone = optimized_ops(onnx_io.model_bytes(ug), cuda=False)
-    read = optimized_ops(onnx_io.model_bytes(read_on(ug)), cuda=False)
-    return sum(k for op, k in read.items() if op != "Reshape") < sum(k for op, k in alone.items() if op != "Reshape")
+    key = graph_digest(ug)
+    if key not in _fused:
+        alone = optimized_ops(onnx_io.model_bytes(ug), cuda=False)
+        read = optimized_ops(onnx_io.model_bytes(read_on(ug)), cuda=False)
+        _fused[key] = sum(k for op, k in read.items() if op != "Reshape") < sum(
+            k for op, k in alone.items() if op != "Reshape"
+        )
+    return _fused[key]
 
 
 def _now() -> str:
