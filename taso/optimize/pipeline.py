@@ -411,6 +411,8 @@ REWRITE = (
     Pass("precompute weight-only nodes", precompute_weights, "start-up", when=_has_rules),
     Pass("fold shape arithmetic", fold_shape_arithmetic, "start-up", when=_has_rules),
     Pass("apply the always rules", apply_always, "start-up", when=_has_rules),
+)
+SEARCH = (
     Pass("prepare the cost model", prepare_cost_model, "start-up", shows="preparing the cost model", when=_has_rules),
     Pass("measure the model's units", profile, "profiling", when=_has_rules),
     Pass("search", search, "search", when=_has_rules),
@@ -424,8 +426,9 @@ FINISH = (
     Pass("check", check_result, "check", shows="checking", when=lambda r: r.inputs is not None),
     Pass("write", write, None),
 )
-PASSES = (*READ, *REWRITE, *FINISH)
-"""The passes of `optimize`, in order."""
+PASSES = (*READ, *REWRITE, *SEARCH, *FINISH)
+"""The passes of `optimize`, in order: reading the model, the rewrites that need no cost, the cost model and the
+search it guides, then the guard, export, check and write."""
 
 
 def _step(p: Pass, run: Run) -> Run:
