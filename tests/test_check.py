@@ -25,7 +25,9 @@ from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph, TensorType, WeightData
-from taso.optimize.pipeline import Settings, _confirm_speedup, _quiet, optimize
+from taso.optimize.guard import confirm_speedup
+from taso.optimize.pipeline import Settings, optimize
+from taso.optimize.report import quiet
 from taso.rules import store
 from taso.search import apply_everywhere
 
@@ -381,13 +383,13 @@ def test_the_end_to_end_timing_runs_on_inputs_the_original_runs_on(tmp_path: Pat
     roberta = onnx_io.load_model(path)
     with pytest.raises(check.RunError, match="out of data bounds"):
         check.Runner(onnx_io.model_bytes(roberta))(check.random_inputs(onnx_io.concretize(roberta, {}), seed=0))
-    measured = _confirm_speedup((path, path), roberta, roberta, model, _quiet)
+    measured = confirm_speedup((path, path), roberta, roberta, model, quiet)
     assert measured["before_ms"] > 0 and measured["after_ms"] > 0
     path = vad_model(tmp_path / "vad.onnx")
     vad = onnx_io.load_model(path)
     with pytest.raises(BadInput, match="'sr'"):
-        _confirm_speedup((path, path), vad, vad, model, _quiet)
-    measured = _confirm_speedup((path, path), vad, vad, model, _quiet, vad_inputs(16000))
+        confirm_speedup((path, path), vad, vad, model, quiet)
+    measured = confirm_speedup((path, path), vad, vad, model, quiet, vad_inputs(16000))
     assert measured["before_ms"] > 0 and measured["after_ms"] > 0
 
 

@@ -20,8 +20,9 @@ from taso.cost import profiler
 from taso.cost import tables as costtables
 from taso.execute import random_inputs
 from taso.ir import WeightData, parse_graph
-from taso.optimize import pipeline as optimize_module
-from taso.optimize.pipeline import Settings, _fed_at, _pair, optimize
+from taso.optimize import guard
+from taso.optimize.guard import fed_at, verdict_key
+from taso.optimize.pipeline import Settings, optimize
 from taso.rules import store
 
 SMALL_THEN_LARGE = """graph(%x: float32[1,256], %w: float32[256,4096] weight):
@@ -171,7 +172,7 @@ def test_an_optimize_run_says_how_many_costs_came_from_the_prior(
 def test_the_guard_feeds_what_a_concretized_graph_would_be_fed(bert_path: Path) -> None:
     g, _ = onnx_io.import_model(bert_path)
     for dims in ({}, {"seq": 8}, {"batch": 2, "seq": 5}):
-        fed, concrete = random_inputs(_fed_at(g, dims)), random_inputs(onnx_io.concretize(g, dims))
+        fed, concrete = random_inputs(fed_at(g, dims)), random_inputs(onnx_io.concretize(g, dims))
         assert fed.keys() == concrete.keys()
         for k in fed:
             np.testing.assert_array_equal(fed[k], concrete[k])
@@ -194,7 +195,7 @@ def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, m
     """The merges are predicted to pay; with a bar above their gain, the original is kept without timing it."""
     src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     settings = Settings(device="cpu", alpha=2.0, dims={"batch": 64})
-    monkeypatch.setattr(optimize_module, "GUARD_MIN_GAIN", 1e6)
+    monkeypatch.setattr(guard, "GUARD_MIN_GAIN", 1e6)
     stages: list[str] = []
     report = optimize(src, tmp_path / "o.onnx", db, settings=settings, progress=lambda s, *_: stages.append(s))
     assert report.rules_applied == {} and report.cost["untimed_gain"] > 1.0
@@ -239,5 +240,10 @@ def test_a_warm_run_that_reaches_the_same_rewrite_takes_the_guards_verdict_from_
     )
     assert any(line.endswith(" (timed by an earlier run); " + line.split("; ")[-1]) for line in again.lines())
     g, h = onnx_io.load_model(src), onnx_io.load_model(tmp_path / "a.onnx")
-    keys = {_pair(g, h, {"batch": 64}), _pair(g, h, {"batch": 32}), _pair(h, g, {"batch": 64}), _pair(g, g, {})}
+    keys = {
+        verdict_key(g, h, {"batch": 64}),
+        verdict_key(g, h, {"batch": 32}),
+        verdict_key(h, g, {"batch": 64}),
+        verdict_key(g, g, {}),
+    }
     assert len(keys) == 4  # another rewrite, or fed at other sizes: timed anew

@@ -18,7 +18,8 @@ from taso.cost import profiler
 from taso.execute import compare
 from taso.execute.precompute import precompute
 from taso.optimize import abstract_values, fold_shapes
-from taso.optimize.pipeline import _confirm_speedup, _quiet
+from taso.optimize.guard import confirm_speedup
+from taso.optimize.report import quiet
 
 
 def _bn_style(tmp: Path) -> Path:
@@ -84,9 +85,9 @@ def test_a_rewrite_that_measures_slower_is_not_kept(tmp_path: Path) -> None:
     many = onnx_io.load_model(_relu_chain(tmp_path, 50))
     model = cost.CostModel(profiler.pick_device("cpu"), None, calibration=cost.DEFAULT_CALIBRATION)
     files = {n: onnx_io.save_model(g, tmp_path / f"{n}.onnx") for n, g in (("one", one), ("many", many))}
-    measured = _confirm_speedup((files["one"], files["many"]), one, many, model, _quiet)
+    measured = confirm_speedup((files["one"], files["many"]), one, many, model, quiet)
     assert measured["kept_original"] and measured["after_ms"] > measured["before_ms"]
-    measured = _confirm_speedup((files["many"], files["one"]), many, one, model, _quiet)
+    measured = confirm_speedup((files["many"], files["one"]), many, one, model, quiet)
     assert "kept_original" not in measured
 
 

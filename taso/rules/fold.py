@@ -6,6 +6,26 @@ only to terms of the same type (rules are applied at their own shapes, never gen
 one value (rewriting one rewrites all), commutative ops match either way round. Rules are taken in order of
 size, and a size's survivors join the kept set only once the whole size is done, so no rule is dropped on the
 strength of one that is itself dropped.
+
+Why this module matches terms rather than calling `taso.rules.match`, the optimizer's graph matcher: the two
+answer different questions. The optimizer asks where a proved rule may be *applied* to a model; fold asks
+whether one rule's sides are *equal* to another's up to one rewrite, and equality is a question about terms:
+
+- a term is its value, so two equal subterms are one (hash-consing): a pattern with two nodes may land on one
+  term, where `match.find_matches` wants a distinct model node for each source node (a model can compute one
+  value twice, and rewriting one copy leaves the other); comparing the results as terms is the canonical
+  comparison, with no graph isomorphism to decide;
+- a variable binds at its exact type, where the optimizer's matcher leaves sizes free and lets a rule's floats
+  stand for any float type: a derivation at other shapes would drop a rule on the strength of a generalisation
+  the kept rule was never checked at;
+- a rule's weights are variables like its inputs, and its constants are equal only to equal constants, where
+  the optimizer binds a weight only to a model's weight;
+- the rewrite is substitution (`_subst`, `_replace`), where `taso.search.rewrite.apply` instantiates a target
+  at the model's shapes, checks it numerically and folds weight-only computation into new weights, which would
+  turn terms that are equal into constants that are not.
+
+What is the same idea is shared: the argument orders a node matches in (`match.input_orders`, from the op's
+catalogue entry), and the rules' sides as graphs (`Rule.src`, `Rule.dst`) that both read.
 """
 
 from __future__ import annotations
@@ -14,8 +34,8 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from taso import ops
 from taso.ir import Graph
+from taso.rules.match import input_orders
 from taso.rules.rule import Rule
 
 Term = tuple
@@ -55,11 +75,23 @@ def _match(p: Term, t: Term, b: dict) -> Iterator[dict]:
         return
     if p[1:3] != t[1:3] or p[4:] != t[4:] or len(p[3]) != len(t[3]):
         return
-    orders = [t[3]]
-    if len(t[3]) == 2 and ops.get(p[1]).commutative and t[3][0] != t[3][1]:
-        orders.append(t[3][::-1])
-    for args in orders:
+    for args in _arg_orders(t):
         yield from _match_all(p[3], args, b)
+
+
+def _arg_orders(t: Term) -> list[tuple[Term, ...]]:
+    """The arguments of op term ``t`` in each order a pattern may match them in (`input_orders`), each distinct
+    order once (swapping two equal arguments binds nothing new)."""
+    args = t[3]
+    perms = input_orders(t[1], len(args))
+    if len(perms) == 1:  # the order given: most ops, and the hot path of generation's fold
+        return [args]
+    out: list[tuple[Term, ...]] = []
+    for perm in perms:
+        ordered = tuple(args[j] for j in perm)
+        if ordered not in out:
+            out.append(ordered)
+    return out
 
 
 def _match_all(ps: tuple[Term, ...], ts: tuple[Term, ...], b: dict) -> Iterator[dict]:
@@ -107,11 +139,8 @@ def _pattern_key(p: Term) -> tuple:
 
 def _site_keys(t: Term) -> set[tuple]:
     """Every `_pattern_key` a pattern matching ``t`` can have (arguments either way round when commutative)."""
-    orders = [t[3]]
-    if len(t[3]) == 2 and ops.get(t[1]).commutative and t[3][0] != t[3][1]:
-        orders.append(t[3][::-1])
     out = set()
-    for args in orders:
+    for args in _arg_orders(t):
         options = [(_head(a) if a[0] == "o" else ("t", a), ("v", a[-1])) for a in args]
         out.update((_head(t), combo) for combo in itertools.product(*options))
     return out

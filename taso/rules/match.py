@@ -91,11 +91,14 @@ def _node_ok(pattern: Node, candidate: Node, free: frozenset[str], bound: Bindin
 Bindings = dict[tuple[str, AttrValue], AttrValue]
 
 
-def _input_orders(pattern: Node) -> list[tuple[int, ...]]:
-    n = len(pattern.inputs)
-    if ops.get(pattern.op).commutative and n == 2:
-        return [(0, 1), (1, 0)]
-    return [tuple(range(n))]
+@cache
+def input_orders(op: str, arity: int) -> tuple[tuple[int, ...], ...]:
+    """The orders a node of ``op`` with ``arity`` inputs matches a pattern's inputs in: either way round where the
+    op commutes (declared in `taso.ops`), as given otherwise. Both matchers read it: this module's, and the
+    term matcher of `taso.rules.fold`."""
+    if ops.get(op).commutative and arity == 2:
+        return ((0, 1), (1, 0))
+    return (tuple(range(arity)),)
 
 
 def nodes_by_op(g: Graph) -> dict[str, list[Node]]:
@@ -215,7 +218,7 @@ def _extend(
     attrs_now = _node_ok(pattern, candidate, rule.free_attrs, attrs)
     if attrs_now is None or any(candidate is other for j, other in nodes.items() if j != idx):
         return
-    for perm in _input_orders(pattern):
+    for perm in input_orders(pattern.op, len(pattern.inputs)):
         bound: dict[str, str] | None = values
         for rv, j in zip(pattern.outputs, range(len(pattern.outputs))):
             bound = _bind(src, g, bound, rv, candidate.outputs[j]) if bound is not None else None
@@ -262,7 +265,7 @@ def _signature(g: Graph, n: Node, free: frozenset[str] = frozenset()) -> tuple:
     signatures never match."""
     types = [g.types.get(v) for v in n.inputs]
     inputs = [None if t is None else (element_class(t.dtype), t.rank) for t in types]
-    if len(_input_orders(n)) > 1:
+    if len(input_orders(n.op, len(n.inputs))) > 1:
         inputs.sort(key=str)
     attrs = tuple((k, None if k in free else v) for k, v in n.attrs) if free else n.attrs
     return n.op, attrs, tuple(inputs)

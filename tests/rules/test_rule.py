@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from taso.ir import Graph
 from taso.rules import Rule, algebra, census, parse_rules, rule_id, store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache
