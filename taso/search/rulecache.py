@@ -121,8 +121,10 @@ def _from_shipped(key: str) -> tuple[list[Rule], RuleIndex] | None:
 
 
 def rows_digest(db: sqlite_utils.Database) -> str:
-    """A digest of every column of the store's proved rule rows and of the code that reads them."""
-    h = hashlib.sha256(sys.version.encode())
+    """A digest of every column of the store's proved rule rows, of the code that reads them, and of the Python
+    that pickles them: its implementation and minor version, not its patch or build (``sys.version``), so that the
+    shipped form serves every 3.11 (a pickle's format and what it restores do not change within one)."""
+    h = hashlib.sha256(f"{sys.implementation.name} {sys.version_info[:2]}".encode())
     here = Path(__file__).resolve().parent.parent
     for name in CODE:
         h.update((here / name).read_bytes())
