@@ -8,12 +8,13 @@ is keyed by a digest of the store's proved rule rows, every column (status, deta
 a verdict changed by any means, a raw SQL update too, misses the cache), and of the code that reads and
 prepares them. A cache that cannot be read or written is passed by: the rules are parsed as before.
 
-A cold start still parsed and indexed them (16 s of a cold ResNet-50 run on the loaded 2-core machine, most
-of its start-up), so the shipped store's form ships too (`SHIPPED`, package data like the store): written by
+A cold start still parsed and indexed them (15 s on the loaded 2-core machine, nearly all of a cold run's
+start-up), so the shipped store's form ships too (`SHIPPED`, package data like the store): written by
 `make rulecache` (and `make store`) alone, never at run time, it is read where its key is the one the user
-cache would file it under, and is otherwise passed by as if absent. Making parsing and indexing cheap
-instead would need them ~8x faster to reach a read's ~1.5 s; a shipped form costs a developer command after a
-change to the store or to the code in `CODE`, and a test says when one is due.
+cache would file it under, and is otherwise passed by as if absent (bench/bench_rulecache.py: 1.25 s against
+14.85 s built). Parsing and indexing made cheap instead would have had to get ~12x faster, where parsing is a
+third of the build and each other part (lifting, indexing, pickling) a sixth to a quarter; the shipped form
+costs a developer command after a change to the store or to the code in `CODE`, and a test says when.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ _loaded: tuple[list[Rule], RuleIndex] | None = None
 
 def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
     """The store's proved rules in id order, with status and detail, as `store.load_rules` gives them. They
-    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once."""
+    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once;
+    the shipped form of them is read where it is the one the cache would hold."""
     global _loaded
 
     def build() -> tuple[list[Rule], RuleIndex]:
