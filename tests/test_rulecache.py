@@ -188,3 +188,22 @@ def test_the_shipped_form_is_current() -> None:
     with rulecache.SHIPPED.open("rb") as f:
         key = f.readline().decode().strip()
     assert key == rulecache.rows_digest(store.open_store(store.DEFAULT_PATH)), "stale: run `make rulecache`"
+
+
+@pytest.mark.slow
+def test_the_shipped_form_holds_what_the_shipped_store_parses_to(cache: Path) -> None:
+    """The same rules, the same search index: every variant in the same order, indexed under the same keys."""
+    db = store.open_store(store.DEFAULT_PATH)
+    rules = rulecache.proved_rules(db)
+    index = rulecache.search_index(db, rules)
+    assert not cache.exists() or not list(cache.glob("*.pickle"))  # the shipped form was read
+    parsed = list(store.load_rules(db, status="proved"))
+    assert _as_text(rules) == _as_text(parsed)
+    built = rulecache._index(parsed)
+    for a, b in ((index, built), (index.shrinking, built.shrinking)):
+        assert _index_order(a) == _index_order(b)
+        assert list(a.groups.items()) == list(b.groups.items())
+        assert [(k, [(r.id, p, plan) for r, p, plan in v]) for k, v in a.anchors.items()] == [
+            (k, [(r.id, p, plan) for r, p, plan in v]) for k, v in b.anchors.items()
+        ]
+        assert a.free_sets == b.free_sets
