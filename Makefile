@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 MODEL  ?= models/bert_tiny.onnx
 
-.PHONY: setup run test lint models zoo zoo-update store clean
+.PHONY: setup run test lint models zoo zoo-update store rulecache clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,14 @@ store: setup
 	$(BIN)/subst rules add specs/rules/*.rules --store build/new-store.db
 	$(BIN)/subst verify --store build/new-store.db
 	mv build/new-store.db substitutions.db
+	$(MAKE) rulecache
+
+# The shipped store's rules, parsed and indexed for the search (rulecache.pickle, package data beside the store),
+# so that a cold run reads them instead of building them (~16 s on the 2-core machine). A run uses it only while it
+# is current: run this after changing the store or the code that shapes it (taso/search/rulecache.py's CODE);
+# tests/test_rulecache.py says when it is due.
+rulecache: setup
+	$(BIN)/python -c 'from taso.rules import store; from taso.search import rulecache; rulecache.ship(store.open_store(store.DEFAULT_PATH))'
 
 clean:
 	rm -rf build .pytest_cache

@@ -13,7 +13,7 @@ import pytest
 import sqlite_utils
 from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
-from taso.rules import store
+from taso.rules import RuleIndex, store
 from taso.search import rulecache
 
 
@@ -118,3 +118,92 @@ def test_past_the_size_cap_the_form_used_least_recently_goes(
     rulecache.proved_rules(a)  # read: now the most recently used
     rulecache.proved_rules(c)
     assert first.exists() and not second.exists()
+
+
+@pytest.fixture
+def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where `rulecache.ship` writes and a run looks for the shipped form: a file of the test's own."""
+    path = tmp_path / "package" / "rulecache.pickle"
+    path.parent.mkdir()
+    monkeypatch.setattr(rulecache, "SHIPPED", path)
+    return path
+
+
+def _index_order(index: RuleIndex) -> list[tuple]:
+    return [(r.id, str(r.src), str(r.dst)) for r in index.rules]
+
+
+def test_the_shipped_form_is_read_as_built_and_nothing_is_written(cache: Path, shipped: Path, db_path: Path) -> None:
+    """A cold run with a current shipped form gets the same rules and index, in the same order, as one that parses
+    the store, and writes no form of its own."""
+    db = store.open_store(db_path)
+    rulecache.ship(db)
+    assert shipped.stat().st_mode & 0o777 == 0o644  # package data: every user reads it
+    rules = rulecache.proved_rules(db)
+    index = rulecache.search_index(db, rules)
+    assert not cache.exists() or not list(cache.glob("*.pickle"))
+    parsed = list(store.load_rules(db, status="proved"))
+    assert _as_text(rules) == _as_text(parsed)
+    built = rulecache._index(parsed)
+    assert _index_order(index) == _index_order(built)
+    assert _index_order(index.shrinking) == _index_order(built.shrinking)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("status", "refuted"), ("detail", json.dumps({"planted": True})), ("conditions", json.dumps(["always"]))],
+)
+def test_a_shipped_form_of_a_changed_store_is_passed_by(
+    cache: Path, shipped: Path, db_path: Path, column: str, value: str
+) -> None:
+    """A store changed since the form was shipped (any column of a proved rule) is read as it now is."""
+    rulecache.ship(store.open_store(db_path))
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"UPDATE rules SET {column} = ? WHERE name = 'merge-matmuls'", [value])
+    changed = store.open_store(db_path)
+    assert _as_text(rulecache.proved_rules(changed)) == _as_text(list(store.load_rules(changed, status="proved")))
+
+
+def test_a_shipped_form_of_other_code_is_passed_by(
+    cache: Path, shipped: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Code that shapes the form changed since it was shipped (here: one module less read into the key): the rules
+    are built anew, and cached per user, as with no shipped form at all."""
+    db = store.open_store(db_path)
+    rulecache.ship(db)
+    monkeypatch.setattr(rulecache, "CODE", rulecache.CODE[:-1])
+    assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
+    assert len(list(cache.glob("rules-*.pickle"))) == 1
+
+
+def test_a_shipped_form_that_cannot_be_read_is_passed_by(cache: Path, shipped: Path, db_path: Path) -> None:
+    db = store.open_store(db_path)
+    rulecache.ship(db)
+    shipped.write_bytes(shipped.read_bytes()[:100])  # a current key, then a pickle cut short
+    assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
+
+
+def test_the_shipped_form_is_current() -> None:
+    """The package's form was made from the shipped store by this code: else every cold run builds its own."""
+    with rulecache.SHIPPED.open("rb") as f:
+        key = f.readline().decode().strip()
+    assert key == rulecache.rows_digest(store.open_store(store.DEFAULT_PATH)), "stale: run `make rulecache`"
+
+
+@pytest.mark.slow
+def test_the_shipped_form_holds_what_the_shipped_store_parses_to(cache: Path) -> None:
+    """The same rules, the same search index: every variant in the same order, indexed under the same keys."""
+    db = store.open_store(store.DEFAULT_PATH)
+    rules = rulecache.proved_rules(db)
+    index = rulecache.search_index(db, rules)
+    assert not cache.exists() or not list(cache.glob("*.pickle"))  # the shipped form was read
+    parsed = list(store.load_rules(db, status="proved"))
+    assert _as_text(rules) == _as_text(parsed)
+    built = rulecache._index(parsed)
+    for a, b in ((index, built), (index.shrinking, built.shrinking)):
+        assert _index_order(a) == _index_order(b)
+        assert list(a.groups.items()) == list(b.groups.items())
+        assert [(k, [(r.id, p, plan) for r, p, plan in v]) for k, v in a.anchors.items()] == [
+            (k, [(r.id, p, plan) for r, p, plan in v]) for k, v in b.anchors.items()
+        ]
+        assert a.free_sets == b.free_sets

@@ -7,6 +7,14 @@ of the rest. Both are pickled, once, into the user's cache folder (``$XDG_CACHE_
 is keyed by a digest of the store's proved rule rows, every column (status, detail and conditions included:
 a verdict changed by any means, a raw SQL update too, misses the cache), and of the code that reads and
 prepares them. A cache that cannot be read or written is passed by: the rules are parsed as before.
+
+A cold start still parsed and indexed them (15 s on the loaded 2-core machine, nearly all of a cold run's
+start-up), so the shipped store's form ships too (`SHIPPED`, package data like the store): written by
+`make rulecache` (and `make store`) alone, never at run time, it is read where its key is the one the user
+cache would file it under, and is otherwise passed by as if absent (bench/bench_rulecache.py: 1.25 s against
+14.85 s built). Parsing and indexing made cheap instead would have had to get ~12x faster, where parsing is a
+third of the build and each other part (lifting, indexing, pickling) a sixth to a quarter; the shipped form
+costs a developer command after a change to the store or to the code in `CODE`, and a test says when.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import sqlite_utils
 
@@ -29,6 +37,7 @@ from taso.cachedir import cache_dir
 from taso.ir import Graph, Node, TensorType
 from taso.rules import Rule, RuleIndex, store
 from taso.search.backtrack import both_directions
+from taso.shipped import shipped
 
 CODE = (
     "ir/graph.py",
@@ -47,6 +56,10 @@ count of files kept did)."""
 MAX_AGE_S = 30 * 86400
 """Forms not used for this long are removed."""
 
+SHIPPED = shipped("rulecache.pickle")
+"""The shipped store's rules and index (`ship`): a line with its full key, then the pickle, which is read only
+when the key is the store's (`rows_digest`); a stale or missing one is passed by."""
+
 T = TypeVar("T")
 
 _loaded: tuple[list[Rule], RuleIndex] | None = None
@@ -55,14 +68,16 @@ _loaded: tuple[list[Rule], RuleIndex] | None = None
 
 def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
     """The store's proved rules in id order, with status and detail, as `store.load_rules` gives them. They
-    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once."""
+    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once;
+    the shipped form of them is read where it is the one the cache would hold."""
     global _loaded
 
     def build() -> tuple[list[Rule], RuleIndex]:
         rules = list(store.load_rules(db, status="proved"))
         return rules, _index(rules)
 
-    _loaded = _cached("rules", _rows_digest(db), build)
+    key = rows_digest(db)
+    _loaded = _from_shipped(key) or _cached("rules", key, build)
     return list(_loaded[0])
 
 
@@ -73,7 +88,7 @@ def search_index(db: sqlite_utils.Database, rules: Sequence[Rule]) -> RuleIndex:
     if _loaded is not None and len(rules) == len(_loaded[0]) and all(a is b for a, b in zip(rules, _loaded[0])):
         return _loaded[1]
     chosen = ",".join(str(r.row) for r in rules)
-    return _cached("index", hashlib.sha256(f"{_rows_digest(db)}:{chosen}".encode()).hexdigest(), lambda: _index(rules))
+    return _cached("index", hashlib.sha256(f"{rows_digest(db)}:{chosen}".encode()).hexdigest(), lambda: _index(rules))
 
 
 def _index(rules: Sequence[Rule]) -> RuleIndex:
@@ -82,9 +97,36 @@ def _index(rules: Sequence[Rule]) -> RuleIndex:
     return index
 
 
-def _rows_digest(db: sqlite_utils.Database) -> str:
-    """A digest of every column of the store's proved rule rows and of the code that reads them."""
-    h = hashlib.sha256(sys.version.encode())
+def ship(db: sqlite_utils.Database) -> None:
+    """Write ``db``'s proved rules and their index, parsed anew, as `SHIPPED` (through a temp file and a
+    rename): for `make rulecache` only, since a run never writes into the package."""
+    rules = list(store.load_rules(db, status="proved"))
+    fd, tmp = tempfile.mkstemp(dir=SHIPPED.parent, prefix=".tmp-", suffix=".pickle")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(f"{rows_digest(db)}\n".encode())
+            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump((rules, _index(rules)))
+        os.chmod(tmp, 0o644)  # package data: read by every user (mkstemp makes it the writer's alone)
+        os.replace(tmp, SHIPPED)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _from_shipped(key: str) -> tuple[list[Rule], RuleIndex] | None:
+    """The shipped form (`SHIPPED`) when it was made for ``key``, else None: it is never unpickled otherwise."""
+    try:
+        with SHIPPED.open("rb") as f:
+            return _load(f) if f.readline() == f"{key}\n".encode() else None
+    except OSError:
+        return None
+
+
+def rows_digest(db: sqlite_utils.Database) -> str:
+    """A digest of every column of the store's proved rule rows, of the code that reads them, and of the Python
+    that pickles them: its implementation and minor version, not its patch or build (``sys.version``), so that the
+    shipped form serves every 3.11 (a pickle's format and what it restores do not change within one)."""
+    h = hashlib.sha256(f"{sys.implementation.name} {sys.version_info[:2]}".encode())
     here = Path(__file__).resolve().parent.parent
     for name in CODE:
         h.update((here / name).read_bytes())
@@ -100,15 +142,11 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
     collection later in the run scanned them all (a 2-node model's start-up and check took twice as long on
     the loaded 2-core machine). Rules hold no reference cycles, so frozen ones are still freed when dropped."""
     path = cache_dir() / f"{kind}-{key[:32]}.pickle"
-    gc.disable()
     try:
         with path.open("rb") as f:
-            value = pickle.load(f)
-        gc.freeze()  # before the collector is on again: its first collection would scan all that was read
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        value = None  # none yet, or unreadable: built below, with the collector on
-    finally:
-        gc.enable()
+            value = _load(f)
+    except OSError:
+        value = None  # none yet: built below
     if value is not None:
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go
@@ -119,6 +157,20 @@ def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
     except OSError:
         pass  # an unwritable cache costs the parse, nothing else
     gc.freeze()
+    return value
+
+
+def _load(f: BinaryIO) -> Any:
+    """What ``f`` holds from here on, unpickled with the collector off and then frozen (`_cached` says why);
+    None where it cannot be read."""
+    gc.disable()
+    try:
+        value = pickle.load(f)
+        gc.freeze()  # before the collector is on again: its first collection would scan all that was read
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        value = None  # unreadable: built again, with the collector on
+    finally:
+        gc.enable()
     return value
 
 
