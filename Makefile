@@ -61,7 +61,7 @@ store: setup
 	mv build/new-store.db substitutions.db
 	$(MAKE) rulecache
 
-# The shipped store's rules, parsed and indexed for the search (rulecache.pickle, package data beside the store),
+# The shipped store's rules, parsed and indexed for the search (taso/search/rulecache.pickle, package data),
 # so that a cold run reads them instead of building them (~16 s on the 2-core machine). A run uses it only while it
 # is current: run this after changing the store or the code that shapes it (taso/search/rulecache.py's CODE);
 # tests/test_rulecache.py says when it is due.

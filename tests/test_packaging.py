@@ -147,7 +147,7 @@ def test_a_wheel_installed_in_a_fresh_venv_optimizes_from_anywhere_and_writes_no
     onnx.checker.check_model(str(work / "bert.opt.onnx"), full_check=True)
     with sqlite3.connect(cache / "subst" / "costs.db") as costs:
         assert costs.execute("SELECT count(*) FROM costs").fetchone()[0] > 0  # measured, and cached per user
-    assert (site / "taso" / "data" / "rulecache.pickle").is_file()
+    assert (site / "taso" / "search" / "rulecache.pickle").is_file()
     assert not list((cache / "subst").glob("rules-*.pickle"))  # the shipped rules read, not parsed and cached anew
     r = run(venv / "bin" / "subst", "rules", "add", RULES)
     assert r.returncode == 0 and (work / "substitutions.db").is_file(), r.stderr

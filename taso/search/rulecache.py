@@ -37,7 +37,6 @@ from taso.cachedir import cache_dir
 from taso.ir import Graph, Node, TensorType
 from taso.rules import Rule, RuleIndex, store
 from taso.search.backtrack import both_directions
-from taso.shipped import shipped
 
 CODE = (
     "ir/graph.py",
@@ -56,7 +55,7 @@ count of files kept did)."""
 MAX_AGE_S = 30 * 86400
 """Forms not used for this long are removed."""
 
-SHIPPED = shipped("rulecache.pickle")
+SHIPPED = Path(__file__).with_name("rulecache.pickle")
 """The shipped store's rules and index (`ship`): a line with its full key, then the pickle, which is read only
 when the key is the store's (`rows_digest`); a stale or missing one is passed by."""
 
