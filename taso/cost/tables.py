@@ -15,6 +15,7 @@ from pathlib import Path
 from taso.cost.model import Calibration
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.errors import BadInput
+from taso.shipped import shipped
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,9 @@ class Prior:
     costs: Mapping[str, float]
 
 
-PRIORS = (Path(__file__).resolve().parent.parent / "models" / "reference_costs.json",)
-"""The cost tables shipped with subst (one per known device): models/reference_costs.json, the H100's."""
+PRIORS = (shipped("models/reference_costs.json"),)
+"""The cost tables shipped with subst (one per known device): models/reference_costs.json, the H100's, found
+in a checkout or, as package data, in a wheel (`taso.shipped`)."""
 
 
 def prior_for(device: Device, mode: Mode = DEFAULT_MODE, tables: Sequence[Path] | None = None) -> Prior | None:
