@@ -186,3 +186,18 @@ def test_a_cluster_that_goes_away_mid_run_is_one_line_and_exit_2_and_the_store_u
     assert p.returncode == 2, err
     assert err.strip().splitlines()[-1].startswith("subst: error: --executor ray: the Ray cluster went away mid-run")
     assert db.read_bytes() == before
+
+
+def test_generation_imports_where_z3_is_not_installed() -> None:
+    """A Ray worker (or the GPU machine's bare image) may lack z3: only the verifier needs it."""
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'z3':\n"
+        "            raise ImportError('z3 is not installed')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import taso.generate, taso.rules, taso.search\n"
+    )
+    r = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr

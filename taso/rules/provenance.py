@@ -14,8 +14,6 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-import z3
-
 from taso.rules.rule import Rule
 from taso.shipped import shipped
 
@@ -36,7 +34,10 @@ def specs_digest(folder: str | Path) -> str:
 
 
 def record(digest: str) -> dict[str, object]:
-    """The provenance a verdict stores in its detail under ``proof``."""
+    """The provenance a verdict stores in its detail under ``proof``. z3 is imported here, by the verifier's
+    call: generation and optimize read provenance and must run where z3 is not installed (a Ray worker)."""
+    import z3
+
     return {"specs": digest, "z3": z3.get_full_version(), "verifier": VERIFIER_VERSION}
 
 
