@@ -103,11 +103,11 @@ class CostModel:
         self.calibration = calibration or self._calibration()
 
     def _calibration(self) -> Calibration:
-        row = None
+        stored = None
         if self.db is not None and not self.refresh:
-            row = next(self.db["devices"].rows_where("device = ?", [self.key]), None)
-        if row is not None:
-            return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"], row["reference_ms"] or 0.0)
+            stored = cache.calibration(self.db, self.key)
+        if stored is not None:
+            return stored
         if self.prior is not None and not self.refresh:  # its costs were measured at its calibration's speeds
             return self.prior.calibration
         if not self.measure or self._out_of_time():  # not stored: a run with time to measure calibrates
@@ -117,7 +117,7 @@ class CostModel:
         cal = calibrate(self.device)
         self.measuring_s += time.perf_counter() - t0
         if self.db is not None:
-            self.db["devices"].upsert({"device": self.key, **cal.__dict__, "measured_at": cache.now()}, pk="device")
+            cache.keep_calibration(self.db, self.key, cal)
         self._log_host(cal.reference_ms)
         return cal
 
@@ -127,7 +127,7 @@ class CostModel:
         if self.db is None:
             self.references.append(reference_ms)
         else:
-            self.db["host_speed"].insert({"device": self.key, "reference_ms": reference_ms, "measured_at": cache.now()})
+            cache.log_host(self.db, self.key, reference_ms)
 
     def quick_reference_ms(self) -> float:
         """The `QUICK_QUANTILE` of the device's latest `HOST_LOG` reference runs (the calibration's alone when
@@ -135,10 +135,7 @@ class CostModel:
         if self.db is None:
             seen = self.references[-HOST_LOG:]
         else:
-            rows = self.db["host_speed"].rows_where(
-                "device = ?", [self.key], order_by="rowid desc", limit=HOST_LOG, select="reference_ms"
-            )
-            seen = [r["reference_ms"] for r in rows]
+            seen = cache.host_log(self.db, self.key, HOST_LOG)
         if not seen:
             return self.calibration.reference_ms
         return sorted(seen)[int(QUICK_QUANTILE * (len(seen) - 1))]
@@ -205,33 +202,19 @@ class CostModel:
         19 s)."""
         if self.db is None or self.refresh:
             return None
-        row = next(self.db["verdicts"].rows_where("device = ? AND pair = ?", [self.key, pair]), None)
-        if row is None:
-            return None
-        kept = {"kept_original": True} if row["kept_original"] else {}
-        return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **kept}
+        return cache.verdict(self.db, self.key, pair)
 
     def record_verdict(self, pair: str, measured: Mapping[str, float | bool]) -> None:
         """Keep the end-to-end timing of a pair of models (original, rewrite), for `verdict`."""
         if self.db is not None:
-            row = {k: measured[k] for k in ("before_ms", "after_ms")}
-            self.db["verdicts"].upsert(
-                {
-                    "device": self.key,
-                    "pair": pair,
-                    **row,
-                    "kept_original": int(bool(measured.get("kept_original"))),
-                    "measured_at": cache.now(),
-                },
-                pk=("device", "pair"),
-            )
+            cache.record_verdict(self.db, self.key, pair, measured)
 
     def _known(self, key: str) -> tuple[float, bool] | None:
         """The unit's cost as known before this run: from the store, else from the device's prior table."""
         if self.refresh:
             return None
         if self.db is not None:
-            row = next(self.db["costs"].rows_where("device = ? AND unit = ?", [self.key, key]), None)
+            row = cache.cost(self.db, self.key, key)
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
@@ -274,8 +257,7 @@ class CostModel:
     def _record(self, key: str, label: str, ms: float, estimated: bool, note: str = "") -> None:
         self.memo[key] = (ms, estimated)
         if self.db is not None:
-            row = {"device": self.key, "unit": key, "label": label, "ms": ms, "estimated": int(estimated)}
-            self.db["costs"].upsert({**row, "note": note, "measured_at": cache.now()}, pk=("device", "unit"))
+            cache.keep_cost(self.db, self.key, key, label, ms, estimated, note)
 
     def _settle(self, costs: Sequence[UnitCost]) -> None:
         """Measure units used `SETTLE_COUNT` times or more twice again, after the rest and in another order,

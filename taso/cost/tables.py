@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from taso.cost import cache
 from taso.cost.calibration import Calibration
 from taso.cost.model import CostModel
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
@@ -85,10 +86,7 @@ def export_reference(model: CostModel, path: str) -> int:
     the host's quick speed: what CI, which has no GPU, costs graphs with. Returns how many units it holds."""
     assert model.db is not None, "a reference table is exported from a store"
     k = model.host_scale()
-    costs = {
-        r["unit"]: r["ms"] * k
-        for r in model.db["costs"].rows_where("device = ? AND estimated = 0", [model.key], order_by="unit")
-    }
+    costs = {unit: ms * k for unit, ms in cache.measured_costs(model.db, model.key).items()}
     ref = {"device": model.device.__dict__, "calibration": model.calibration.at_host(k).__dict__, "costs": costs}
     with open(path, "w") as f:
         f.write(json.dumps(ref, indent=1, sort_keys=True) + "\n")
