@@ -5,6 +5,8 @@ from the reference runs the cost cache logs beside each measurement (`HOST_LOG`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from taso.cost.calibration import Calibration
 from taso.cost.profiler import Timing
 
@@ -37,3 +39,8 @@ QUICK_QUANTILE = 0.1
 reference ran 0.062-0.066 ms or 0.089-0.110 ms, switching within seconds, whatever was timed beside it
 (bench_yardstick.py), and the share of slow runs moved from minutes to minutes (a median of one run's log
 read 0.059, another's 0.087). The quick mode is what the host can do, the same in every run."""
+
+
+def quick_reference_ms(seen: Sequence[float]) -> float:
+    """The host's quick speed: the `QUICK_QUANTILE` of the reference runs ``seen`` (at least one)."""
+    return sorted(seen)[int(QUICK_QUANTILE * (len(seen) - 1))]

@@ -22,7 +22,7 @@ import sqlite_utils
 
 from taso.cost import cache
 from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, calibrate
-from taso.cost.host import HOST_ELASTICITY, HOST_LOG, QUICK_QUANTILE, to_calibrated_host
+from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
 from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.cost.unit import Unit, _footprint, unit_graph, unit_key, units
@@ -136,9 +136,7 @@ class CostModel:
             seen = self.references[-HOST_LOG:]
         else:
             seen = cache.host_log(self.db, self.key, HOST_LOG)
-        if not seen:
-            return self.calibration.reference_ms
-        return sorted(seen)[int(QUICK_QUANTILE * (len(seen) - 1))]
+        return quick_reference_ms(seen) if seen else self.calibration.reference_ms
 
     def host_slowdown(self) -> float:
         """How much slower the quick host is than at calibration, the yardstick costs are kept at."""
