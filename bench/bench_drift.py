@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/bench_drift.py --device cuda --models squeezenet,bert_base --passes 8 --out $OUT
 
-Measures every distinct unit of the models (as `taso.cost.marginal_latency` does: one copy vs five, side by
+Measures every distinct unit of the models (as `taso.cost.measure_marginal` does: one copy vs five, side by
 side, the reference run beside them) in ``--passes`` passes, forward and backward in turn, and keeps each
 measurement's marginal cost and reference latency. Per pass it prints the drift: the median over units of
 (this pass's cost / the unit's median cost), raw and normalised by the reference (cost x quickest reference /

@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/bench_yardstick.py --device cuda --passes 6 --out $OUT
 
 Every unit measurement and every whole-model measurement times `taso.cost.profiler`'s tiny reference model beside
-it, and unit costs are scaled by it (`taso.cost.model.to_calibrated_host`). On the H100 the reference beside unit
+it, and unit costs are scaled by it (`taso.cost.host.to_calibrated_host`). On the H100 the reference beside unit
 profiling ran 0.082-0.087 ms while beside whole models, minutes later, it ran 0.063-0.066 ms: either the host
 sped up each time, or the reference reads differently by company. This bench times the reference beside each
 kind of company in turn, ``--passes`` times round (so a drift of the host hits every kind alike): alone, a
@@ -31,8 +31,7 @@ import layout  # noqa: E402
 
 from build import ZOO  # noqa: E402
 from taso import onnx as onnx_io  # noqa: E402
-from taso.cost import model as cost  # noqa: E402
-from taso.cost import profiler  # noqa: E402
+from taso.cost import calibration, measure, profiler  # noqa: E402
 from taso.execute import check  # noqa: E402
 from taso.ir import Graph, WeightData, parse_graph  # noqa: E402
 
@@ -56,11 +55,11 @@ def companies(models: list[str], tmp: Path) -> dict[str, list[tuple[bytes | str,
         return [(onnx_io.model_bytes(g), check.random_inputs(g, seed=0)) for g in graphs]
 
     relu, conv = _weighted(RELU), _weighted(CONV)
-    mm, feeds = cost._matmul(4096)
+    mm, feeds = calibration._matmul(4096)
     out = {
         "alone": [profiler._reference()],  # beside a second session of itself
-        "relu pair": runs(relu, cost.replicate(relu, cost.COPIES)),
-        "conv pair": runs(conv, cost.replicate(conv, cost.COPIES)),
+        "relu pair": runs(relu, measure.replicate(relu, measure.COPIES)),
+        "conv pair": runs(conv, measure.replicate(conv, measure.COPIES)),
         "matmul 4096": [(onnx_io.model_bytes(mm), feeds)],
     }
     for name in models:

@@ -95,24 +95,25 @@ def cpu():  # noqa: ANN201 (taso.cost.profiler.Device; taso is imported lazily h
 
 
 @pytest.fixture(scope="module")
-def calibration(cpu):  # noqa: ANN001, ANN201 (taso.cost.profiler.Device -> taso.cost.model.Calibration)
+def calibration(cpu):  # noqa: ANN001, ANN201 (taso.cost.profiler.Device -> taso.cost.calibration.Calibration)
     """The CPU measured once per test module: unit estimates at this machine's speeds."""
-    from taso.cost import model as cost
+    from taso.cost.calibration import calibrate
 
-    return cost.calibrate(cpu)
+    return calibrate(cpu)
 
 
 @pytest.fixture
 def timed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many models each `taso.cost` measurement times side by side, one entry per call of `time_models`."""
-    from taso.cost import model as cost
+    """How many models each unit measurement (`taso.cost.measure`) times side by side, one entry per call of
+    `time_models`."""
+    from taso.cost import measure
 
     counts: list[int] = []
-    timing = cost.time_models
+    timing = measure.time_models
 
     def counting(models, *args, **kwargs):  # noqa: ANN001, ANN202 (time_models' own signature)
         counts.append(len(models))
         return timing(models, *args, **kwargs)
 
-    monkeypatch.setattr(cost, "time_models", counting)
+    monkeypatch.setattr(measure, "time_models", counting)
     return counts

@@ -1,41 +1,22 @@
-"""Cold runs on the CPU provider: measuring within a budget, the costliest units first, and a shipped cost table
-taken as the prior of a device of the same identity only."""
+"""Cold and warm optimize runs on the CPU provider: the end-to-end guard times the files it has, feeds what a
+concretized graph would be fed, skips a gain too small to confirm, and a warm run takes its verdict from the cache; progress off a terminal.
+(The cost stage's own cold-run behaviour is tested in tests/cost/.)"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import prove_into
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
 from taso import onnx as onnx_io
-from taso.cost import model as cost
-from taso.cost import profiler
-from taso.cost import tables as costtables
+from taso.cost import model as cost_model
+from taso.cost.calibration import Calibration
 from taso.execute import random_inputs
-from taso.ir import WeightData, parse_graph
 from taso.optimize import guard
 from taso.optimize.guard import fed_at, verdict_key
 from taso.optimize.pipeline import Settings, optimize
-from taso.rules import store
-
-SMALL_THEN_LARGE = """graph(%x: float32[1,256], %w: float32[256,4096] weight):
-  %r = Relu(%x) : float32[1,256]
-  %y = MatMul(%r, %w) : float32[1,4096]
-  return %y"""
-"""A tiny unit first in graph order, then one whose weights alone are 4 MiB."""
-
-
-def _graph(text: str = SMALL_THEN_LARGE):
-    g = parse_graph(text)
-    rng = np.random.default_rng(0)
-    return replace(g, data={w: WeightData(rng.standard_normal(g.types[w].shape).astype(np.float32)) for w in g.weights})
 
 
 @pytest.fixture
@@ -46,127 +27,11 @@ def steady_units(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     and the cost cache is the test's own: a verdict another test cached for the same pair of models would
     stand in for the timing."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    fixed = cost.Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
-    monkeypatch.setattr(cost, "calibrate", lambda device: fixed)
-    monkeypatch.setattr(cost.CostModel, "_measure", lambda self, ugs: [self.calibration.estimate(ug) for ug in ugs])
-
-
-def test_a_budget_cuts_the_samples_and_the_attempts(cpu: profiler.Device) -> None:
-    """Within a budget a measurement takes `MIN_SAMPLES` where more would overrun it, and no second attempt
-    that would: on a loaded host every attempt looks like a slow spell (ResNet-50 on the shared 2-core CPU:
-    three attempts of every unit)."""
-    model, feeds = profiler._reference()
-    profiler._quickest[cpu.key] = 1e-9  # as if the host had once been far quicker: every attempt is slow
-    try:
-        free = profiler.time_models([(model, feeds)], cpu, warmup=2, samples=30)[0]
-        bounded = profiler.time_models([(model, feeds)], cpu, warmup=2, samples=30, budget_s=0.0)[0]
-    finally:
-        profiler._quickest.pop(cpu.key)
-    assert len(free.values) == 30 and free.attempts == profiler.ATTEMPTS
-    assert len(bounded.values) == profiler.MIN_SAMPLES and bounded.attempts == 1
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 6), st.booleans())
-def test_a_primed_sample_follows_an_untimed_run_of_its_own_model(
-    per_sample: list[int], samples: int, primed: bool
-) -> None:
-    """Units measured side by side are primed (`measure_marginals`): before each sample of a model, one run of it
-    outside the timed span, so the sample finds the caches as its own run left them, not as the unit timed
-    before it did. Each model's run count says which runs there were; the sample count is unchanged."""
-    calls = [0] * len(per_sample)
-    finished = [0] * len(per_sample)
-
-    def runner(i: int):  # noqa: ANN202 (a (once, finish) pair)
-        def once() -> None:
-            calls[i] += 1
-
-        def finish() -> None:
-            finished[i] += 1
-
-        return once, finish
-
-    values = profiler._side_by_side([runner(i) for i in range(len(per_sample))], per_sample, samples, primed)
-    assert [len(v) for v in values] == [samples] * len(per_sample)
-    assert calls == [samples * (n + primed) for n in per_sample]
-    assert finished == [samples * (1 + primed)] * len(per_sample)  # a primed run is waited for before timing
-
-
-def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: cost.Calibration) -> None:
-    """With time for one measurement (of `MEASURE_BATCH` units side by side), it goes to the units estimated
-    costliest, not to the first in the graph: of eight tiny Relus and a large MatMul last, a Relu is left to
-    estimate."""
-    n = cost.MEASURE_BATCH
-    relus = "".join(f"  %r{i} = Relu(%x{i}) : float32[1,{i + 1}]\n" for i in range(n))
-    inputs = "".join(f"%x{i}: float32[1,{i + 1}], " for i in range(n))
-    outputs = "".join(f", %r{i}" for i in range(n))
-    g = _graph(
-        f"graph({inputs}%x: float32[1,256], %w: float32[256,4096] weight):\n{relus}"
-        f"  %y = MatMul(%x, %w) : float32[1,4096]\n  return %y{outputs}"
+    fixed = Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
+    monkeypatch.setattr(cost_model, "calibrate", lambda device: fixed)
+    monkeypatch.setattr(
+        cost_model.CostModel, "_measure", lambda self, ugs: [self.calibration.estimate(ug) for ug in ugs]
     )
-    model = cost.CostModel(cpu, None, calibration=calibration)
-    model.measure_until = 1e-12  # the first measurement passes it
-    costs = model.graph_cost(g).units
-    assert [u.label for u in cost.units(g)] == ["Relu"] * n + ["MatMul"]
-    assert model.measured == n and [u.label for u in costs if u.estimated] == ["Relu"]
-
-
-def test_a_unit_far_above_a_runs_overhead_is_timed_as_one_copy(
-    cpu: profiler.Device, calibration: cost.Calibration, timed: list[int]
-) -> None:
-    g = _graph("graph(%x: float32[1,256]):\n  %r = Relu(%x) : float32[1,256]\n  return %r")
-    quick_runs = cost.CostModel(cpu, None, calibration=replace(calibration, run_ms=1e-9))
-    slow_runs = cost.CostModel(cpu, None, calibration=replace(calibration, run_ms=1e3))
-    assert quick_runs.graph_cost(g).units[0].ms >= 0 and slow_runs.graph_cost(g).units[0].ms >= 0
-    assert timed == [1, 2]  # one copy alone; else one copy beside `COPIES`
-
-
-def _table(tmp_path: Path, cpu: profiler.Device, calibration: cost.Calibration) -> Path:
-    """A cost table of `_graph`'s units measured on this CPU."""
-    model = cost.CostModel(cpu, store.create(tmp_path / "measured.db"), calibration=calibration)
-    model.graph_cost(_graph())
-    path = tmp_path / "table.json"
-    assert cost.export_reference(model, str(path)) == 2
-    return path
-
-
-def test_a_prior_is_taken_only_for_a_device_of_the_same_identity(
-    tmp_path: Path, cpu: profiler.Device, calibration: cost.Calibration
-) -> None:
-    table = _table(tmp_path, cpu, calibration)
-    assert costtables.prior_for(cpu, tables=[table]) is not None
-    assert costtables.prior_for(replace(cpu, driver="other", ort_version="0.0"), tables=[table]) is not None
-    assert costtables.prior_for(replace(cpu, name="another CPU"), tables=[table]) is None
-    assert costtables.prior_for(replace(cpu, provider=profiler.CUDA), tables=[table]) is None
-    assert costtables.prior_for(cpu, profiler.Mode(threads=1), tables=[table]) is None  # timed otherwise
-    shipped = json.loads(costtables.PRIORS[0].read_text())["device"]
-    assert costtables.prior_for(cpu) is None and shipped["name"].startswith("NVIDIA H100")
-
-
-def test_a_prior_costs_what_it_holds_and_only_the_rest_is_measured(
-    tmp_path: Path, cpu: profiler.Device, calibration: cost.Calibration
-) -> None:
-    prior = costtables.prior_for(cpu, tables=[_table(tmp_path, cpu, calibration)])
-    db = store.create(tmp_path / "cold.db")
-    model = cost.CostModel(cpu, db, prior=prior)
-    assert prior is not None and model.calibration == prior.calibration  # nothing calibrated
-    c = model.graph_cost(_graph())
-    assert model.measured == 0 and model.from_prior == 2 and c.estimated == 0
-    assert db["costs"].count == 0 and db["devices"].count == 0  # a prior is not a measurement of this device
-    grown = _graph(SMALL_THEN_LARGE.replace("return %y", "%t = Tanh(%y) : float32[1,4096]\n  return %t"))
-    model.graph_cost(grown)  # the MatMul's unit is now MatMul+Tanh: the table lacks it
-    assert model.measured == 1 and db["costs"].count == 1
-
-
-def test_an_optimize_run_says_how_many_costs_came_from_the_prior(
-    tmp_path: Path, cpu: profiler.Device, calibration: cost.Calibration, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(costtables, "PRIORS", (_table(tmp_path, cpu, calibration),))
-    src = onnx_io.save_model(_graph(), tmp_path / "m.onnx")
-    db = prove_into(tmp_path / "s.db", [RELU_OF_SPLIT])  # proved, and matches nothing in the model
-    report = optimize(src, tmp_path / "o.onnx", db, settings=Settings(device="cpu"))
-    assert report.cost["prior"]["units"] == 2 and report.search["measured_units"] == 0
-    assert any(line.startswith("prior     2 unit costs from the shipped table") for line in report.lines())
 
 
 def test_the_guard_feeds_what_a_concretized_graph_would_be_fed(bert_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Cost tables: unit costs measured on one device, written as JSON (`taso.cost.export_reference`), read back as
-a cost model that measures nothing (`taso.cost.reference_model`, what CI costs with) or as the prior of a
+"""Cost tables: unit costs measured on one device, written as JSON (`export_reference`), read back as
+a cost model that measures nothing (`reference_model`, what CI costs with) or as the prior of a
 device of the same identity (`prior_for`): the tables shipped for known GPUs spare a cold run measuring what
 they hold, so it measures only what they lack.
 """
@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from taso.cost.model import Calibration
+from taso.cost import cache
+from taso.cost.calibration import Calibration
+from taso.cost.model import CostModel
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.errors import BadInput
 from taso.shipped import shipped
@@ -20,7 +22,7 @@ from taso.shipped import shipped
 
 @dataclass(frozen=True)
 class Prior:
-    """A shipped cost table (`taso.cost.export_reference`) for a device of the same identity: its calibration and unit
+    """A shipped cost table (`export_reference`) for a device of the same identity: its calibration and unit
     costs, taken where the store has none, so that a cold run measures only what the table lacks."""
 
     source: str
@@ -78,3 +80,23 @@ def read_table(path: str) -> tuple[Device, Calibration, dict[str, float]]:
     if not all(isinstance(k, str) and number(v) for k, v in ref["costs"].items()):
         raise BadInput(f"{path}: not a cost table (costs map unit keys to milliseconds)")
     return device, calibration, ref["costs"]
+
+
+def export_reference(model: CostModel, path: str) -> int:
+    """Write ``model``'s measured unit costs (from its store) and calibration as a reference table (JSON), at
+    the host's quick speed: what CI, which has no GPU, costs graphs with. Returns how many units it holds."""
+    assert model.db is not None, "a reference table is exported from a store"
+    k = model.host_scale()
+    costs = {unit: ms * k for unit, ms in cache.measured_costs(model.db, model.key).items()}
+    ref = {"device": model.device.__dict__, "calibration": model.calibration.at_host(k).__dict__, "costs": costs}
+    with open(path, "w") as f:
+        f.write(json.dumps(ref, indent=1, sort_keys=True) + "\n")
+    return len(costs)
+
+
+def reference_model(path: str) -> CostModel:
+    """A cost model that measures nothing: unit costs from a reference table written by `export_reference`,
+    analytic estimates with that device's calibration for units the table lacks. A file that is not such a
+    table is `BadInput` (one line), never a KeyError from deep in the cost model."""
+    device, calibration, costs = read_table(path)
+    return CostModel(device, None, measure=False, calibration=calibration, table=costs)

@@ -1,0 +1,111 @@
+"""The per-user cost cache's tables (`taso.cachedir.cost_cache`): each device's calibration, its unit costs, the
+host speed logged beside every measurement, and the end-to-end verdicts on pairs of models. Every row is filed
+under a key (``key``: `taso.cost.CostModel.key`, the device and how it was timed); this module alone writes SQL.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import sqlite_utils
+
+from taso.cost.calibration import Calibration
+
+
+def create_tables(db: sqlite_utils.Database) -> None:
+    db["devices"].create(
+        {
+            "device": str,
+            "run_ms": float,
+            "kernel_ms": float,
+            "gflops": float,
+            "gbps": float,
+            "reference_ms": float,
+            "measured_at": str,
+        },
+        pk="device",
+        if_not_exists=True,
+    )
+    if "reference_ms" not in db["devices"].columns_dict:  # stores made before the yardstick was kept
+        db["devices"].add_column("reference_ms", float)
+    db["costs"].create(
+        {"device": str, "unit": str, "label": str, "ms": float, "estimated": int, "note": str, "measured_at": str},
+        pk=("device", "unit"),
+        if_not_exists=True,
+    )
+    db["host_speed"].create({"device": str, "reference_ms": float, "measured_at": str}, if_not_exists=True)
+    db["host_speed"].create_index(["device"], if_not_exists=True)
+    db["verdicts"].create(
+        {"device": str, "pair": str, "before_ms": float, "after_ms": float, "kept_original": int, "measured_at": str},
+        pk=("device", "pair"),
+        if_not_exists=True,
+    )
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def calibration(db: sqlite_utils.Database, key: str) -> Calibration | None:
+    """The device's calibration as stored (None where it was never calibrated)."""
+    row = next(db["devices"].rows_where("device = ?", [key]), None)
+    if row is None:
+        return None
+    return Calibration(row["run_ms"], row["kernel_ms"], row["gflops"], row["gbps"], row["reference_ms"] or 0.0)
+
+
+def keep_calibration(db: sqlite_utils.Database, key: str, cal: Calibration) -> None:
+    db["devices"].upsert({"device": key, **cal.__dict__, "measured_at": now()}, pk="device")
+
+
+def log_host(db: sqlite_utils.Database, key: str, reference_ms: float) -> None:
+    """Log one reference run timed beside a measurement: how quick the host was then."""
+    db["host_speed"].insert({"device": key, "reference_ms": reference_ms, "measured_at": now()})
+
+
+def host_log(db: sqlite_utils.Database, key: str, limit: int) -> list[float]:
+    """The device's latest ``limit`` reference runs, the latest first."""
+    rows = db["host_speed"].rows_where("device = ?", [key], order_by="rowid desc", limit=limit, select="reference_ms")
+    return [r["reference_ms"] for r in rows]
+
+
+def cost(db: sqlite_utils.Database, key: str, unit: str) -> dict | None:
+    """The unit's row (ms, estimated, label, note) as stored, or None."""
+    return next(db["costs"].rows_where("device = ? AND unit = ?", [key, unit]), None)
+
+
+def keep_cost(
+    db: sqlite_utils.Database, key: str, unit: str, label: str, ms: float, estimated: bool, note: str = ""
+) -> None:
+    row = {"device": key, "unit": unit, "label": label, "ms": ms, "estimated": int(estimated)}
+    db["costs"].upsert({**row, "note": note, "measured_at": now()}, pk=("device", "unit"))
+
+
+def measured_costs(db: sqlite_utils.Database, key: str) -> dict[str, float]:
+    """Every unit cost measured (not estimated) on the device, by unit key, in key order."""
+    rows = db["costs"].rows_where("device = ? AND estimated = 0", [key], order_by="unit")
+    return {r["unit"]: r["ms"] for r in rows}
+
+
+def verdict(db: sqlite_utils.Database, key: str, pair: str) -> dict[str, float | bool] | None:
+    """What timing a pair of models end to end found (`record_verdict`), or None."""
+    row = next(db["verdicts"].rows_where("device = ? AND pair = ?", [key, pair]), None)
+    if row is None:
+        return None
+    kept = {"kept_original": True} if row["kept_original"] else {}
+    return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **kept}
+
+
+def record_verdict(db: sqlite_utils.Database, key: str, pair: str, measured: Mapping[str, float | bool]) -> None:
+    row = {k: measured[k] for k in ("before_ms", "after_ms")}
+    db["verdicts"].upsert(
+        {
+            "device": key,
+            "pair": pair,
+            **row,
+            "kept_original": int(bool(measured.get("kept_original"))),
+            "measured_at": now(),
+        },
+        pk=("device", "pair"),
+    )

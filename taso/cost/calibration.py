@@ -1,0 +1,85 @@
+"""A device's constants, measured once per device: a run's fixed overhead, a kernel's, the peak FLOP rate and
+bandwidth an estimate weighs a unit against, and the host speed every unit measurement is scaled to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from taso import onnx as onnx_io
+from taso.cost.estimate import flops, traffic
+from taso.cost.profiler import Device, time_model
+from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-device constants measured once: a run's fixed overhead, a kernel's, the two ceilings, and how quick
+    the host was then (`reference_ms`, the yardstick every unit measurement is scaled to)."""
+
+    run_ms: float
+    kernel_ms: float
+    gflops: float
+    gbps: float
+    reference_ms: float = 0.0
+    """The quickest run of `taso.profiler`'s tiny reference model during calibration; 0: unknown (a store
+    calibrated before it was kept), and unit measurements are then not scaled."""
+
+    def estimate(self, ug: Graph) -> float:
+        return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
+
+    def at_host(self, scale: float) -> Calibration:
+        """The host-bound constants (run and kernel overhead, the yardstick) on a host ``scale`` times slower."""
+        return replace(
+            self, run_ms=self.run_ms * scale, kernel_ms=self.kernel_ms * scale, reference_ms=self.reference_ms * scale
+        )
+
+
+DEFAULT_CALIBRATION = Calibration(run_ms=0.01, kernel_ms=0.005, gflops=100.0, gbps=20.0)
+"""A 2-core CPU's orders of magnitude: used when nothing may be measured and no calibration is cached."""
+
+
+def _chain(op: str, shape: tuple[int, ...], length: int, second: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """``length`` element-wise ops in a row over one input (with a second input for binary ops)."""
+    t = TensorType("float32", shape)
+    nodes, prev = [], "x"
+    for i in range(length):
+        nodes.append(Node(op, (prev, "y") if second else (prev,), (f"v{i}",), make_attrs({})))
+        prev = f"v{i}"
+    inputs = ("x", "y") if second else ("x",)
+    types = {v: t for v in (*inputs, *(f"v{i}" for i in range(length)))}
+    rng = np.random.default_rng(0)
+    return Graph(tuple(nodes), inputs, (prev,), types), {
+        v: rng.standard_normal(shape).astype(np.float32) for v in inputs
+    }
+
+
+def _matmul(n: int) -> tuple[Graph, dict[str, np.ndarray]]:
+    t = TensorType("float32", (n, n))
+    rng = np.random.default_rng(0)
+    w = WeightData(rng.standard_normal((n, n)).astype(np.float32))
+    g = Graph((Node("MatMul", ("x", "w"), ("y",)),), ("x",), ("y",), {"x": t, "w": t, "y": t}, ("w",), {"w": w})
+    return g, {"x": rng.standard_normal((n, n)).astype(np.float32)}
+
+
+def calibrate(device: Device) -> Calibration:
+    """Measure run overhead and per-kernel cost (1 vs 11 tiny Relus), peak FLOP/s (a large MatMul) and
+    bandwidth (a large Add: two reads and a write per element), and keep the quickest reference run timed
+    beside them: the host speed unit costs are scaled to (`to_calibrated_host`)."""
+    one = time_model(onnx_io.model_bytes(_chain("Relu", (4,), 1)[0]), _chain("Relu", (4,), 1)[1], device)
+    g11, f11 = _chain("Relu", (4,), 11)
+    eleven = time_model(onnx_io.model_bytes(g11), f11, device)
+    kernel = max((eleven.median_ms - one.median_ms) / 10, 1e-4)
+    run = max(one.median_ms - kernel, 0.0)
+    n = 4096 if device.is_cuda else 1024
+    mm, feeds = _matmul(n)
+    big = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7)
+    gflops = 2 * n**3 / max(big.median_ms - run, 1e-3) / 1e6
+    size = (64 * 2**20) if device.is_cuda else (8 * 2**20)
+    add, feeds = _chain("Add", (size,), 1, second=True)
+    wide = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7)
+    gbps = 3 * 4 * size / max(wide.median_ms - run, 1e-3) / 1e6
+    reference = min(t.reference_ms or float("inf") for t in (one, eleven, big, wide))
+    return Calibration(run, kernel, gflops, gbps, reference if reference < float("inf") else 0.0)

@@ -1,0 +1,84 @@
+"""Whole models timed end to end: their latency, and rounds of several models side by side that the speedup
+guard compares (`clearly_faster`) before a rewrite is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, time_model, time_models
+from taso.execute import check
+from taso.ir import Graph
+
+
+def model_latency(path: str, g: Graph, device: Device, samples: int = 50, mode: Mode = DEFAULT_MODE) -> Timing:
+    """Measured end-to-end latency of a whole model file, for comparing with `graph_cost`; its reference run
+    tells how quick the host was meanwhile."""
+    return time_model(path, check.random_inputs(g, seed=0), device, warmup=20, samples=samples, mode=mode)
+
+
+def interleaved_timings(
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
+    progress: Callable[[int, int], None] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    budget_s: float | None = None,
+) -> list[list[Timing]]:
+    """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
+    model and times them side by side (`taso.profiler.time_models`, its warm-up and its samples within
+    ``budget_s`` each where one is given), so round k of two models is a pair.
+    Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
+    slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
+    hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
+    user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones."""
+    runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
+    per: list[list[Timing]] = [[] for _ in paths]
+    for r in range(rounds):
+        first = r % len(runs)
+        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
+        for i, t in enumerate(timed):
+            per[(first + i) % len(runs)].append(t)
+        if progress is not None:
+            progress(r + 1, rounds)
+    return per
+
+
+def interleaved_rounds(
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
+    progress: Callable[[int, int], None] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    budget_s: float | None = None,
+) -> list[list[float]]:
+    """Each model's median latency in every round of `interleaved_timings`."""
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s)
+    return [[t.median_ms for t in ts] for ts in timings]
+
+
+def interleaved_latency(
+    paths: Sequence[str | os.PathLike],
+    graphs: Sequence[Graph],
+    device: Device,
+    rounds: int = 3,
+    mode: Mode = DEFAULT_MODE,
+) -> list[float]:
+    """Each model's median latency over `interleaved_rounds`."""
+    return [statistics.median(v) for v in interleaved_rounds(paths, graphs, device, rounds, mode)]
+
+
+def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:
+    """Whether ``after`` beats ``before`` beyond the noise between rounds: faster in median and in all but at
+    most one of the paired rounds. Sessions of one unchanged model measured up to 2x apart on a shared H100
+    (bench_noise.py), so a median of a few rounds alone keeps a slower rewrite about every other time."""
+    wins = sum(a < b for b, a in zip(before, after))
+    return statistics.median(after) < statistics.median(before) and wins >= len(before) - 1

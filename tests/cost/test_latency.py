@@ -1,0 +1,60 @@
+"""Whole models timed end to end: rounds in another order each time, and the guard's verdict on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from taso import onnx as onnx_io
+from taso.cost import latency
+from taso.cost.latency import clearly_faster, interleaved_rounds
+from taso.ir import parse_graph
+
+from .graphs import with_weights
+
+
+def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
+    small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
+    large = with_weights(
+        """graph(%x: float32[256,256], %w: float32[256,256] weight):
+          %a = MatMul(%x, %w) : float32[256,256]
+          %b = MatMul(%a, %w) : float32[256,256]
+          %y = MatMul(%b, %w) : float32[256,256]
+          return %y"""
+    )
+    graphs = [small, large, small]
+    paths = [onnx_io.save_model(g, tmp_path / f"{i}.onnx") for i, g in enumerate(graphs)]
+    opened_first: list[str] = []
+
+    def recording(models, *args, **kwargs):
+        opened_first.append(models[0][0])
+        return timing(models, *args, **kwargs)
+
+    timing = latency.time_models
+    monkeypatch.setattr(latency, "time_models", recording)
+    heard: list[tuple[int, int]] = []
+    per = interleaved_rounds(paths, graphs, cpu, rounds=3, progress=lambda *a: heard.append(a))
+    assert sorted(opened_first) == sorted(map(str, paths))  # every model opened first once
+    assert all(s < m > t for s, m, t in zip(*per))  # and every round's times land on their own model
+    assert heard == [(1, 3), (2, 3), (3, 3)]  # a round of a large model takes seconds: each one is told
+
+
+rounds = st.lists(st.floats(0.1, 10.0), min_size=3, max_size=7)
+
+
+@given(rounds, st.data())
+def test_clearly_faster_is_one_sided_monotone_and_wants_nearly_every_round(
+    before: list[float], data: st.DataObject
+) -> None:
+    after = data.draw(st.lists(st.floats(0.1, 10.0), min_size=len(before), max_size=len(before)))
+    verdict = clearly_faster(before, after)
+    assert not (verdict and clearly_faster(after, before))  # never both ways
+    if sum(a >= b for b, a in zip(before, after)) >= 2:
+        assert not verdict  # two rounds lost: noise, not a gain
+    if verdict:  # a result faster still, in any round, stays clearly faster
+        k = data.draw(st.integers(0, len(after) - 1))
+        assert clearly_faster(before, [a * 0.5 if i == k else a for i, a in enumerate(after)])
+    assert clearly_faster(before, [b * 0.9 for b in before])  # faster in every round
+    assert not clearly_faster(before, list(before))  # the same times are not a gain

@@ -1,0 +1,77 @@
+"""Measuring units on the CPU provider: copies side by side, one copy for a large unit, fusions read on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from taso import onnx as onnx_io
+from taso.cost import measure, profiler
+from taso.cost.calibration import Calibration
+from taso.cost.measure import fused_when_read, measure_marginal, read_on, replicate, sinks
+from taso.cost.model import CostModel
+from taso.cost.unit import unit_graph, units
+from taso.execute import Runner, random_inputs
+from taso.ir import parse_graph
+
+from .graphs import CONV_CHAIN, GELU, with_normal_weights, with_weights
+
+
+def test_replicated_unit_computes_the_same_in_every_copy(tmp_path: Path) -> None:
+    g = with_weights(CONV_CHAIN)
+    ug = unit_graph(g, units(g)[0])
+    many = replicate(ug, 3)
+    assert len(many.inputs) == 3 and len(set(many.inputs)) == 3 and many.weights == ug.weights
+    feeds = random_inputs(ug, seed=1)
+    single = Runner(onnx_io.save_model(ug, tmp_path / "one.onnx"))(feeds)
+    copies = Runner(onnx_io.save_model(many, tmp_path / "many.onnx"))(
+        {f"{k}#{c}": v for k, v in feeds.items() for c in range(3)}
+    )
+    for c in range(3):
+        np.testing.assert_allclose(copies[f"{ug.outputs[0]}#{c}"], single[ug.outputs[0]], rtol=1e-5)
+
+
+def test_a_unit_far_above_a_runs_overhead_is_timed_as_one_copy(
+    cpu: profiler.Device, calibration: Calibration, timed: list[int]
+) -> None:
+    g = with_normal_weights("graph(%x: float32[1,256]):\n  %r = Relu(%x) : float32[1,256]\n  return %r")
+    quick_runs = CostModel(cpu, None, calibration=replace(calibration, run_ms=1e-9))
+    slow_runs = CostModel(cpu, None, calibration=replace(calibration, run_ms=1e3))
+    assert quick_runs.graph_cost(g).units[0].ms >= 0 and slow_runs.graph_cost(g).units[0].ms >= 0
+    assert timed == [1, 2]  # one copy alone; else one copy beside `COPIES`
+
+
+def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
+    tmp_path: Path, cpu, calibration, timed: list[int]
+) -> None:
+    """onnxruntime fuses a GELU chain into one FastGelu kernel only when its last node does not write a graph
+    output: the unit is timed with its output read on, and the reading Reshape's own cost taken off."""
+    gelu = parse_graph(GELU)
+    assert fused_when_read(gelu)
+    assert profiler.optimized_ops(onnx_io.model_bytes(read_on(gelu)), cuda=False).get("FastGelu") == 1
+    assert not fused_when_read(parse_graph(GELU.replace("Tanh(", "Sigmoid(")))  # no fusion to unblock
+    feeds = random_inputs(gelu, seed=1)
+    plain, read = (
+        Runner(onnx_io.save_model(h, tmp_path / f"{i}.onnx"))(feeds) for i, h in enumerate((gelu, read_on(gelu)))
+    )
+    np.testing.assert_allclose(read["y#flat"], plain["y"].reshape(-1), rtol=1e-5)
+    sink = sinks(gelu)
+    assert [n.op for n in sink.nodes] == ["Reshape"] and sink.inputs == gelu.outputs
+    measure_marginal(gelu, cpu, calibration.run_ms)
+    measure_marginal(parse_graph(GELU.replace("Tanh(", "Sigmoid(")), cpu, calibration.run_ms)
+    assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
+
+
+def test_a_units_fusion_is_asked_of_onnxruntime_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit settled is measured three times; whether it fuses only when read on is asked once (two sessions),
+    and a unit that differs where a fusion's pattern looks (Sigmoid for Tanh) is asked anew."""
+    asked: list[int] = []
+    ops_of = measure.optimized_ops
+    monkeypatch.setattr(measure, "optimized_ops", lambda *a, **k: asked.append(1) or ops_of(*a, **k))
+    gelu = GELU.replace("[4,64]", "[4,96]")  # no other test asks of this one
+    assert fused_when_read(parse_graph(gelu)) and len(asked) == 2
+    assert fused_when_read(parse_graph(gelu)) and len(asked) == 2
+    assert not fused_when_read(parse_graph(gelu.replace("Tanh(", "Sigmoid("))) and len(asked) == 4

@@ -1,0 +1,113 @@
+"""The cost model's measuring: side by side in batches, costliest first within a limit, settled where used often."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from taso.cost import profiler
+from taso.cost.calibration import Calibration
+from taso.cost.measure import MEASURE_BATCH
+from taso.cost.model import SETTLE_COUNT, CostModel
+from taso.cost.unit import units
+from taso.ir import parse_graph
+from taso.rules import store
+
+from .graphs import CONV_CHAIN, with_normal_weights, with_weights
+
+
+def test_units_are_measured_side_by_side_each_cost_landing_on_its_own(
+    tmp_path: Path, cpu, calibration, timed: list[int]
+) -> None:
+    """A graph's new units are timed in one measurement (`MEASURE_BATCH` at a time), not one each: a 256x256
+    MatMul and a Relu of eight floats come back each at its own cost; a unit that cannot run alone (a Reshape
+    to a shape drawn at random) fails the batch, which is then measured unit by unit, that one estimated with
+    onnxruntime's error as its note and the others measured."""
+    g = with_weights(
+        """graph(%x: float32[256,256], %w: float32[256,256] weight, %s: float32[1,8]):
+          %m = MatMul(%x, %w) : float32[256,256]
+          %r = Relu(%s) : float32[1,8]
+          return %m, %r"""
+    )
+    db = store.create(tmp_path / "s.db")
+    model = CostModel(cpu, db, calibration=calibration)
+    by_label = {u.label: u for u in model.graph_cost(g).units}
+    assert len(timed) == 1 and model.measured == 2  # both in one time_models call
+    assert by_label["MatMul"].ms > by_label["Relu"].ms and not by_label["Relu"].estimated
+    bad = parse_graph(
+        """graph(%s: float32[1,8], %v: float32[2,3], %d: int64[2]):
+          %r = Tanh(%s) : float32[1,8]
+          %q = Reshape(%v, %d) : float32[3,2]
+          return %r, %q"""
+    )
+    timed.clear()
+    by_label = {u.label: u for u in model.graph_cost(bad).units}
+    assert len(timed) == 3  # the batch, then each unit alone
+    assert by_label["Reshape"].estimated and not by_label["Tanh"].estimated
+    notes = {r["label"]: r["note"] for r in db["costs"].rows}
+    assert notes["Reshape"] and not notes["Tanh"]
+
+
+def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: Calibration) -> None:
+    """With time for one measurement (of `MEASURE_BATCH` units side by side), it goes to the units estimated
+    costliest, not to the first in the graph: of eight tiny Relus and a large MatMul last, a Relu is left to
+    estimate."""
+    n = MEASURE_BATCH
+    relus = "".join(f"  %r{i} = Relu(%x{i}) : float32[1,{i + 1}]\n" for i in range(n))
+    inputs = "".join(f"%x{i}: float32[1,{i + 1}], " for i in range(n))
+    outputs = "".join(f", %r{i}" for i in range(n))
+    g = with_normal_weights(
+        f"graph({inputs}%x: float32[1,256], %w: float32[256,4096] weight):\n{relus}"
+        f"  %y = MatMul(%x, %w) : float32[1,4096]\n  return %y{outputs}"
+    )
+    model = CostModel(cpu, None, calibration=calibration)
+    model.measure_until = 1e-12  # the first measurement passes it
+    costs = model.graph_cost(g).units
+    assert [u.label for u in units(g)] == ["Relu"] * n + ["MatMul"]
+    assert model.measured == n and [u.label for u in costs if u.estimated] == ["Relu"]
+
+
+def test_past_the_measure_limit_units_are_estimated_and_a_later_run_measures_them(
+    tmp_path: Path, cpu, calibration
+) -> None:
+    g = with_weights(CONV_CHAIN)
+    db = store.create(tmp_path / "s.db")
+    limited = CostModel(cpu, db, calibration=calibration)
+    limited.measure_until = 0.0
+    a = limited.graph_cost(g)
+    assert limited.measured == 0 and limited.measuring_s == 0 and a.estimated == len(a.units)
+    later = CostModel(cpu, store.open_store(tmp_path / "s.db"), calibration=calibration)
+    b = later.graph_cost(g)
+    assert later.measured == len(b.units) and b.estimated == 0 and later.measuring_s > 0
+
+
+def test_a_unit_used_often_is_costed_at_the_median_of_three_measurements(tmp_path: Path, cpu, calibration) -> None:
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(SETTLE_COUNT))
+    g = parse_graph(
+        f"graph(%r0: float32[64,64]):\n{relus}\n  %t = Tanh(%r{SETTLE_COUNT}) : float32[64,64]\n  return %t"
+    )
+    db = store.create(tmp_path / "s.db")
+    model = CostModel(cpu, db, calibration=calibration)
+    by_label = {u.label: u for u in model.graph_cost(g).units}
+    relu, tanh = by_label["Relu"], by_label["Tanh"]
+    assert relu.count == SETTLE_COUNT and tanh.count == 1
+    taken = model.samples[relu.key][1]
+    assert len(taken) == 3 and relu.ms == statistics.median(taken)
+    assert len(model.samples[tanh.key][1]) == 1
+    stored = {r["label"]: r["ms"] for r in db["costs"].rows}
+    assert stored["Relu"] == relu.ms  # what a second run reads back
+    model.graph_cost(g)
+    assert len(model.samples[relu.key][1]) == 3  # settled once, not again for every graph
+
+
+def test_a_cost_the_model_has_handed_out_is_not_settled_later(tmp_path: Path, cpu, calibration) -> None:
+    """A unit measured where a graph uses it once keeps that cost when a later graph uses it often: a search
+    compared with it, and a warm run reading it from the store must make the same comparisons."""
+    one = parse_graph("graph(%r0: float32[64,64]):\n  %r1 = Relu(%r0) : float32[64,64]\n  return %r1")
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(SETTLE_COUNT))
+    many = parse_graph(f"graph(%r0: float32[64,64]):\n{relus}\n  return %r{SETTLE_COUNT}")
+    model = CostModel(cpu, store.create(tmp_path / "s.db"), calibration=calibration)
+    first = model.graph_cost(one).units[0]
+    again = model.graph_cost(many).units[0]
+    assert again.key == first.key and again.count == SETTLE_COUNT
+    assert again.ms == first.ms and len(model.samples[first.key][1]) == 1
