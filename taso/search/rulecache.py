@@ -32,7 +32,15 @@ from taso.search.backtrack import both_directions
 
 CODE = (
     "ir/graph.py",
-    "ops/catalogue.py",
+    "ops/opdef.py",
+    "ops/shapes.py",
+    "ops/windows.py",
+    "ops/elementwise.py",
+    "ops/products.py",
+    "ops/pooling.py",
+    "ops/layout.py",
+    "ops/normalisation.py",
+    "ops/generators.py",
     "rules/rule.py",
     "rules/match.py",
     "search/backtrack.py",

@@ -297,8 +297,8 @@ def _passed_marker(root: Path) -> Path:
     that checks them (the catalogue's semantics, the spec vocabulary, the checker)."""
     h = hashlib.sha256(provenance.specs_digest(root).encode())
     here = Path(__file__).resolve().parent.parent
-    for name in ("ops/catalogue.py", "verify/spec.py", "verify/speccheck.py"):
-        h.update((here / name).read_bytes())
+    for path in (*sorted((here / "ops").glob("*.py")), here / "verify" / "spec.py", here / "verify" / "speccheck.py"):
+        h.update(path.read_bytes())
     return cache_dir() / "specs-checked" / h.hexdigest()[:32]
 
 
