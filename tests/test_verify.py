@@ -325,11 +325,12 @@ def test_the_wall_clock_safety_net_is_a_reason_of_its_own_and_the_summary_warns(
 
 SHARD_RUN = """
 import json, os, sys
-from taso import store
+from taso.rules import store
 from taso.rules import Rule
 from taso.rules.provenance import SPECS_DIR
 from taso.verify.spec import load_specs
-from taso.verify import SHARDS, Prover
+from taso.verify import Prover
+from taso.verify.run import SHARDS
 if sys.argv[2] == "slowed":  # one core, shared with a busy loop that ends with this process: z3 at half speed
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     parent = os.getpid()
@@ -598,7 +599,7 @@ def test_cli_check_specs_passes_on_the_shipped_specs_and_fails_on_a_planted_axio
     planted = tmp_path / "specs"
     shutil.copytree(SPECS_DIR, planted)
     (planted / "planted.py").write_text(
-        "from taso.spec import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
+        "from taso.verify import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
         '    x, y = tensors("x y")\n    m, n = ints("m n")\n'
         '    s = {"x": (m, n), "y": (m, n)}\n'
         '    return [Axiom("relu-add", f.relu(f.add(x, y)), f.add(f.relu(x), f.relu(y)), s, generic=True)]\n'
@@ -634,7 +635,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp
 def test_a_broken_spec_is_refused_with_one_line(body: str, message: str, tmp_path: Path) -> None:
     shutil.copytree(SPECS_DIR, tmp_path / "specs")
     (tmp_path / "specs" / "broken.py").write_text(
-        "from taso.spec import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
+        "from taso.verify import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
         '    (x,) = tensors("x")\n    (m,) = ints("m")\n' + body + "\n"
     )
     done = subst("verify", "--check-specs", "--specs", tmp_path / "specs")
