@@ -80,6 +80,6 @@ TANH = _unary(
     np.tanh,
     "Hyperbolic tangent; over Z_p a keyed random function, as exp has no field counterpart.",
     {BATCH_POLYMORPHIC, EPILOGUE},
-    no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py, and a spec of its "
-    "own changes the specs digest every shipped proof records (make store after)",
+    no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py (a spec of its own "
+    "leaves every shipped proof trusted: each records only what it rested on)",
 )

@@ -29,6 +29,7 @@ from taso.onnx import io as onnx_io
 from taso.optimize.shapefold import fold_shapes
 from taso.rules import ID_LENGTH, REVERSE, Rule, provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache
+from taso.verify import basis
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
@@ -306,8 +307,8 @@ def _rewrite(
         return result, named(applied, ()), {}, {}, None
     with _timed(times, "start-up"):
         progress("reading rules", 0, 1)
-        digest = provenance.specs_digest(settings.specs)
-        proved, untrusted = provenance.trusted(rulecache.proved_rules(db), digest)
+        proofs = basis.for_folder(settings.specs)  # what each proof rested on, under the specs run with
+        proved, untrusted = provenance.trusted(rulecache.proved_rules(db), proofs.digest_of)
         if not proved:
             return graph, {}, {}, {"untrusted_rules": dict(untrusted)}, None
         index = rulecache.search_index(db, proved)
