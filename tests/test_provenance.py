@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from taso import onnx as onnx_io
 from taso.errors import CheckFailed
 from taso.optimize import Settings, optimize
-from taso.rules import SPECS_DIR, VERIFIER_VERSION, AttrIs, Rule, SizeIs, find_matches, parse_rules, store
+from taso.rules import SPECS_DIR, VERIFIER_VERSION, AttrIs, Rule, SizeIs, find_matches, parse_rules, provenance, store
 from taso.search import Declined, apply, instantiate
 from taso.verify import Prover, load_specs, pending, verify_rows
 
@@ -376,3 +376,108 @@ def test_a_target_constant_takes_the_models_sizes_and_keeps_the_sizes_no_input_h
     assert [out.types[w].shape for w in out.weights] == [(4, 1, 3, 3)]  # the folded kernel
     x = {"x": np.random.default_rng(0).standard_normal((3, 4, 10, 7))}
     np.testing.assert_allclose(run_graph(out, x)[0], run_graph(model, x)[0], rtol=1e-6, atol=1e-7)
+
+
+# ---- a proof's digest: what it rested on, from the specs' content (`taso.verify.basis`) -------------------------
+
+TANH_SPEC = '''"""Tanh: element-wise, so it moves through transposes (a spec for an op no proved rule uses)."""
+
+from taso.verify import Axiom, D, R, Symbol, tensors
+
+SYMBOLS = [Symbol("tanh", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), op="Tanh")]
+
+
+def axioms(f):
+    (x,) = tensors("x")
+    return [Axiom("tanh-transpose", f.tanh(f.tr(x)), f.tr(f.tanh(x)), {"x": (2, 3)}, generic=True)]
+'''
+MM_ADD_RIGHT = 'Axiom("mm-add-right", f.mm(x, f.add(y, z)), f.add(f.mm(x, y), f.mm(x, z)), right, generic=True),'
+SPEC_EDITS: dict[str, tuple[str, str, str, bool]] = {
+    # file, text, replacement, whether DISTRIBUTE's proof (mm-add-right over mm and add) stays trusted
+    "a spec for another op": ("tanh.py", "", TANH_SPEC, True),
+    "a comment, a docstring and an import line": (
+        "matmul.py",
+        '"""MatMul: the 2-D matrix product',
+        'import math  # noqa: F401\n\n"""MatMul, as a comment says: the 2-D matrix product',
+        True,
+    ),
+    "another axiom of the same spec": ("matmul.py", 'Axiom("mm-assoc", ', 'Axiom("mm-associative", ', True),
+    "the axiom it used": (
+        "matmul.py",
+        MM_ADD_RIGHT,
+        MM_ADD_RIGHT.replace(
+            "f.mm(x, f.add(y, z)), f.add(f.mm(x, y), f.mm(x, z))", "f.mm(x, f.add(z, y)), f.add(f.mm(x, z), f.mm(x, y))"
+        ),
+        False,
+    ),
+    "the axiom it used, removed": ("matmul.py", MM_ADD_RIGHT, "", False),
+    "the shape rule of a symbol in play": (
+        "matmul.py",
+        "If(i == 0, D(x, 0), D(y, 1))",
+        "If(i != 1, D(x, 0), D(y, 1))",
+        False,
+    ),
+    "the lowering of an op of the rule": (
+        "matmul.py",
+        "f.fact(D(args[0], 1) == D(args[1], 0))",
+        "f.fact(D(args[1], 0) == D(args[0], 1))",
+        False,
+    ),
+}
+
+
+def _edited_specs(tmp: Path, edit: tuple[str, str, str, bool]) -> Path:
+    """A copy of the shipped specs with one edit: ``text`` in ``file`` replaced (a new file where it is empty)."""
+    specs = tmp / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    file, text, replacement, _ = edit
+    path = specs / file
+    if not text:
+        path.write_text(replacement)
+        return specs
+    source = path.read_text()
+    assert text in source, f"{file} no longer says {text!r}: update the edit"
+    path.write_text(source.replace(text, replacement, 1))
+    return specs
+
+
+@pytest.mark.parametrize("what", sorted(SPEC_EDITS))
+def test_a_proof_is_trusted_exactly_while_what_it_rested_on_is_unchanged(tmp_path: Path, what: str) -> None:
+    """DISTRIBUTE is proved from the shipped specs (mm-add-right, over the symbols mm and add). optimize, run with
+    a copy of the specs edited as ``what`` says, applies it where the edit leaves what the proof used as it was,
+    and skips it, saying why, where the edit changed or removed it."""
+    rule = replace(parse_rules(DISTRIBUTE)[0], status="proved")
+    db = prove_into(tmp_path / "rules.db", [rule])
+    assert json.loads(next(store.open_store(db)["rules"].rows)["detail"])["axioms"] == ["mm-add-right"]
+    specs = _edited_specs(tmp_path, SPEC_EDITS[what])
+    settings = Settings(device="estimate", specs=specs)
+    report = optimize(_two_matmuls(tmp_path), tmp_path / "o.onnx", db, settings=settings)
+    if SPEC_EDITS[what][3]:
+        assert report.rules_applied == {rule.id: {"name": rule.name, "count": 1}}
+    else:
+        assert report.rules_applied == {} and report.search["untrusted_rules"] == {"proved under other specs": 1}
+
+
+def test_a_new_op_spec_keeps_every_shipped_proof_trusted(tmp_path: Path) -> None:
+    """Every proof of the shipped store is trusted under the shipped specs, and still is with a spec for a new
+    op beside them: adding an operator does not ask for `subst verify --force` over the store."""
+    from taso.search import rulecache
+    from taso.verify.basis import for_folder
+
+    rules = rulecache.proved_rules(store.open_store(store.DEFAULT_PATH))
+    assert len(rules) > 1000
+    for specs in (SPECS_DIR, _edited_specs(tmp_path, SPEC_EDITS["a spec for another op"])):
+        kept, skipped = provenance.trusted(rules, for_folder(specs).digest_of)
+        assert not skipped and len(kept) == len(rules), (specs, skipped)
+
+
+def test_every_shipped_spec_function_is_digested_from_its_source() -> None:
+    """A lowering or a symbol's semantics is digested from its syntax tree, which every Python reads alike; the
+    bytecode fallback (for code with no source) would make the shipped proofs untrusted under another Python."""
+    from taso.verify import content
+
+    specs = load_specs(SPECS_DIR)
+    functions = [*specs.lowerings.values()]
+    functions += [f for s in specs.symbols.values() for f in (s.compute, *s.derived.values()) if f is not None]
+    assert len(functions) > 10
+    assert not [f for f in functions if "<code " in content.function(f)]

@@ -3,8 +3,8 @@ model's input types as any other input is), or drawn from those types with integ
 graph says the model can run on.
 
 Random integers suit few integer inputs: token ids must lie within the embedding they index, and a length, a
-repeat count or a step must be positive. The graph tells these apart (`taso.ops.INDEX_INPUTS`,
-`taso.ops.SHAPE_INPUTS`, `taso.ops.size_inputs`). Nothing in a graph says that a voice-activity model's sample
+repeat count or a step must be positive. The graph tells these apart (`taso.ops.index_input`,
+`taso.ops.shape_input`, `taso.ops.size_inputs`, from the ops' entries and `taso.ops.onnx_facts`). Nothing in a graph says that a voice-activity model's sample
 rate must be 8000 or 16000: the user gives such values (``--check-inputs FILE.npz``), and when onnxruntime
 rejects the original on drawn values, `refusal` names the inputs the failing node depends on.
 """
@@ -130,7 +130,7 @@ def _moved_uses(v: str, consumers: Mapping[str, list[tuple[Node, int]]]) -> list
 
 def _indexed_size(g: Graph, n: Node, k: int, dims: Mapping[str, int]) -> int | None:
     """The size of the axis that input ``k`` of ``n`` indexes, where it is one and that size is known."""
-    index, data = ops.INDEX_INPUTS.get(n.op, (-1, -1))
+    index, data = ops.index_input(n.op) or (-1, -1)
     shape = _static_shape(g, n.inputs[data], dims) if k == index else None
     if not shape:
         return None
@@ -140,7 +140,7 @@ def _indexed_size(g: Graph, n: Node, k: int, dims: Mapping[str, int]) -> int | N
 
 def _own_shape(g: Graph, n: Node, k: int, dims: Mapping[str, int]) -> tuple[int, ...] | None:
     """The shape of the data ``n`` reshapes or expands, where input ``k`` is the target shape."""
-    shape, data = ops.SHAPE_INPUTS.get(n.op, (-1, -1))
+    shape, data = ops.shape_input(n.op) or (-1, -1)
     return _static_shape(g, n.inputs[data], dims) if k == shape else None
 
 
@@ -151,7 +151,7 @@ def _feeds_sizes(g: Graph, v: str, consumers: Mapping[str, list[tuple[Node, int]
         for n, k in consumers.get(todo.pop(), []):
             if k in ops.size_inputs(n.op):
                 return True
-            if n.op in ops.SHAPE_READERS:
+            if ops.SHAPE_ONLY in ops.traits_of(n.op):
                 continue
             for o in n.outputs:
                 t = g.types.get(o)

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from taso import ops
 from taso.ir import TensorType
 from taso.onnx.read import _DEFAULT_DOMAINS, _payloads_set_aside
 
@@ -124,7 +125,7 @@ class _Values:
         for node in self.candidates:
             if id(node) in self.failed or node.output[0] in self.folded:
                 continue
-            if node.op_type in ("Shape", "Size"):
+            if ops.SHAPE_ONLY in ops.traits_of(node.op_type):
                 vi = infos.get(node.input[0])
                 t = None if vi is None else _tensor_type(vi.type)
                 if t is not None and t.is_static:

@@ -1,52 +1,113 @@
-"""The operator catalogue: every fact about an op (arity, attributes, shapes, traits, its value over Z_p)."""
+"""The operator catalogue: every fact about an op (arity, attributes, shapes, traits, its value over Z_p).
 
-from taso.ops.catalogue import (
-    BATCH_POLYMORPHIC,
-    EPILOGUE,
-    FIELD_EXACT,
-    INDEX_INPUTS,
-    ONNX_TRAITS,
+`taso.ops.opdef` says what an op is and holds the registry; each family module registers its ops, imported
+here in the order generation enumerates them (rules, their ids and their order depend on it); what subst
+knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
+"""
+
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators  # noqa: I001 (registration order)
+from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
+from taso.ops.field import P, salt
+from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
+from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
+from taso.ops.normalisation import BATCHNORM, BN_BIAS, BN_KERNEL, CHANNEL_VECTOR, LAYERNORM, SOFTMAX
+from taso.ops.onnx_facts import ONNX_OPS, OnnxOp
+from taso.ops.opdef import (
     OPS,
-    PLANEWISE,
-    REARRANGES,
     REQUIRED,
-    SHAPE_INPUTS,
-    SHAPE_READERS,
-    TANH,
-    TASO,
-    VIEW,
-    WINDOWED,
+    Export,
+    OpDef,
     OpError,
     get,
     having,
+    index_input,
     infer,
     moves_values,
+    shape_input,
     size_inputs,
+    traits_of,
 )
-from taso.ops.field import P, salt
+from taso.ops.pooling import AVGPOOL, MAXPOOL
+from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
+from taso.ops.traits import (
+    BATCH_POLYMORPHIC,
+    COMMUTATIVE,
+    CONSTANT,
+    ELEMENTWISE,
+    EPILOGUE,
+    FIELD_EXACT,
+    PLANEWISE,
+    PRODUCT_EPILOGUE,
+    REARRANGES,
+    SHAPE_ONLY,
+    SKIP_EPILOGUE,
+    TASO,
+    VIEW,
+    WINDOWED,
+)
 
 __all__ = [
+    "ADD",
+    "AVGPOOL",
+    "BATCHNORM",
     "BATCH_POLYMORPHIC",
+    "BLOCK_DIAGONAL",
+    "BN_BIAS",
+    "BN_KERNEL",
+    "CHANNEL_VECTOR",
+    "COMMUTATIVE",
+    "CONCAT",
+    "CONSTANT",
+    "CONV",
+    "CONV_IDENTITY",
+    "ELEMENTWISE",
+    "ENLARGE",
     "EPILOGUE",
+    "EYE",
+    "Export",
     "FIELD_EXACT",
-    "INDEX_INPUTS",
-    "ONNX_TRAITS",
+    "GEMM",
+    "LAYERNORM",
+    "MATMUL",
+    "MAXPOOL",
+    "MUL",
+    "ONES",
+    "ONNX_OPS",
     "OPS",
+    "OnnxOp",
+    "OpDef",
     "OpError",
     "P",
     "PLANEWISE",
+    "POOL_KERNEL",
+    "PRODUCT_EPILOGUE",
     "REARRANGES",
+    "RELU",
     "REQUIRED",
-    "SHAPE_INPUTS",
-    "SHAPE_READERS",
+    "RESHAPE",
+    "SHAPE_ONLY",
+    "SIGMOID",
+    "SKIP_EPILOGUE",
+    "SOFTMAX",
+    "SPLIT",
     "TANH",
     "TASO",
+    "TRANSPOSE",
     "VIEW",
     "WINDOWED",
+    "elementwise",
+    "generators",
     "get",
     "having",
+    "index_input",
     "infer",
+    "layout",
     "moves_values",
+    "normalisation",
+    "pooling",
+    "products",
     "salt",
+    "shape_input",
     "size_inputs",
+    "traits_of",
 ]

@@ -33,6 +33,7 @@ from taso.optimize.report import Progress, Report, named, quiet
 from taso.optimize.shapefold import fold_shapes
 from taso.rules import Rule, RuleIndex, provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache
+from taso.verify import basis
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
@@ -199,8 +200,8 @@ def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[fee
 def read_rules(run: Run) -> Run:
     """The proved rules whose proofs are from the specs in use, indexed for the search (read before the search's
     clock starts)."""
-    digest = provenance.specs_digest(run.settings.specs)
-    proved, untrusted = provenance.trusted(rulecache.proved_rules(run.db), digest)
+    proofs = basis.for_folder(run.settings.specs)  # what each proof rested on, under the specs run with
+    proved, untrusted = provenance.trusted(rulecache.proved_rules(run.db), proofs.digest_of)
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
     if not proved:
         return run

@@ -39,8 +39,19 @@ from taso.rules import Rule, RuleIndex, store
 from taso.search.backtrack import both_directions
 
 CODE = (
+    "ir/types.py",
+    "ir/weights.py",
     "ir/graph.py",
-    "ops/catalogue.py",
+    "ir/text.py",
+    "ops/opdef.py",
+    "ops/shapes.py",
+    "ops/windows.py",
+    "ops/elementwise.py",
+    "ops/products.py",
+    "ops/pooling.py",
+    "ops/layout.py",
+    "ops/normalisation.py",
+    "ops/generators.py",
     "rules/rule.py",
     "rules/match.py",
     "search/backtrack.py",

@@ -33,6 +33,7 @@ from taso import ops
 from taso.cachedir import cache_dir
 from taso.errors import CheckFailed
 from taso.rules import Rule, condition_to_json, provenance, store
+from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Tracked, lower_rule
 from taso.verify.precheck import refute
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
@@ -79,7 +80,6 @@ class Prover:
         self.budget = budget
         self.timeout = timeout
         self.precheck = precheck  # without it z3 alone decides: an audit that no proof leans on the pre-check
-        self.record = provenance.record(provenance.specs_digest(specs.root))
         self.solver = z3.Solver()
         self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
         for sym in specs.symbols.values():
@@ -87,11 +87,13 @@ class Prover:
         self.literals = {a.name: z3.Bool(f"axiom {a.name}") for a in specs.axioms}
         for a in specs.axioms:
             self.solver.add(z3.Implies(self.literals[a.name], a.formula))
+        self.axioms = {a.name: a for a in specs.axioms}
 
     def verdict(self, rule: Rule) -> Verdict:
-        """The rule's verdict, its detail carrying the provenance (`taso.provenance`)."""
+        """The rule's verdict, its detail carrying the provenance (`taso.rules.provenance`); a proof's lists the
+        axioms and symbols it rested on, whose digest `verify_rows` adds to its record (`taso.verify.basis`)."""
         v = self._decide(rule)
-        return Verdict(v.status, {**v.detail, "proof": self.record})
+        return Verdict(v.status, {**v.detail, "proof": provenance.record(None)})
 
     def _decide(self, rule: Rule) -> Verdict:
         t0 = time.perf_counter()
@@ -115,7 +117,8 @@ class Prover:
         goals = [(i, a, b) for i, (a, b) in enumerate(zip(low.src, low.dst)) if not a.eq(b)]
         if not goals:
             note = "both sides lower to the same terms"
-            return Verdict("proved", {"axioms": [], "note": note, **sizes, "conditions": [], "seconds": _since(t0)})
+            detail = {"axioms": [], "symbols": sorted(low.used), "note": note, **sizes, "conditions": []}
+            return Verdict("proved", {**detail, "seconds": _since(t0)})
         relevant = [a for a in self.specs.axioms if a.symbols <= low.used]
         left = _Allowance(self.budget, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
@@ -133,7 +136,8 @@ class Prover:
                 if outcome[0] == "proved":
                     names, needed = outcome[1]  # type: ignore[misc]
                     conditions = [condition_to_json(t.condition) for t in needed]
-                    detail = {"axioms": names, "stage": stage, **sizes, "conditions": conditions}
+                    symbols = sorted(low.used.union(*(self.axioms[a].symbols for a in names)))
+                    detail = {"axioms": names, "symbols": symbols, "stage": stage, **sizes, "conditions": conditions}
                     return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
                 if outcome[0] != "open":
                     break
@@ -295,10 +299,10 @@ class Summary:
 def _passed_marker(root: Path) -> Path:
     """Where a passed spec check of the specs under ``root`` is remembered, keyed by their digest and by the code
     that checks them (the catalogue's semantics, the spec vocabulary, the checker)."""
-    h = hashlib.sha256(provenance.specs_digest(root).encode())
+    h = hashlib.sha256(files_key(root).encode())
     here = Path(__file__).resolve().parent.parent
-    for name in ("ops/catalogue.py", "verify/spec.py", "verify/speccheck.py"):
-        h.update((here / name).read_bytes())
+    for path in (*sorted((here / "ops").glob("*.py")), here / "verify" / "speccheck.py"):
+        h.update(path.read_bytes())
     return cache_dir() / "specs-checked" / h.hexdigest()[:32]
 
 
@@ -342,10 +346,16 @@ def verify_rows(
     if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
         store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
+    # digested here, not in the provers: their z3 state (and so which proofs they find) stays their own
+    basis = Basis.of(specs)
+    ops = {r["id"]: Rule.from_row(r).ops for r in rows}
     batch: list[tuple[int, Verdict]] = []
     flushed = time.perf_counter()
     try:
         for rule_id, v in _run(rows, specs, budget, timeout, workers):
+            if v.status == "proved":
+                digest = basis.digest(ops[rule_id], v.detail["symbols"], v.detail["axioms"])
+                v = Verdict(v.status, {**v.detail, "proof": provenance.record(digest)})
             batch.append((rule_id, v))
             summary.counts[v.status] += 1
             if v.status == "unknown":

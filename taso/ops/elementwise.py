@@ -1,0 +1,85 @@
+"""Element-wise ops: the arithmetic (Add, Mul) and the activations (Relu, Sigmoid, Tanh)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from taso.ir import TensorType
+from taso.ops import field as ff
+from taso.ops.opdef import Attrs, OpDef, register
+from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
+from taso.ops.traits import (
+    BATCH_POLYMORPHIC,
+    EPILOGUE,
+    FIELD_EXACT,
+    SKIP_EPILOGUE,
+    TASO,
+)
+
+
+def _binary_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    return (TensorType(same_dtype(types), broadcast_shapes(types[0].shape, types[1].shape)),)
+
+
+def _binary(
+    name: str,
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    doc: str,
+    tags: set[str],
+    fuses: frozenset[str] = frozenset(),
+) -> OpDef:
+    return register(
+        OpDef(
+            name,
+            (2, 2),
+            {},
+            _binary_shape,
+            lambda xs, a, n: (fn(xs[0], xs[1]),),
+            doc,
+            commutative=True,
+            elementwise=True,
+            tags=frozenset(tags),
+            fuses=frozenset(fuses),
+        )
+    )
+
+
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: set[str], no_spec: str = "") -> OpDef:
+    return register(
+        OpDef(
+            name,
+            (1, 1),
+            {},
+            first_type,
+            lambda xs, a, n: (fn(xs[0]),),
+            doc,
+            elementwise=True,
+            field=lambda xs, a, n, key: (ff.keyed(xs[0], key, name),),  # a random function: see taso.field
+            tags=frozenset(tags),
+            no_spec=no_spec,
+        )
+    )
+
+
+_ARITHMETIC = {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE, TASO}
+ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.", _ARITHMETIC, frozenset({SKIP_EPILOGUE}))
+MUL = _binary(
+    "Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.", _ARITHMETIC
+)
+RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
+SIGMOID = _unary(
+    "Sigmoid",
+    lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
+    "1 / (1 + exp(-x)); over Z_p a keyed random function, as exp has no field counterpart (specs/sigmoid.py).",
+    {BATCH_POLYMORPHIC, EPILOGUE},
+)
+TANH = _unary(
+    "Tanh",
+    np.tanh,
+    "Hyperbolic tangent; over Z_p a keyed random function, as exp has no field counterpart.",
+    {BATCH_POLYMORPHIC, EPILOGUE},
+    no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py (a spec of its own "
+    "leaves every shipped proof trusted: each records only what it rested on)",
+)

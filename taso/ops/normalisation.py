@@ -1,0 +1,204 @@
+"""Normalisation layers (BatchNormalization, LayerNormalization, Softmax) and the weight-only ops that fold an
+inference BatchNormalization into the conv before it (BnKernel, BnBias) or a per-channel Mul and Add into it
+(ChannelVector)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from taso.ir import Dim, TensorType
+from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, OpDef, OpError, register
+from taso.ops.shapes import axis_index, first_type
+from taso.ops.traits import (
+    BATCH_POLYMORPHIC,
+    EPILOGUE,
+    FIELD_EXACT,
+    PRODUCT_EPILOGUE,
+    SKIP_EPILOGUE,
+)
+
+
+def _no_field(name: str) -> FieldRule:
+    """For ops whose division by data-dependent values has no finite-field stand-in: refuse, never guess."""
+
+    def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+        raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
+
+    return refuse
+
+
+def _batchnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
+    if attrs.pop("training_mode", 0):
+        return "BatchNormalization in training mode"
+    attrs.pop("momentum", None)  # only used in training
+    return attrs
+
+
+def _batchnorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    x, scale, bias, mean, var = xs
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale / np.sqrt(var + attrs["epsilon"])  # type: ignore[operator]
+    return ((x - mean.reshape(shape)) * inv.reshape(shape) + bias.reshape(shape)).astype(x.dtype)  # type: ignore[return-value]
+
+
+BATCHNORM = register(
+    OpDef(
+        "BatchNormalization",
+        (5, 5),
+        {"epsilon": 1e-5},
+        first_type,
+        lambda xs, a, n: (_batchnorm(xs, a, n),),  # type: ignore[arg-type]
+        "Inference batch norm: (x - mean) / sqrt(var + eps) * scale + bias, per channel (axis 1).",
+        normalize=_batchnorm_normalize,
+        field=_no_field("BatchNormalization"),
+        tags=frozenset({EPILOGUE}),
+    )
+)
+
+
+def _bn_inverse(scale: np.ndarray, var: np.ndarray, attrs: Attrs) -> np.ndarray:
+    return scale / np.sqrt(var + np.asarray(attrs["epsilon"], var.dtype))  # type: ignore[arg-type]
+
+
+def _per_channel_shape(types: Sequence[TensorType], channels: Dim, what: str) -> None:
+    for t in types:
+        if t.rank != 1 or (isinstance(channels, int) and t.shape not in (None, (channels,))):
+            raise OpError(f"{what} needs one value per channel ({channels}), got {t}")
+
+
+def _bn_kernel_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    w = types[0]
+    if not w.rank:
+        raise OpError("BnKernel needs a kernel with an output-channel axis")
+    assert w.shape is not None
+    _per_channel_shape(types[1:], w.shape[0], "BnKernel")
+    return (w,)
+
+
+def _bn_bias_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    _per_channel_shape(types, types[0].shape[0] if types[0].shape else None, "BnBias")
+    return (types[0],)
+
+
+def _bn_kernel(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    w, scale, var = xs
+    return ((w * _bn_inverse(scale, var, attrs).reshape(-1, *(1,) * (w.ndim - 1))).astype(w.dtype),)
+
+
+def _bn_bias(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    scale, bias, mean, var = xs[:4]
+    before = xs[4] - mean if len(xs) > 4 else -mean
+    return ((before * _bn_inverse(scale, var, attrs) + bias).astype(scale.dtype),)
+
+
+BN_KERNEL = register(
+    OpDef(
+        "BnKernel",
+        (3, 3),
+        {"epsilon": REQUIRED},
+        _bn_kernel_shape,
+        _bn_kernel,
+        "A conv kernel with an inference BatchNormalization folded in: (w, scale, var) -> w * scale / "
+        "sqrt(var + eps), per output channel. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        field=_no_field("BnKernel"),
+    )
+)
+
+
+BN_BIAS = register(
+    OpDef(
+        "BnBias",
+        (4, 5),
+        {"epsilon": REQUIRED},
+        _bn_bias_shape,
+        _bn_bias,
+        "The bias of a conv with an inference BatchNormalization folded in: (scale, bias, mean, var[, b]) -> "
+        "(b - mean) * scale / sqrt(var + eps) + bias. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        field=_no_field("BnBias"),
+    )
+)
+
+
+def _channel_vector_shape(
+    types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int
+) -> tuple[TensorType, ...]:
+    c = types[0]
+    if not c.rank or c.shape is None or any(d != 1 for d in c.shape[1:]):
+        raise OpError(f"ChannelVector needs a per-channel tensor (C, 1, ..., 1), got {c}")
+    return (TensorType(c.dtype, c.shape[:1]),)
+
+
+CHANNEL_VECTOR = register(
+    OpDef(
+        "ChannelVector",
+        (1, 1),
+        {},
+        _channel_vector_shape,
+        lambda xs, attrs, n: (xs[0].reshape(xs[0].shape[:1]),),
+        "A per-channel tensor (C, 1, ..., 1), which broadcasts over NCHW one value per channel, as the vector "
+        "(C,) that BatchNormalization takes. Weight-only, so always folded; it has no ONNX form.",
+        onnx=False,
+        tags=frozenset({FIELD_EXACT}),
+    )
+)
+
+
+def _layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + attrs["epsilon"]) * xs[1]  # type: ignore[operator]
+    if len(xs) > 2:
+        y = y + xs[2]
+    return (y.astype(x.dtype),)
+
+
+def _layernorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
+    if attrs.pop("stash_type", 1) != 1:
+        return "LayerNormalization with stash_type other than float"
+    return attrs
+
+
+LAYERNORM = register(
+    OpDef(
+        "LayerNormalization",
+        (2, 3),
+        {"axis": -1, "epsilon": 1e-5},
+        first_type,
+        _layernorm,
+        "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
+        min_opset=17,
+        normalize=_layernorm_normalize,
+        field=_no_field("LayerNormalization"),
+        tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
+        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
+        "value, which the field refuses",
+    )
+)
+
+
+def _softmax(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    e = np.exp(x - x.max(axis=int(attrs["axis"]), keepdims=True))  # type: ignore[arg-type]
+    return ((e / e.sum(axis=int(attrs["axis"]), keepdims=True)).astype(x.dtype),)  # type: ignore[arg-type]
+
+
+SOFTMAX = register(
+    OpDef(
+        "Softmax",
+        (1, 1),
+        {"axis": -1},
+        first_type,
+        _softmax,
+        "exp(x) / sum(exp(x)) along one axis.",
+        field=_no_field("Softmax"),
+        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
+        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
+        "value, which the field refuses",
+    )
+)

@@ -1,0 +1,111 @@
+"""What a proof rests on, and its digest: the specs' parts a proof used, as they are loaded, not the files.
+
+A proof from the specs (`taso.verify.run.Prover`) used the axioms its unsat core names; the shape rules and
+requirements of the symbols that its terms and those axioms mention (every symbol's shape rule is asserted, but
+only those of symbols in play can fire); and the way each of the rule's ops is lowered onto symbols (a spec's
+lowering function, or the one symbol that names the op). The digest a verdict records covers exactly these, each
+from its content (`taso.verify.content`): an axiom's quantified formula, a symbol's shape axioms, requirement,
+attributes and semantics, a lowering's code. So a spec for a new op, a comment or an import line keeps every
+shipped proof trusted, while a change to anything a proof used, or its removal, makes optimize skip that rule
+until `subst verify --force` proves it again.
+
+Loading the specs to take these digests costs seconds; `for_folder` keeps each part's digest in the user's cache,
+filed under a digest of the specs' files and of the code that reads them, so optimize pays it once per change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import z3
+
+from taso.cachedir import cache_dir
+from taso.rules import Rule
+from taso.verify import content
+from taso.verify.spec import Specs, Symbol, load_specs
+
+MISSING = None
+"""The digest of a proof one of whose parts the specs no longer have: it matches no recorded digest."""
+
+
+class Basis:
+    """The digests of the parts of one set of specs that proofs rest on, by kind and name."""
+
+    def __init__(self, parts: Mapping[str, str]) -> None:
+        self.parts = dict(parts)
+        """"axiom NAME", "symbol NAME" or "lowering OP" -> the digest of its content."""
+
+    @classmethod
+    def of(cls, specs: Specs) -> Basis:
+        """Every part of ``specs`` a proof may rest on, digested."""
+        parts = {f"axiom {a.name}": content.digest(content.term(a.formula)) for a in specs.axioms}
+        parts |= {f"symbol {s.name}": _symbol(s) for s in specs.symbols.values()}
+        parts |= {
+            f"lowering {op}": "custom " + content.digest(content.function(fn)) for op, fn in specs.lowerings.items()
+        }
+        parts |= {f"lowering {op}": f"plain {s.name}" for op, s in specs.by_op.items()}
+        return cls(parts)
+
+    def digest(self, ops: Iterable[str], symbols: Iterable[str], axioms: Iterable[str]) -> str | None:
+        """The digest of a proof of a rule over ``ops`` that used ``axioms`` and ``symbols``; `MISSING` where the
+        specs lack one of them."""
+        keys = sorted(
+            {*(f"lowering {o}" for o in ops), *(f"symbol {s}" for s in symbols), *(f"axiom {a}" for a in axioms)}
+        )
+        if any(k not in self.parts for k in keys):
+            return MISSING
+        return content.digest("\n".join(f"{k} {self.parts[k]}" for k in keys))
+
+    def digest_of(self, rule: Rule) -> str | None:
+        """The digest of ``rule``'s recorded proof under these specs (what `taso.rules.provenance` compares)."""
+        return self.digest(rule.ops, rule.detail.get("symbols", ()), rule.detail.get("axioms", ()))
+
+
+def _symbol(s: Symbol) -> str:
+    """A symbol's content: its signature, shape axioms, requirement, and the semantics the spec check runs. The
+    shape axioms are the very terms a `Prover` asserts (z3 shares equal terms), and the requirement is read from
+    its code: taking a digest makes no new z3 term, which could change the path of later proofs."""
+    required = "" if s.requires is None else content.function(s.requires)
+    semantics = {
+        "fixed": repr(sorted(s.fixed.items(), key=str)),
+        "derived": {k: content.function(f) for k, f in sorted(s.derived.items())},
+        "compute": "" if s.compute is None else content.function(s.compute),
+    }
+    text = [s.name, str(s.arity), repr(s.attrs), s.op, *map(content.term, s.shape_axioms()), required, repr(semantics)]
+    return content.digest("\n".join(text))
+
+
+def for_folder(folder: str | Path) -> Basis:
+    """The `Basis` of the specs under ``folder``, from the user's cache where these files were digested before
+    (by this code), else from the specs loaded (`load_specs` refuses a broken folder: `BadInput`)."""
+    root = Path(folder)
+    path = cache_dir() / "specs-basis" / f"{files_key(root)}.json"
+    with contextlib.suppress(OSError, ValueError):
+        return Basis(json.loads(path.read_text()))
+    basis = Basis.of(load_specs(root))
+    with contextlib.suppress(OSError):  # an unwritable cache only means loading the specs again next time
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+            json.dump(basis.parts, f)
+        os.replace(f.name, path)
+    return basis
+
+
+def files_key(root: Path) -> str:
+    """A digest of the spec files' names and bytes and of the code that turns them into a `Basis`: equal keys,
+    equal parts."""
+    h = hashlib.sha256(f"{sys.version} {z3.get_full_version()}".encode())
+    here = Path(__file__).resolve().parent
+    for p in (here / "basis.py", here / "content.py", here / "spec.py"):
+        h.update(p.read_bytes())
+    for p in sorted(root.glob("*.py")):
+        if not p.name.startswith("_"):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
