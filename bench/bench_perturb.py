@@ -3,7 +3,7 @@ multiplied by its own log-normal factor, once per seed, and report what each sea
 
     PYTHONPATH=. python bench/bench_perturb.py --models squeezenet --sigma 0.15 --seeds 8
 
-Runs on the CPU: nothing is measured (the table is `models/reference_costs.json` unless --costs says
+Runs on the CPU: nothing is measured (the table is `taso/cost/reference_costs.json` unless --costs says
 otherwise). A search whose result swings with small cost noise is one a GPU run will find only sometimes.
 ``--sigma 0 --seeds 1 --time-limit 10`` is `subst optimize` with its defaults and the table as it is: the
 search time per model with a warm cost cache. Prints a table (predicted speed-up, graphs expanded, search and
@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--models", default="squeezenet")
     ap.add_argument("--sigma", type=float, default=0.15, help="log-normal sigma of each unit's cost factor")
     ap.add_argument("--seeds", type=int, default=8)
-    ap.add_argument("--costs", type=Path, default=ROOT / "models" / "reference_costs.json")
+    ap.add_argument("--costs", type=Path, default=ROOT / "taso" / "cost" / "reference_costs.json")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     ap.add_argument(

@@ -4,7 +4,7 @@
 
 For each model, one cost model measuring on the device with a fresh cache:
 1. ``cold``: the search as `subst optimize` runs it (input's units profiled first, then ``--time-limit``);
-2. ``reference``: the search with the committed reference table (models/reference_costs.json, no time
+2. ``reference``: the search with the committed reference table (taso/cost/reference_costs.json, no time
    limit), its result costed with the device's measurements: the gain the device's costs see in it;
 3. ``warm``: the cold search again, now that its units and the reference result's are cached;
 4. ``unlimited``: the same without a time limit (budget only).
@@ -36,7 +36,7 @@ from taso.ir import Graph  # noqa: E402
 from taso.rules import store  # noqa: E402
 from taso.search import both_directions, optimize_graph  # noqa: E402
 
-REFERENCE = ROOT / "models" / "reference_costs.json"
+REFERENCE = ROOT / "taso" / "cost" / "reference_costs.json"
 
 
 def searches(name: str, g: Graph, model: cost.CostModel, rules: list, args: argparse.Namespace) -> dict:

@@ -3,7 +3,7 @@
 (`bench/variants.py`), then time every variant interleaved on --device.
 
     PYTHONPATH=. python3 bench/bench_tables.py --device cuda --models inception_v1 \
-        --costs models/reference_costs.json,bench-out/reference_costs.json
+        --costs taso/cost/reference_costs.json,bench-out/reference_costs.json
 
 Two tables that disagree about a rule (one estimated a unit the other measured) lead to two graphs; this says
 which of them is faster on the device, and by how much, in one run. Prints a table per model (median ms over

@@ -1,6 +1,6 @@
-"""Add the units of newer reference tables to the committed one (models/reference_costs.json, what CI costs with).
+"""Add the units of newer reference tables to the committed one (taso/cost/reference_costs.json, what CI costs with).
 
-    python models/merge_costs.py models/reference_costs.json bench-out/reference_costs.json ... -o models/reference_costs.json
+    python models/merge_costs.py taso/cost/reference_costs.json bench-out/reference_costs.json ... -o taso/cost/reference_costs.json
 
 Every table holds unit costs at its host's quick speed, yet hosts differ between leases, so each newer table is
 scaled onto the first by the median ratio over the units both hold (0.97 to 1.08 for the H100 leases of

@@ -5,7 +5,7 @@ models/corpus.py) optimized with the shipped store, judged against models/baseli
     python models/regress.py --update    # rewrite the baseline deliberately           (make zoo-update)
     python models/regress.py --only squeezenet,bert_base,gpt2_dynamo
 
-Costs come from the committed reference table (models/reference_costs.json, measured on an H100), so the
+Costs come from the committed reference table (taso/cost/reference_costs.json, measured on an H100), so the
 run needs no GPU and gives the same decisions everywhere; the search is bounded by its budget, not by wall
 time, for the same reason. The table gives two times: the whole `optimize` (import, search, export, check)
 and the search alone. A regression is: a model whose predicted cost ratio got worse, a failed check, or a
@@ -42,7 +42,7 @@ from taso.rules import (  # noqa: E402
 )
 
 BASELINE = HERE / "baseline.json"
-REFERENCE_COSTS = HERE / "reference_costs.json"
+REFERENCE_COSTS = HERE.parent / "taso" / "cost" / "reference_costs.json"
 SETTINGS = Settings(alpha=1.05, budget=20, time_limit=1e9, costs=str(REFERENCE_COSTS))
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {**ZOO, **{n: partial(corpus.load, n) for n in corpus.NAMES}}
 """Zoo and corpus names do not overlap (the corpus's end in their exporter: ``resnet50_ts``)."""

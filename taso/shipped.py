@@ -14,7 +14,6 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def shipped(name: str) -> Path:
-    """``name`` (``specs``, ``substitutions.db``, ``models/reference_costs.json``) as installed with the package,
-    else in the checkout."""
+    """``name`` (``specs`` or ``substitutions.db``) as installed with the package, else in the checkout."""
     installed = _PACKAGE / "data" / name
     return installed if installed.exists() else _PACKAGE.parent / name

@@ -20,7 +20,7 @@ from test_optimize import MERGE_MATMULS
 import taso
 from taso.rules import store
 
-COSTS = str(ROOT / "models" / "reference_costs.json")
+COSTS = str(ROOT / "taso" / "cost" / "reference_costs.json")
 FAST = {"costs": COSTS, "budget": 10}
 """Nothing measured, a small search: BERT-tiny's Q/K/V merges are found within it."""
 

@@ -296,7 +296,7 @@ def test_shipped_store_optimizes_the_bundled_model(tmp_path: Path, bert_path: Pa
         "-o",
         tmp_path / "o.onnx",
         "--costs",
-        ROOT / "models" / "reference_costs.json",
+        ROOT / "taso" / "cost" / "reference_costs.json",
         "--dim",
         "batch=1",
         "--dim",

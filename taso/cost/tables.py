@@ -17,7 +17,6 @@ from taso.cost.calibration import Calibration
 from taso.cost.model import CostModel
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.errors import BadInput
-from taso.shipped import shipped
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,9 @@ class Prior:
     costs: Mapping[str, float]
 
 
-PRIORS = (shipped("models/reference_costs.json"),)
-"""The cost tables shipped with subst (one per known device): models/reference_costs.json, the H100's, found
-in a checkout or, as package data, in a wheel (`taso.shipped`)."""
+PRIORS = (Path(__file__).with_name("reference_costs.json"),)
+"""The cost tables shipped with subst (one per known device, package data beside this module):
+reference_costs.json, the H100's."""
 
 
 def prior_for(device: Device, mode: Mode = DEFAULT_MODE, tables: Sequence[Path] | None = None) -> Prior | None:
