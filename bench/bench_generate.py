@@ -5,10 +5,10 @@ whole process tree; memory is the peak of the tree's summed PSS (main process an
 counted once), sampled every 0.1 s. Writes bench/results/<today>/generate-cpu-<N>ops.json (``--result``).
 
     .venv/bin/python bench/bench_generate.py                       # --max-ops 1, 2, 3 over TASO's set
-    .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/core4.json
+    .venv/bin/python bench/bench_generate.py --max-ops 4 --config bench/configs/core4.json
     .venv/bin/python bench/bench_generate.py --max-ops 3 --executor ray    # on a Ray started here (subst[ray])
     .venv/bin/python bench/bench_generate.py --max-ops 3 --baseline /tmp/base  # and an older checkout, alternating
-    sh bench/gen5-device.sh     # on the GPU machine: 5 ops over bench/gen5-2d.json through Ray on 16 cores
+    sh bench/gen5-device.sh     # on the GPU machine: 5 ops over bench/configs/gen5-2d.json through Ray on 16 cores
 
 With ``--baseline DIR`` (a checkout of other code, e.g. ``git archive <commit> | tar -x -C DIR``) every setting is
 also run from DIR, right before this checkout's run, so ratios compare runs under the same load; its rows go to the

@@ -214,6 +214,13 @@ METRICS: list[Metric] = [
         _cold("cold"),
     ),
     Metric(
+        "optimize: 17 corpus models cold, H100, after the session-17 merges",
+        32,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-26/cold-h100-merged.json",
+        _cold("cold"),
+    ),
+    Metric(
         "optimize: a 2-node model, cost table (report total, max of runs)",
         31,
         Target("<=", 1, "<= 1 s"),
