@@ -18,7 +18,6 @@ from conftest import ROOT, subst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taso import store
 from taso.errors import BadInput
 from taso.generate import InputClass, Settings, generate, save, settings_from
 from taso.generate import driver as columnar
@@ -28,6 +27,7 @@ from taso.generate.extend import _children, _cost, _fingerprints, _structure, _t
 from taso.generate.fingerprint import combine
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import Spool, stopped_at
+from taso.rules import store
 from taso.rules.fold import fold
 
 x = InputClass("x", (2, 4), "activation", 2)
