@@ -4,42 +4,12 @@ checker of test_generate)."""
 
 from __future__ import annotations
 
-from collections import Counter
-from functools import cache
+from test_generate import W, derivable, lookup, rules_of, x
 
-from test_generate import derivable
-
-from taso.generate import InputClass, Settings, generate
 from taso.generate.fingerprint import fingerprint
 from taso.ir import Graph, Node, TensorType, WeightData
-from taso.rules import Rewriter, Rule, size, terms
+from taso.rules import Rewriter, size, terms
 from taso.rules.fold import fold
-
-x = InputClass("x", (2, 4), "activation", 2)
-W = InputClass("w", (4, 4), "weight", 3)
-
-
-@cache
-def rules_of(forms: tuple[str, ...], pool: tuple[InputClass, ...], max_ops: int, **kw: bool) -> list[Rule]:
-    return [r for _, r in generate(Settings(max_ops, forms, pool, **kw), workers=1).rules]
-
-
-def census(g: Graph) -> Counter:
-    return Counter(n.op for n in g.nodes)
-
-
-def lookup(rules: list[Rule], one: dict[str, int], other: dict[str, int]) -> list[Rule]:
-    """Rules with these op counts on their two sides (either way round); each checked by fingerprint."""
-    found = [
-        r
-        for r in rules
-        if {frozenset(census(r.src).items()), frozenset(census(r.dst).items())}
-        == {frozenset(one.items()), frozenset(other.items())}
-    ]
-    for r in found:
-        assert fingerprint(r.src) == fingerprint(r.dst)
-    return found
-
 
 # ---- folding: every rewrite it relies on preserves the value ----------------------------------------------
 
