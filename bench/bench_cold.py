@@ -35,7 +35,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
 import layout  # noqa: E402
+import sqlite_utils  # noqa: E402
 
+from taso import cachedir, cost  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 
 TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
@@ -85,6 +87,12 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REV", help="also time an export of this commit, in turn with this tree")
     ap.add_argument("--cold-only", action="store_true", help="no warm runs")
     ap.add_argument("--stop-after", type=float, metavar="S", help="start no model after S seconds")
+    ap.add_argument(
+        "--export-costs",
+        type=Path,
+        metavar="DIR",
+        help="write the units each cold run measured as DIR/<model>.json (a reference table for models/merge_costs.py)",
+    )
     args = ap.parse_args()
     started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
@@ -119,6 +127,11 @@ def main() -> int:
                     kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree])
                     for kind in kinds
                 }
+            if args.export_costs:
+                args.export_costs.mkdir(parents=True, exist_ok=True)
+                runs["this"]["exported_units"] = _export_costs(
+                    t / "cache-this", args.device, args.export_costs / f"{name}.json"
+                )
         row = runs["this"] | ({"baseline": runs["baseline"]} if "baseline" in runs else {})
         result["models"][name] = row
         layout.write(path, result)
@@ -130,6 +143,13 @@ def main() -> int:
         baseline.cleanup()
     print(f"wrote {path}")
     return 0
+
+
+def _export_costs(cache: Path, device: str, path: Path) -> int:
+    """The units measured into the per-user cache under ``cache`` (an XDG_CACHE_HOME), written as a reference
+    table at ``path``: how a lease's cold runs grow the shipped prior. Returns how many units it holds."""
+    db = sqlite_utils.Database(cache / "subst" / cachedir.COSTS)
+    return cost.export_reference(cost.CostModel(profiler.pick_device(device), db, measure=False), str(path))
 
 
 def _export(rev: str, into: Path) -> Path:
