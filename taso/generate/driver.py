@@ -16,7 +16,7 @@ import numpy as np
 from taso.generate.columns import CLASS, MEMBER, colliding, file_level, pairs
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
-from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.extend import _children, _fingerprints, _Outline, _text_hash
 from taso.generate.fingerprint import EVALUATIONS, combine
 from taso.generate.forms import MAX_ARITY, ROW, NodeSpec, Settings
 from taso.generate.pairs import judge, to_rule
@@ -176,12 +176,17 @@ def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) ->
 def _describe(ctx: _Context, data: tuple, job: tuple[int, int]) -> np.ndarray:
     """For each of the level's graphs ``rows[start:stop]``: its structure hash (equal hashes, equal graphs,
     input names included) and how many of its ops read an activation (what ranks a class's members: weight-only
-    ops are folded ahead of time)."""
+    ops are folded ahead of time). A parent's children are consecutive rows: its outline is made once."""
     chain, rows = data
     level = len(chain)
-    graphs = (_nodes(chain, level, r) for r in rows[slice(*job)])
-    out = [(_text_hash(_structure(ctx, nodes, {})), _cost(ctx, nodes)) for nodes in graphs]
-    return np.array(out, dtype=np.uint64).reshape(-1, 2)
+    out = np.empty((job[1] - job[0], 2), dtype=np.uint64)
+    parent, outline = -1, None
+    for i, (p, f, *args) in enumerate(rows[slice(*job)].tolist()):
+        if p != parent:
+            parent, outline = p, _Outline(ctx, _nodes(chain, level - 1, chain[-1][p]), {})
+        text, cost = outline.grown(f, [a for a in args if a >= 0])  # type: ignore[union-attr]
+        out[i] = _text_hash(text), cost
+    return out
 
 
 def _judge(ctx: _Context, data: tuple, job: tuple[int, int]) -> list[tuple[str, tuple | None, int]]:

@@ -3,6 +3,7 @@ over a batch of children), and the structure text and cost that rank a class's m
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 from collections import Counter
@@ -38,7 +39,7 @@ def _canonical_fresh(ctx: _Context, st: _State, args: Sequence[int]) -> bool:
 
 
 def _sink_nodes(ctx: _Context, st: _State) -> list[tuple[str, set[int]]]:
-    """(structure, values it touches) of each removable sink node: what `_is_largest_sink` compares against."""
+    """(structure, values it touches) of each removable sink node: what `_rivals` picks from."""
     out = []
     for k in range(len(st.nodes)):
         if _removable(ctx, st, k):
@@ -48,10 +49,17 @@ def _sink_nodes(ctx: _Context, st: _State) -> list[tuple[str, set[int]]]:
     return out
 
 
-def _is_largest_sink(sink_nodes: list[tuple[str, set[int]]], args: Sequence[int], abstract: str) -> bool:
-    """No other removable sink node of the new graph is structurally larger than the new op (names aside); a
-    sink whose outputs or arguments the new op reads is no longer removable."""
-    return all(other <= abstract or not touched.isdisjoint(args) for other, touched in sink_nodes)
+def _rivals(sink_nodes: list[tuple[str, set[int]]], head: str) -> list[tuple[str, set[int], bool]]:
+    """The removable sink nodes that may be structurally larger than a new op whose structure starts with
+    ``head`` (its form's name and "("): (structure, values it touches, whether it is larger whatever the op
+    reads). One whose structure differs from ``head`` within it is ordered by that prefix alone; one that starts
+    with it must be compared with the new op's whole structure."""
+    out = []
+    for other, touched in sink_nodes:
+        same_head = other.startswith(head)
+        if same_head or other > head:
+            out.append((other, touched, not same_head))
+    return out
 
 
 def _text_hash(text: str) -> int:
@@ -59,30 +67,60 @@ def _text_hash(text: str) -> int:
 
 
 def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int, tuple[int, ...], tuple[Sig, ...]]]:
-    """The new nodes the canonical orders allow on top of ``st``: (form, arguments, argument signatures)."""
+    """The new nodes the canonical orders allow on top of ``st``: (form, arguments, argument signatures).
+
+    Hundreds of argument tuples are tried per graph, most of them refused, so what each test needs is worked out
+    once per graph: the values no node reads (a new op on those alone must be the largest removable sink), the
+    second unused tensor of each class (the only arguments first-use order can refuse), and per form the sink
+    nodes that may outrank it (`_rivals`: a structure is built only where a prefix does not decide)."""
     by_sig: dict[Sig, list[int]] = {}
     for v in _candidates(ctx, st):
         by_sig.setdefault(st.values[v].sig, []).append(v)
     existing = set(st.nodes)
     sink_nodes = _sink_nodes(ctx, st)
-    for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
-        form = ctx.forms[f]
-        for args in itertools.product(*(by_sig[s] for s in sc)):
-            if form.commutative and args[0] > args[1]:
-                counts["commuted argument order"] += 1
-                continue
-            if (f, args) in existing:
-                counts["repeated op (same op, same arguments)"] += 1
-                continue
-            if not _canonical_fresh(ctx, st, args):
-                counts["input renaming (first-use order)"] += 1
-                continue
-            if all(a < ctx.n_inputs or not st.users[a] for a in args):
-                abstract = f"{form.name}({','.join(st.values[a].abstract for a in args)})"
-                if not _is_largest_sink(sink_nodes, args, abstract):
-                    counts["node order (new op not the largest sink)"] += 1
+    free = {v for vs in by_sig.values() for v in vs if v < ctx.n_inputs or not st.users[v]}
+    pool = ctx.settings.pool
+    second = {ctx.first[c] + u + 1 for c, u in enumerate(st.used) if u + 1 < pool[c].count}
+    commuted = repeated = renamed = outranked = 0
+    try:
+        for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
+            form = ctx.forms[f]
+            commutative = form.commutative
+            rivals = _rivals(sink_nodes, f"{form.name}(") if sink_nodes else []
+            for args in itertools.product(*(by_sig[s] for s in sc)):
+                if commutative and args[0] > args[1]:
+                    commuted += 1
                     continue
-            yield f, args, sc
+                if (f, args) in existing:
+                    repeated += 1
+                    continue
+                if not second.isdisjoint(args) and not _canonical_fresh(ctx, st, args):
+                    renamed += 1
+                    continue
+                if rivals and free.issuperset(args):
+                    abstract = None
+                    for other, touched, larger in rivals:
+                        if touched.isdisjoint(args):
+                            if not larger:
+                                abstract = abstract or f"{form.name}({','.join(st.values[a].abstract for a in args)})"
+                                larger = other > abstract
+                            if larger:
+                                break
+                    else:
+                        yield f, args, sc
+                        continue
+                    outranked += 1
+                    continue
+                yield f, args, sc
+    finally:
+        for reason, n in (
+            ("commuted argument order", commuted),
+            ("repeated op (same op, same arguments)", repeated),
+            ("input renaming (first-use order)", renamed),
+            ("node order (new op not the largest sink)", outranked),
+        ):
+            if n:
+                counts[reason] += n
 
 
 def _fingerprints(
@@ -148,27 +186,50 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
     return tuple(np.stack([r[k] for r in rows]) for k in range(n_out))
 
 
+class _Outline:
+    """A compact graph's value signatures and expressions (pool tensors renamed), its node expressions, sorted,
+    and how many of its ops read an activation: what ranks a class's members, kept per parent so that each
+    child adds its one node (`grown`) instead of describing the whole graph again."""
+
+    def __init__(self, ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> None:
+        self.ctx = ctx
+        self.sigs = [v.sig for v in ctx.inputs]
+        self.text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)]
+        self.heads: list[str] = []
+        self.cost = 0
+        for f, args in nodes:
+            head, cost, out_sigs = self._node(f, args)
+            self.heads.append(head)
+            self.cost += cost
+            self.sigs.extend(out_sigs)
+            self.text.extend(f"{head}[{i}]" if len(out_sigs) > 1 else head for i in range(len(out_sigs)))
+        self.heads.sort()
+
+    def _node(self, f: int, args: Sequence[int]) -> tuple[str, int, tuple[Sig, ...]]:
+        arg_sigs = tuple(self.sigs[a] for a in args)
+        applied = self.ctx.apply(f, arg_sigs)
+        assert applied is not None
+        head = f"{self.ctx.forms[f].name}({','.join(self.text[a] for a in args)})"
+        return head, any(sg[1] == ACTIVATION for sg in arg_sigs), applied[1]
+
+    @property
+    def structure(self) -> str:
+        """The sorted node expressions: equal text, equal graphs."""
+        return "|".join(self.heads)
+
+    def grown(self, f: int, args: Sequence[int]) -> tuple[str, int]:
+        """(structure, cost) of this graph with the node (f, args) added."""
+        head, cost, _ = self._node(f, args)
+        heads = list(self.heads)
+        bisect.insort(heads, head)
+        return "|".join(heads), self.cost + cost
+
+
 def _structure(ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> str:
     """A compact graph's sorted node expressions, pool tensors renamed by ``rename``: equal text, equal graphs."""
-    sigs = [v.sig for v in ctx.inputs]
-    text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)]
-    heads = []
-    for f, args in nodes:
-        applied = ctx.apply(f, tuple(sigs[a] for a in args))
-        assert applied is not None
-        head = f"{ctx.forms[f].name}({','.join(text[a] for a in args)})"
-        heads.append(head)
-        sigs.extend(applied[1])
-        text.extend(f"{head}[{i}]" if len(applied[1]) > 1 else head for i in range(len(applied[1])))
-    return "|".join(sorted(heads))
+    return _Outline(ctx, nodes, rename).structure
 
 
 def _cost(ctx: _Context, nodes: Sequence[NodeSpec]) -> int:
     """How many of a compact graph's ops read an activation."""
-    sigs = [v.sig for v in ctx.inputs]
-    cost = 0
-    for f, args in nodes:
-        arg_sigs = tuple(sigs[a] for a in args)
-        cost += any(sg[1] == ACTIVATION for sg in arg_sigs)
-        sigs.extend(ctx.apply(f, arg_sigs)[1])  # type: ignore[index]
-    return cost
+    return _Outline(ctx, nodes, {}).cost
