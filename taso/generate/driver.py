@@ -6,7 +6,7 @@ a worker rebuilds its nodes from the chain of frontier rows it descends from."""
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ from taso.generate.forms import MAX_ARITY, ROW, NodeSpec, Settings
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import BUCKETS, Spool
 from taso.rules import Rule
-from taso.rules.fold import fold
+from taso.rules.fold import Rewriter, size, terms
 
 GROUP = 1 << 20
 """Graphs (or pairs) gathered from consecutive buckets into one parallel map: enough work per map to keep the
@@ -48,7 +48,7 @@ class Result:
 Progress = Callable[[str, int, int, dict], None]
 """progress(stage, done, total, counts): called as representatives are extended (stage "N ops"; counts: graphs
 built so far, classes, memory in bytes), as a level's buckets are filed into classes (stage "N ops, classes")
-and as pairs are judged (stage "pairs")."""
+as pairs are judged (stage "pairs") and as rules are folded (stage "fold"; counts: rules kept so far)."""
 
 
 def generate(
@@ -98,7 +98,9 @@ def _generate(settings: Settings, executor: Executor, progress: _Meter, spool: S
     pruned = Counter(state["pruned"])
     rules = _pairs(settings, spool, pruned, executor, progress)
     if settings.prune_pairs:
-        keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = fold([r for _, r in rules])
+        keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = _fold(
+            executor, settings, [r for _, r in rules], progress
+        )
         rules = [fr for fr, k in zip(rules, keep) if k]
     candidates = state["members"] - state["classes"]
     return Result(settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed)
@@ -322,3 +324,37 @@ def _pair_groups(spool: Spool, max_ops: int) -> Iterator[tuple[np.ndarray, np.nd
         members, reps, order = pairs(*spool.members(buckets, levels))
         o = np.lexsort(order.T[::-1])
         yield members[o], reps[o], order[o]
+
+
+# ---- fold ---------------------------------------------------------------------------------------------------
+
+
+def _fold(executor: Executor, settings: Settings, rules: list[Rule], progress: _Meter) -> tuple[list[bool], int]:
+    """`taso.rules.fold.fold` with each size's rules judged in parallel: a rule is judged only against the kept
+    rules of smaller sizes, so the rules of one size are independent of each other. The rules travel as terms."""
+    keep = [True] * len(rules)
+    kept = Rewriter()
+    by_size: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rules):
+        by_size[size(r)].append(i)
+    done = dropped = 0
+    for n in sorted(by_size):
+        idx = by_size[n]
+        sides = [(terms(rules[i].src), terms(rules[i].dst)) for i in idx]
+        jobs = chunks(len(idx), executor.workers, 256)
+        for (start, stop), part in zip(jobs, executor.map(_derivable, Inputs(settings, 1, (kept, sides)), jobs)):
+            for i, k in zip(idx[start:stop], part):
+                keep[i] = k
+            done, dropped = done + stop - start, dropped + part.count(False)
+            progress("fold", done, len(rules), {"kept": done - dropped})
+        for i in idx:
+            if keep[i]:
+                kept.add(rules[i])
+    return keep, keep.count(False)
+
+
+def _derivable(ctx: _Context, data: tuple, job: tuple[int, int]) -> list[bool]:
+    """For the rules ``sides[start:stop]`` (their two sides as terms): whether each is kept, as in
+    `taso.rules.fold.fold`: no one rewrite of each side by the ``kept`` rules makes the two meet."""
+    kept, sides = data
+    return [{a, *kept.step(a)}.isdisjoint({b, *kept.step(b)}) for a, b in sides[slice(*job)]]

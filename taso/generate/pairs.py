@@ -10,7 +10,7 @@ import numpy as np
 
 from taso.generate.evaluate import _build, _Context, _removable, _sinks, _State
 from taso.generate.extend import _structure
-from taso.generate.fingerprint import combine, input_values
+from taso.generate.fingerprint import combine
 from taso.generate.forms import ACTIVATION, WEIGHT, NodeSpec, _cut
 from taso.ir import Graph, Node, TensorType, WeightData, lint, make_attrs
 from taso.rules import Rule, census
@@ -63,7 +63,7 @@ def _implied(ctx: _Context, m: _State, m_spec: tuple | None, r: _State, r_spec: 
         shape, kind, _ = m.values[m.outputs[km][0]].sig
         if (len(shape), kind) not in kinds:
             continue  # no pool tensor of that rank and kind: the smaller rule is not in the set
-        fresh = tuple(input_values(f"fresh:{head}", shape, s) for s in ctx.seeds)
+        fresh = ctx.fresh(head, shape)
         m2, r2 = _build(ctx, m.nodes, {head: fresh}), _build(ctx, r.nodes, {head: fresh})
         if combine(m2.values[v].digest for v in m_outs) == combine(r2.values[v].digest for v in r_outs):
             return "common subgraph (implied by the rule over a fresh input)"
