@@ -22,8 +22,8 @@ from taso.errors import BadInput
 from taso.generate import InputClass, LocalExecutor, Settings, generate, save, settings_from
 from taso.generate import driver as columnar
 from taso.generate.columns import CLASS, DUPLICATE, GRAPH, MEMBER, NOT_EXTENDED, file_level
-from taso.generate.evaluate import _build, _Context
-from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.evaluate import _build, _Context, _sinks
+from taso.generate.extend import _children, _cost, _structure, _text_hash
 from taso.generate.fingerprint import combine
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import Spool, stopped_at
@@ -50,7 +50,10 @@ def straightforward(s: Settings) -> tuple[list[tuple[str, str]], list[int], int,
         last = level == s.max_ops
         states = [_build(ctx, nodes) for nodes in frontier]
         children = [(i, f, args, sc) for i, st_ in enumerate(states) for f, args, sc in _children(ctx, st_, pruned)]
-        fps = _fingerprints(ctx, states, children).tolist()
+        fps = []
+        for i, f, args, _ in children:  # each child built whole, its sinks' digests combined
+            child = _build(ctx, (*frontier[i], (f, args)))
+            fps.append(combine(child.values[v].digest for v in _sinks(ctx, child)))
         graphs.append(len(fps))
         seen, built, new, everything = Counter(fps), set(), {}, []
         for fp, (i, f, args, _) in zip(fps, children):

@@ -170,9 +170,15 @@ def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) ->
     counts: Counter = Counter()
     level = len(chain) - 1
     states = [_build(ctx, _nodes(chain, level, chain[-1][i])) for i in range(start, stop)]
-    children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
-    rows = [(start + i, f, *args, *(-1,) * (MAX_ARITY - len(args))) for i, f, args, _ in children]
-    return len(states), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, ROW), counts
+    rows = [
+        (i, f, *args, *(-1,) * (MAX_ARITY - len(args)))
+        for i, st in enumerate(states)
+        for f, args, _ in _children(ctx, st, counts)
+    ]
+    children = np.array(rows, dtype=np.int64).reshape(-1, ROW)
+    fps = _fingerprints(ctx, states, children)
+    children[:, 0] += start
+    return len(states), fps, children.astype(np.int32), counts
 
 
 def _describe(ctx: _Context, data: tuple, job: tuple[int, int]) -> np.ndarray:

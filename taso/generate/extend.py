@@ -13,7 +13,7 @@ import numpy as np
 
 from taso import ops
 from taso.generate.evaluate import _Context, _removable, _sinks, _State
-from taso.generate.fingerprint import combine, field_apply
+from taso.generate.fingerprint import field_apply
 from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, _cut
 
 
@@ -123,39 +123,105 @@ def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int,
                 counts[reason] += n
 
 
-def _fingerprints(
-    ctx: _Context, states: list[_State], children: list[tuple[int, int, tuple[int, ...], tuple]]
-) -> np.ndarray:
-    """The first-evaluation fingerprint of each child (parent, form, arguments, argument signatures). A form is
-    evaluated once over every child that applies it to arguments of the same signatures (`_field_batch`)."""
-    groups: dict[tuple, list[int]] = {}
-    for j, (_, f, _, sc) in enumerate(children):
-        groups.setdefault((f, sc), []).append(j)
-    new_digests: list[list[int]] = [[] for _ in children]
-    for (f, sc), js in groups.items():
-        attrs, out_sigs = ctx.apply(f, sc)  # type: ignore[misc]
-        xs = [np.stack([states[children[j][0]].values[children[j][2][p]].runs[0] for j in js]) for p in range(len(sc))]
+def _fingerprints(ctx: _Context, states: list[_State], children: np.ndarray) -> np.ndarray:
+    """The first-evaluation fingerprint of each child, a row (parent's index in ``states``, form, arguments
+    padded with -1). A form is evaluated once over every child that applies it to arguments of the same
+    signatures (`_field_batch`), its arguments gathered from one matrix of values per signature (`_Values`); each
+    child's output digests (its parent's sinks it does not read, and its new node's outputs) are sorted as one
+    matrix and hashed row by row as `combine` hashes them."""
+    if not len(children):
+        return np.zeros(0, np.uint64)
+    parent, form, args = children[:, 0], children[:, 1], children[:, 2:]
+    values = _Values(ctx, states)
+    kinds = np.where(args >= 0, values.kind[parent[:, None], np.maximum(args, 0)], -1)
+    base = len(values.sigs) + 1
+    key = form.astype(np.int64)
+    for p in range(args.shape[1]):
+        key = key * base + kinds[:, p] + 1
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.diff(key[order], prepend=-1))
+    groups = []
+    for js in np.split(order, starts[1:]):
+        f, sc = int(form[js[0]]), tuple(values.sigs[k] for k in kinds[js[0]] if k >= 0)
+        groups.append((f, sc, js, ctx.apply(f, sc)))
+    outputs = np.zeros(len(children), np.int64)
+    new = np.full((len(children), max((len(a[1]) for *_, a in groups), default=0)), _LAST, np.uint64)  # type: ignore[index]
+    for f, sc, js, (attrs, out_sigs) in groups:  # type: ignore[misc]
+        xs = [values.gather(kinds[js[0], p], parent[js], args[js, p]) for p in range(len(sc))]
         if ctx.forms[f].op == "Split":
             xs.append(np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64))
-        for sig, out in zip(out_sigs, _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))):
-            for j, d in zip(js, _row_digests(sig[0], out)):
-                new_digests[j].append(d)
-    sinks = [[(v, st.values[v].digest) for v in _sinks(ctx, st)] for st in states]
-    fps = np.empty(len(children), dtype=np.uint64)
-    for j, (i, _, args, _) in enumerate(children):
-        fps[j] = combine([d for v, d in sinks[i] if v not in args] + new_digests[j])
-    return fps
+        outs = _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))
+        outputs[js] = len(out_sigs)
+        for k, (sig, out) in enumerate(zip(out_sigs, outs)):
+            new[js, k] = _row_digests(sig[0], out)
+    sinks = [_sinks(ctx, st) for st in states]
+    width = max(map(len, sinks), default=0)
+    sink_ids = np.full((len(states), width), -1, np.int64)
+    sink_digests = np.full((len(states), width), _LAST, np.uint64)
+    for i, (st, vs) in enumerate(zip(states, sinks)):
+        sink_ids[i, : len(vs)] = vs
+        sink_digests[i, : len(vs)] = [st.values[v].digest for v in vs]
+    ids = sink_ids[parent]
+    gone = (ids < 0) | (ids[:, :, None] == args[:, None, :]).any(axis=2)
+    digests = np.sort(np.concatenate([np.where(gone, _LAST, sink_digests[parent]), new], axis=1), axis=1)
+    return _hash_rows(digests, (((~gone).sum(axis=1) + outputs) * 8).tolist())
 
 
-def _row_digests(shape: Shape, batch: np.ndarray) -> list[int]:
+class _Values:
+    """The values of a batch of graphs, one matrix per signature: pool tensors once (every graph shares them),
+    then each graph's node outputs; ``kind[i, v]`` and ``row[i, v]`` say where value ``v`` of graph ``i`` is."""
+
+    def __init__(self, ctx: _Context, states: list[_State]) -> None:
+        self.sigs: list[Sig] = []
+        ids: dict[Sig, int] = {}
+        blocks: list[list[np.ndarray]] = []
+        width = max((len(st.values) for st in states), default=ctx.n_inputs)
+        self.kind = np.full((len(states), width), -1, np.int64)
+        self.row = np.full((len(states), width), -1, np.int64)
+        for i, st in enumerate(states):
+            for v in range(ctx.n_inputs if i else 0, len(st.values)):
+                sig = st.values[v].sig
+                if sig not in ids:
+                    ids[sig] = len(self.sigs)
+                    self.sigs.append(sig)
+                    blocks.append([])
+                k = ids[sig]
+                where = (slice(None) if v < ctx.n_inputs else i, v)
+                self.kind[where], self.row[where] = k, len(blocks[k])
+                blocks[k].append(st.values[v].runs[0])
+        self.matrices = [np.stack(b) for b in blocks]
+
+    def gather(self, kind: int, graphs: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The values ``values[j]`` of graphs ``graphs[j]``, all of signature ``kind``, stacked."""
+        return self.matrices[kind][self.row[graphs, values]]
+
+
+_LAST = np.uint64(2**64 - 1)
+"""Pads a row of digests: sorted, it falls after the real ones, and only a row's real ones are hashed (a real
+digest equal to it is the same bytes wherever it falls)."""
+
+
+def _hash_rows(digests: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """`combine` of each row of sorted digests: the blake2b of its first ``lengths[i]`` bytes (little-endian)."""
+    data = memoryview(np.ascontiguousarray(digests, dtype="<u8").tobytes())
+    width = digests.shape[1] * 8
+    out = bytearray()
+    for i, n in enumerate(lengths):
+        out += hashlib.blake2b(data[i * width : i * width + n], digest_size=8).digest()
+    return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
+
+
+def _row_digests(shape: Shape, batch: np.ndarray) -> np.ndarray:
     """`value_digest` of each row of a batch (one evaluation)."""
     head = hashlib.blake2b(repr(tuple(shape)).encode(), digest_size=8)
-    out = []
-    for row in np.ascontiguousarray(batch, dtype=np.int64):
+    rows = np.ascontiguousarray(batch, dtype="<i8").reshape(len(batch), -1)
+    data, width = memoryview(rows.tobytes()), rows.shape[1] * 8
+    out = bytearray()
+    for i in range(len(rows)):
         h = head.copy()
-        h.update(row.data)
-        out.append(int.from_bytes(h.digest(), "little"))
-    return out
+        h.update(data[i * width : (i + 1) * width])
+        out += h.digest()
+    return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
 
 
 def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: int, b: int) -> tuple[np.ndarray, ...]:
