@@ -76,8 +76,11 @@ def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int,
     by_sig: dict[Sig, list[int]] = {}
     for v in _candidates(ctx, st):
         by_sig.setdefault(st.values[v].sig, []).append(v)
-    existing = set(st.nodes)
+    existing: dict[int, set[tuple[int, ...]]] = {}
+    for f, args in st.nodes:
+        existing.setdefault(f, set()).add(args)
     sink_nodes = _sink_nodes(ctx, st)
+    rivals_of: dict[int, list[tuple[str, set[int], bool]]] = {}
     free = {v for vs in by_sig.values() for v in vs if v < ctx.n_inputs or not st.users[v]}
     pool = ctx.settings.pool
     second = {ctx.first[c] + u + 1 for c, u in enumerate(st.used) if u + 1 < pool[c].count}
@@ -86,12 +89,21 @@ def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int,
         for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
             form = ctx.forms[f]
             commutative = form.commutative
-            rivals = _rivals(sink_nodes, f"{form.name}(") if sink_nodes else []
-            for args in itertools.product(*(by_sig[s] for s in sc)):
+            if f not in rivals_of:
+                rivals_of[f] = _rivals(sink_nodes, f"{form.name}(") if sink_nodes else []
+            rivals, same = rivals_of[f], existing.get(f, ())
+            tuples: Iterator[tuple[int, ...]]
+            if commutative and sc[0] == sc[1]:  # one list: its pairs in order, without the swapped ones
+                n = len(by_sig[sc[0]])
+                commuted += n * (n - 1) // 2
+                tuples, commutative = itertools.combinations_with_replacement(by_sig[sc[0]], 2), False
+            else:
+                tuples = itertools.product(*(by_sig[s] for s in sc))
+            for args in tuples:
                 if commutative and args[0] > args[1]:
                     commuted += 1
                     continue
-                if (f, args) in existing:
+                if same and args in same:
                     repeated += 1
                     continue
                 if not second.isdisjoint(args) and not _canonical_fresh(ctx, st, args):
