@@ -200,7 +200,7 @@ def _run_child(job: _Job, runner: RayExecutor, send: Connection) -> None:
 
 class _Bar(StageBars):
     """A progress bar per level, labelled with the graphs built, the classes, the rate, the time left and the
-    memory of the run's processes; then one for judging the pairs."""
+    memory of the run's processes; then one for judging the pairs, and one for folding the rules."""
 
     def __init__(self) -> None:
         super().__init__("representatives extended")
@@ -209,7 +209,7 @@ class _Bar(StageBars):
     def __call__(self, stage: str, done: int, total: int, counts: dict) -> None:
         if stage != self.stage:
             self.base, self.start = self.seen, time.perf_counter()
-            self.unit = {"pairs": "pairs judged", "classes": "buckets filed"}.get(
+            self.unit = {"pairs": "pairs judged", "classes": "buckets filed", "fold": "rules folded"}.get(
                 stage.split()[-1], "representatives extended"
             )
         elapsed = time.perf_counter() - self.start
@@ -219,6 +219,9 @@ class _Bar(StageBars):
         if stage == "pairs":
             rate = f", {done / elapsed:,.0f} pairs/s" if elapsed > 0.5 else ""
             self.update(stage, done, total, f" pairs | {counts['classes']:,} classes{rate}{tail}")
+            return
+        if stage == "fold":
+            self.update(stage, done, total, f"  fold | {counts['kept']:,} rules kept{tail}")
             return
         if stage.endswith("classes"):
             self.update(stage, done, total, f"{stage:>6} | {counts['classes']:,} classes{tail}")

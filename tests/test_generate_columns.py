@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taso.errors import BadInput
-from taso.generate import InputClass, Settings, generate, save, settings_from
+from taso.generate import InputClass, LocalExecutor, Settings, generate, save, settings_from
 from taso.generate import driver as columnar
 from taso.generate.columns import CLASS, DUPLICATE, GRAPH, MEMBER, NOT_EXTENDED, file_level
-from taso.generate.evaluate import _build, _Context
-from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.evaluate import _build, _Context, _sinks
+from taso.generate.extend import _children, _cost, _structure, _text_hash
 from taso.generate.fingerprint import combine
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import Spool, stopped_at
@@ -50,7 +50,10 @@ def straightforward(s: Settings) -> tuple[list[tuple[str, str]], list[int], int,
         last = level == s.max_ops
         states = [_build(ctx, nodes) for nodes in frontier]
         children = [(i, f, args, sc) for i, st_ in enumerate(states) for f, args, sc in _children(ctx, st_, pruned)]
-        fps = _fingerprints(ctx, states, children).tolist()
+        fps = []
+        for i, f, args, _ in children:  # each child built whole, its sinks' digests combined
+            child = _build(ctx, (*frontier[i], (f, args)))
+            fps.append(combine(child.values[v].digest for v in _sinks(ctx, child)))
         graphs.append(len(fps))
         seen, built, new, everything = Counter(fps), set(), {}, []
         for fp, (i, f, args, _) in zip(fps, children):
@@ -128,6 +131,17 @@ def test_a_graph_already_a_member_of_an_earlier_level_is_not_filed_again() -> No
     assert filed.pruned[DUPLICATE] == 1
     assert filed.members[["fp", "key", "pos"]].tolist() == [(7, 6, 1), (9, 8, 0)]  # a joiner at its row; a founder
     assert filed.classes["fp"].tolist() == [9]
+
+
+def test_folding_each_size_in_parallel_keeps_what_fold_keeps() -> None:
+    """The driver folds one size's rules on the workers at once (`_fold`); `taso.rules.fold.fold` takes them one
+    by one. Unpruned pairs over TASO's matmul forms give rules of several sizes, many of them derivable."""
+    s = Settings(3, ("matmul", "add", "transpose", "concat1", "split1"), (x, W), 0, (), False)
+    rules = [r for _, r in generate(s, workers=1).rules]
+    keep, dropped = fold(rules)
+    meter = columnar._Meter(None, LocalExecutor(2))
+    assert columnar._fold(LocalExecutor(2), s, rules, meter) == (keep, dropped)
+    assert 0 < dropped < len(rules) and len({len(r.src.nodes) + len(r.dst.nodes) for r in rules}) > 2
 
 
 # ---- the work folder --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ a worker rebuilds its nodes from the chain of frontier rows it descends from."""
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +16,13 @@ import numpy as np
 from taso.generate.columns import CLASS, MEMBER, colliding, file_level, pairs
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
-from taso.generate.extend import _children, _cost, _fingerprints, _structure, _text_hash
+from taso.generate.extend import _children, _fingerprints, _Outline, _text_hash
 from taso.generate.fingerprint import EVALUATIONS, combine
 from taso.generate.forms import MAX_ARITY, ROW, NodeSpec, Settings
 from taso.generate.pairs import judge, to_rule
 from taso.generate.spool import BUCKETS, Spool
 from taso.rules import Rule
-from taso.rules.fold import fold
+from taso.rules.fold import Rewriter, size, terms
 
 GROUP = 1 << 20
 """Graphs (or pairs) gathered from consecutive buckets into one parallel map: enough work per map to keep the
@@ -48,7 +48,7 @@ class Result:
 Progress = Callable[[str, int, int, dict], None]
 """progress(stage, done, total, counts): called as representatives are extended (stage "N ops"; counts: graphs
 built so far, classes, memory in bytes), as a level's buckets are filed into classes (stage "N ops, classes")
-and as pairs are judged (stage "pairs")."""
+as pairs are judged (stage "pairs") and as rules are folded (stage "fold"; counts: rules kept so far)."""
 
 
 def generate(
@@ -98,7 +98,9 @@ def _generate(settings: Settings, executor: Executor, progress: _Meter, spool: S
     pruned = Counter(state["pruned"])
     rules = _pairs(settings, spool, pruned, executor, progress)
     if settings.prune_pairs:
-        keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = fold([r for _, r in rules])
+        keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = _fold(
+            executor, settings, [r for _, r in rules], progress
+        )
         rules = [fr for fr, k in zip(rules, keep) if k]
     candidates = state["members"] - state["classes"]
     return Result(settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed)
@@ -168,20 +170,31 @@ def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) ->
     counts: Counter = Counter()
     level = len(chain) - 1
     states = [_build(ctx, _nodes(chain, level, chain[-1][i])) for i in range(start, stop)]
-    children = [(i, f, args, sc) for i, st in enumerate(states) for f, args, sc in _children(ctx, st, counts)]
-    rows = [(start + i, f, *args, *(-1,) * (MAX_ARITY - len(args))) for i, f, args, _ in children]
-    return len(states), _fingerprints(ctx, states, children), np.array(rows, dtype=np.int32).reshape(-1, ROW), counts
+    rows = [
+        (i, f, *args, *(-1,) * (MAX_ARITY - len(args)))
+        for i, st in enumerate(states)
+        for f, args, _ in _children(ctx, st, counts)
+    ]
+    children = np.array(rows, dtype=np.int64).reshape(-1, ROW)
+    fps = _fingerprints(ctx, states, children)
+    children[:, 0] += start
+    return len(states), fps, children.astype(np.int32), counts
 
 
 def _describe(ctx: _Context, data: tuple, job: tuple[int, int]) -> np.ndarray:
     """For each of the level's graphs ``rows[start:stop]``: its structure hash (equal hashes, equal graphs,
     input names included) and how many of its ops read an activation (what ranks a class's members: weight-only
-    ops are folded ahead of time)."""
+    ops are folded ahead of time). A parent's children are consecutive rows: its outline is made once."""
     chain, rows = data
     level = len(chain)
-    graphs = (_nodes(chain, level, r) for r in rows[slice(*job)])
-    out = [(_text_hash(_structure(ctx, nodes, {})), _cost(ctx, nodes)) for nodes in graphs]
-    return np.array(out, dtype=np.uint64).reshape(-1, 2)
+    out = np.empty((job[1] - job[0], 2), dtype=np.uint64)
+    parent, outline = -1, None
+    for i, (p, f, *args) in enumerate(rows[slice(*job)].tolist()):
+        if p != parent:
+            parent, outline = p, _Outline(ctx, _nodes(chain, level - 1, chain[-1][p]), {})
+        text, cost = outline.grown(f, [a for a in args if a >= 0])  # type: ignore[union-attr]
+        out[i] = _text_hash(text), cost
+    return out
 
 
 def _judge(ctx: _Context, data: tuple, job: tuple[int, int]) -> list[tuple[str, tuple | None, int]]:
@@ -317,3 +330,37 @@ def _pair_groups(spool: Spool, max_ops: int) -> Iterator[tuple[np.ndarray, np.nd
         members, reps, order = pairs(*spool.members(buckets, levels))
         o = np.lexsort(order.T[::-1])
         yield members[o], reps[o], order[o]
+
+
+# ---- fold ---------------------------------------------------------------------------------------------------
+
+
+def _fold(executor: Executor, settings: Settings, rules: list[Rule], progress: _Meter) -> tuple[list[bool], int]:
+    """`taso.rules.fold.fold` with each size's rules judged in parallel: a rule is judged only against the kept
+    rules of smaller sizes, so the rules of one size are independent of each other. The rules travel as terms."""
+    keep = [True] * len(rules)
+    kept = Rewriter()
+    by_size: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rules):
+        by_size[size(r)].append(i)
+    done = dropped = 0
+    for n in sorted(by_size):
+        idx = by_size[n]
+        sides = [(terms(rules[i].src), terms(rules[i].dst)) for i in idx]
+        jobs = chunks(len(idx), executor.workers, 256)
+        for (start, stop), part in zip(jobs, executor.map(_derivable, Inputs(settings, 1, (kept, sides)), jobs)):
+            for i, k in zip(idx[start:stop], part):
+                keep[i] = k
+            done, dropped = done + stop - start, dropped + part.count(False)
+            progress("fold", done, len(rules), {"kept": done - dropped})
+        for i in idx:
+            if keep[i]:
+                kept.add(rules[i])
+    return keep, keep.count(False)
+
+
+def _derivable(ctx: _Context, data: tuple, job: tuple[int, int]) -> list[bool]:
+    """For the rules ``sides[start:stop]`` (their two sides as terms): whether each is kept, as in
+    `taso.rules.fold.fold`: no one rewrite of each side by the ``kept`` rules makes the two meet."""
+    kept, sides = data
+    return [{a, *kept.step(a)}.isdisjoint({b, *kept.step(b)}) for a, b in sides[slice(*job)]]

@@ -11,8 +11,11 @@ import numpy as np
 
 from taso import ops
 from taso.generate.fingerprint import EVALUATIONS, evaluation_seeds, field_apply, input_values, value_digest
-from taso.generate.forms import ACTIVATION, MIN_IMAGE, WEIGHT, Form, NodeSpec, Settings, Sig, Splits, _cut
+from taso.generate.forms import ACTIVATION, MIN_IMAGE, WEIGHT, Form, NodeSpec, Settings, Shape, Sig, Splits, _cut
 from taso.ir import TensorType
+
+_FRESH_KEPT = 20_000
+"""`_Context.fresh` is emptied past this many inputs (a few tens of MB per worker at TASO's shapes)."""
 
 
 @dataclass
@@ -55,6 +58,17 @@ class _Context:
         self.values: dict[str, list[_Value]] = {}
         """Evaluated nodes by expression (input names included: equal text, equal values), for `_build`: a
         pair's graphs share most of their nodes with the pairs judged just before."""
+        self._fresh: dict[tuple[str, Shape], tuple[np.ndarray, ...]] = {}
+
+    def fresh(self, head: str, shape: Shape) -> tuple[np.ndarray, ...]:
+        """The values, in every evaluation, of a fresh input standing for the subgraph ``head`` (memoised: the
+        pairs of one class ask for the same ones, and drawing them costs more than the rest of the test)."""
+        key = (head, shape)
+        if key not in self._fresh:
+            if len(self._fresh) > _FRESH_KEPT:
+                self._fresh.clear()
+            self._fresh[key] = tuple(input_values(f"fresh:{head}", shape, s) for s in self.seeds)
+        return self._fresh[key]
 
     def applicable(self, sigs: tuple[Sig, ...]) -> list[tuple[int, tuple[Sig, ...], tuple[dict, tuple[Sig, ...]]]]:
         """Every (form, argument signatures, what `apply` gives) over values of these signatures (memoised)."""

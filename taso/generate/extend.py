@@ -3,6 +3,7 @@ over a batch of children), and the structure text and cost that rank a class's m
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 from collections import Counter
@@ -12,7 +13,7 @@ import numpy as np
 
 from taso import ops
 from taso.generate.evaluate import _Context, _removable, _sinks, _State
-from taso.generate.fingerprint import combine, field_apply
+from taso.generate.fingerprint import field_apply
 from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, _cut
 
 
@@ -38,7 +39,7 @@ def _canonical_fresh(ctx: _Context, st: _State, args: Sequence[int]) -> bool:
 
 
 def _sink_nodes(ctx: _Context, st: _State) -> list[tuple[str, set[int]]]:
-    """(structure, values it touches) of each removable sink node: what `_is_largest_sink` compares against."""
+    """(structure, values it touches) of each removable sink node: what `_rivals` picks from."""
     out = []
     for k in range(len(st.nodes)):
         if _removable(ctx, st, k):
@@ -48,10 +49,17 @@ def _sink_nodes(ctx: _Context, st: _State) -> list[tuple[str, set[int]]]:
     return out
 
 
-def _is_largest_sink(sink_nodes: list[tuple[str, set[int]]], args: Sequence[int], abstract: str) -> bool:
-    """No other removable sink node of the new graph is structurally larger than the new op (names aside); a
-    sink whose outputs or arguments the new op reads is no longer removable."""
-    return all(other <= abstract or not touched.isdisjoint(args) for other, touched in sink_nodes)
+def _rivals(sink_nodes: list[tuple[str, set[int]]], head: str) -> list[tuple[str, set[int], bool]]:
+    """The removable sink nodes that may be structurally larger than a new op whose structure starts with
+    ``head`` (its form's name and "("): (structure, values it touches, whether it is larger whatever the op
+    reads). One whose structure differs from ``head`` within it is ordered by that prefix alone; one that starts
+    with it must be compared with the new op's whole structure."""
+    out = []
+    for other, touched in sink_nodes:
+        same_head = other.startswith(head)
+        if same_head or other > head:
+            out.append((other, touched, not same_head))
+    return out
 
 
 def _text_hash(text: str) -> int:
@@ -59,65 +67,173 @@ def _text_hash(text: str) -> int:
 
 
 def _children(ctx: _Context, st: _State, counts: Counter) -> Iterator[tuple[int, tuple[int, ...], tuple[Sig, ...]]]:
-    """The new nodes the canonical orders allow on top of ``st``: (form, arguments, argument signatures)."""
+    """The new nodes the canonical orders allow on top of ``st``: (form, arguments, argument signatures).
+
+    Hundreds of argument tuples are tried per graph, most of them refused, so what each test needs is worked out
+    once per graph: the values no node reads (a new op on those alone must be the largest removable sink), the
+    second unused tensor of each class (the only arguments first-use order can refuse), and per form the sink
+    nodes that may outrank it (`_rivals`: a structure is built only where a prefix does not decide)."""
     by_sig: dict[Sig, list[int]] = {}
     for v in _candidates(ctx, st):
         by_sig.setdefault(st.values[v].sig, []).append(v)
-    existing = set(st.nodes)
+    existing: dict[int, set[tuple[int, ...]]] = {}
+    for f, args in st.nodes:
+        existing.setdefault(f, set()).add(args)
     sink_nodes = _sink_nodes(ctx, st)
-    for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
-        form = ctx.forms[f]
-        for args in itertools.product(*(by_sig[s] for s in sc)):
-            if form.commutative and args[0] > args[1]:
-                counts["commuted argument order"] += 1
-                continue
-            if (f, args) in existing:
-                counts["repeated op (same op, same arguments)"] += 1
-                continue
-            if not _canonical_fresh(ctx, st, args):
-                counts["input renaming (first-use order)"] += 1
-                continue
-            if all(a < ctx.n_inputs or not st.users[a] for a in args):
-                abstract = f"{form.name}({','.join(st.values[a].abstract for a in args)})"
-                if not _is_largest_sink(sink_nodes, args, abstract):
-                    counts["node order (new op not the largest sink)"] += 1
+    rivals_of: dict[int, list[tuple[str, set[int], bool]]] = {}
+    free = {v for vs in by_sig.values() for v in vs if v < ctx.n_inputs or not st.users[v]}
+    pool = ctx.settings.pool
+    second = {ctx.first[c] + u + 1 for c, u in enumerate(st.used) if u + 1 < pool[c].count}
+    commuted = repeated = renamed = outranked = 0
+    try:
+        for f, sc, _ in ctx.applicable(tuple(sorted(by_sig))):
+            form = ctx.forms[f]
+            commutative = form.commutative
+            if f not in rivals_of:
+                rivals_of[f] = _rivals(sink_nodes, f"{form.name}(") if sink_nodes else []
+            rivals, same = rivals_of[f], existing.get(f, ())
+            tuples: Iterator[tuple[int, ...]]
+            if commutative and sc[0] == sc[1]:  # one list: its pairs in order, without the swapped ones
+                n = len(by_sig[sc[0]])
+                commuted += n * (n - 1) // 2
+                tuples, commutative = itertools.combinations_with_replacement(by_sig[sc[0]], 2), False
+            else:
+                tuples = itertools.product(*(by_sig[s] for s in sc))
+            for args in tuples:
+                if commutative and args[0] > args[1]:
+                    commuted += 1
                     continue
-            yield f, args, sc
+                if same and args in same:
+                    repeated += 1
+                    continue
+                if not second.isdisjoint(args) and not _canonical_fresh(ctx, st, args):
+                    renamed += 1
+                    continue
+                if rivals and free.issuperset(args):
+                    abstract = None
+                    for other, touched, larger in rivals:
+                        if touched.isdisjoint(args):
+                            if not larger:
+                                abstract = abstract or f"{form.name}({','.join(st.values[a].abstract for a in args)})"
+                                larger = other > abstract
+                            if larger:
+                                break
+                    else:
+                        yield f, args, sc
+                        continue
+                    outranked += 1
+                    continue
+                yield f, args, sc
+    finally:
+        for reason, n in (
+            ("commuted argument order", commuted),
+            ("repeated op (same op, same arguments)", repeated),
+            ("input renaming (first-use order)", renamed),
+            ("node order (new op not the largest sink)", outranked),
+        ):
+            if n:
+                counts[reason] += n
 
 
-def _fingerprints(
-    ctx: _Context, states: list[_State], children: list[tuple[int, int, tuple[int, ...], tuple]]
-) -> np.ndarray:
-    """The first-evaluation fingerprint of each child (parent, form, arguments, argument signatures). A form is
-    evaluated once over every child that applies it to arguments of the same signatures (`_field_batch`)."""
-    groups: dict[tuple, list[int]] = {}
-    for j, (_, f, _, sc) in enumerate(children):
-        groups.setdefault((f, sc), []).append(j)
-    new_digests: list[list[int]] = [[] for _ in children]
-    for (f, sc), js in groups.items():
-        attrs, out_sigs = ctx.apply(f, sc)  # type: ignore[misc]
-        xs = [np.stack([states[children[j][0]].values[children[j][2][p]].runs[0] for j in js]) for p in range(len(sc))]
+def _fingerprints(ctx: _Context, states: list[_State], children: np.ndarray) -> np.ndarray:
+    """The first-evaluation fingerprint of each child, a row (parent's index in ``states``, form, arguments
+    padded with -1). A form is evaluated once over every child that applies it to arguments of the same
+    signatures (`_field_batch`), its arguments gathered from one matrix of values per signature (`_Values`); each
+    child's output digests (its parent's sinks it does not read, and its new node's outputs) are sorted as one
+    matrix and hashed row by row as `combine` hashes them."""
+    if not len(children):
+        return np.zeros(0, np.uint64)
+    parent, form, args = children[:, 0], children[:, 1], children[:, 2:]
+    values = _Values(ctx, states)
+    kinds = np.where(args >= 0, values.kind[parent[:, None], np.maximum(args, 0)], -1)
+    base = len(values.sigs) + 1
+    key = form.astype(np.int64)
+    for p in range(args.shape[1]):
+        key = key * base + kinds[:, p] + 1
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.diff(key[order], prepend=-1))
+    groups = []
+    for js in np.split(order, starts[1:]):
+        f, sc = int(form[js[0]]), tuple(values.sigs[k] for k in kinds[js[0]] if k >= 0)
+        groups.append((f, sc, js, ctx.apply(f, sc)))
+    outputs = np.zeros(len(children), np.int64)
+    new = np.full((len(children), max((len(a[1]) for *_, a in groups), default=0)), _LAST, np.uint64)  # type: ignore[index]
+    for f, sc, js, (attrs, out_sigs) in groups:  # type: ignore[misc]
+        xs = [values.gather(kinds[js[0], p], parent[js], args[js, p]) for p in range(len(sc))]
         if ctx.forms[f].op == "Split":
             xs.append(np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64))
-        for sig, out in zip(out_sigs, _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))):
-            for j, d in zip(js, _row_digests(sig[0], out)):
-                new_digests[j].append(d)
-    sinks = [[(v, st.values[v].digest) for v in _sinks(ctx, st)] for st in states]
-    fps = np.empty(len(children), dtype=np.uint64)
-    for j, (i, _, args, _) in enumerate(children):
-        fps[j] = combine([d for v, d in sinks[i] if v not in args] + new_digests[j])
-    return fps
+        outs = _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))
+        outputs[js] = len(out_sigs)
+        for k, (sig, out) in enumerate(zip(out_sigs, outs)):
+            new[js, k] = _row_digests(sig[0], out)
+    sinks = [_sinks(ctx, st) for st in states]
+    width = max(map(len, sinks), default=0)
+    sink_ids = np.full((len(states), width), -1, np.int64)
+    sink_digests = np.full((len(states), width), _LAST, np.uint64)
+    for i, (st, vs) in enumerate(zip(states, sinks)):
+        sink_ids[i, : len(vs)] = vs
+        sink_digests[i, : len(vs)] = [st.values[v].digest for v in vs]
+    ids = sink_ids[parent]
+    gone = (ids < 0) | (ids[:, :, None] == args[:, None, :]).any(axis=2)
+    digests = np.sort(np.concatenate([np.where(gone, _LAST, sink_digests[parent]), new], axis=1), axis=1)
+    return _hash_rows(digests, (((~gone).sum(axis=1) + outputs) * 8).tolist())
 
 
-def _row_digests(shape: Shape, batch: np.ndarray) -> list[int]:
+class _Values:
+    """The values of a batch of graphs, one matrix per signature: pool tensors once (every graph shares them),
+    then each graph's node outputs; ``kind[i, v]`` and ``row[i, v]`` say where value ``v`` of graph ``i`` is."""
+
+    def __init__(self, ctx: _Context, states: list[_State]) -> None:
+        self.sigs: list[Sig] = []
+        ids: dict[Sig, int] = {}
+        blocks: list[list[np.ndarray]] = []
+        width = max((len(st.values) for st in states), default=ctx.n_inputs)
+        self.kind = np.full((len(states), width), -1, np.int64)
+        self.row = np.full((len(states), width), -1, np.int64)
+        for i, st in enumerate(states):
+            for v in range(ctx.n_inputs if i else 0, len(st.values)):
+                sig = st.values[v].sig
+                if sig not in ids:
+                    ids[sig] = len(self.sigs)
+                    self.sigs.append(sig)
+                    blocks.append([])
+                k = ids[sig]
+                where = (slice(None) if v < ctx.n_inputs else i, v)
+                self.kind[where], self.row[where] = k, len(blocks[k])
+                blocks[k].append(st.values[v].runs[0])
+        self.matrices = [np.stack(b) for b in blocks]
+
+    def gather(self, kind: int, graphs: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The values ``values[j]`` of graphs ``graphs[j]``, all of signature ``kind``, stacked."""
+        return self.matrices[kind][self.row[graphs, values]]
+
+
+_LAST = np.uint64(2**64 - 1)
+"""Pads a row of digests: sorted, it falls after the real ones, and only a row's real ones are hashed (a real
+digest equal to it is the same bytes wherever it falls)."""
+
+
+def _hash_rows(digests: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """`combine` of each row of sorted digests: the blake2b of its first ``lengths[i]`` bytes (little-endian)."""
+    data = memoryview(np.ascontiguousarray(digests, dtype="<u8").tobytes())
+    width = digests.shape[1] * 8
+    out = bytearray()
+    for i, n in enumerate(lengths):
+        out += hashlib.blake2b(data[i * width : i * width + n], digest_size=8).digest()
+    return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
+
+
+def _row_digests(shape: Shape, batch: np.ndarray) -> np.ndarray:
     """`value_digest` of each row of a batch (one evaluation)."""
     head = hashlib.blake2b(repr(tuple(shape)).encode(), digest_size=8)
-    out = []
-    for row in np.ascontiguousarray(batch, dtype=np.int64):
+    rows = np.ascontiguousarray(batch, dtype="<i8").reshape(len(batch), -1)
+    data, width = memoryview(rows.tobytes()), rows.shape[1] * 8
+    out = bytearray()
+    for i in range(len(rows)):
         h = head.copy()
-        h.update(row.data)
-        out.append(int.from_bytes(h.digest(), "little"))
-    return out
+        h.update(data[i * width : (i + 1) * width])
+        out += h.digest()
+    return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
 
 
 def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: int, b: int) -> tuple[np.ndarray, ...]:
@@ -148,27 +264,50 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
     return tuple(np.stack([r[k] for r in rows]) for k in range(n_out))
 
 
+class _Outline:
+    """A compact graph's value signatures and expressions (pool tensors renamed), its node expressions, sorted,
+    and how many of its ops read an activation: what ranks a class's members, kept per parent so that each
+    child adds its one node (`grown`) instead of describing the whole graph again."""
+
+    def __init__(self, ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> None:
+        self.ctx = ctx
+        self.sigs = [v.sig for v in ctx.inputs]
+        self.text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)]
+        self.heads: list[str] = []
+        self.cost = 0
+        for f, args in nodes:
+            head, cost, out_sigs = self._node(f, args)
+            self.heads.append(head)
+            self.cost += cost
+            self.sigs.extend(out_sigs)
+            self.text.extend(f"{head}[{i}]" if len(out_sigs) > 1 else head for i in range(len(out_sigs)))
+        self.heads.sort()
+
+    def _node(self, f: int, args: Sequence[int]) -> tuple[str, int, tuple[Sig, ...]]:
+        arg_sigs = tuple(self.sigs[a] for a in args)
+        applied = self.ctx.apply(f, arg_sigs)
+        assert applied is not None
+        head = f"{self.ctx.forms[f].name}({','.join(self.text[a] for a in args)})"
+        return head, any(sg[1] == ACTIVATION for sg in arg_sigs), applied[1]
+
+    @property
+    def structure(self) -> str:
+        """The sorted node expressions: equal text, equal graphs."""
+        return "|".join(self.heads)
+
+    def grown(self, f: int, args: Sequence[int]) -> tuple[str, int]:
+        """(structure, cost) of this graph with the node (f, args) added."""
+        head, cost, _ = self._node(f, args)
+        heads = list(self.heads)
+        bisect.insort(heads, head)
+        return "|".join(heads), self.cost + cost
+
+
 def _structure(ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> str:
     """A compact graph's sorted node expressions, pool tensors renamed by ``rename``: equal text, equal graphs."""
-    sigs = [v.sig for v in ctx.inputs]
-    text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)]
-    heads = []
-    for f, args in nodes:
-        applied = ctx.apply(f, tuple(sigs[a] for a in args))
-        assert applied is not None
-        head = f"{ctx.forms[f].name}({','.join(text[a] for a in args)})"
-        heads.append(head)
-        sigs.extend(applied[1])
-        text.extend(f"{head}[{i}]" if len(applied[1]) > 1 else head for i in range(len(applied[1])))
-    return "|".join(sorted(heads))
+    return _Outline(ctx, nodes, rename).structure
 
 
 def _cost(ctx: _Context, nodes: Sequence[NodeSpec]) -> int:
     """How many of a compact graph's ops read an activation."""
-    sigs = [v.sig for v in ctx.inputs]
-    cost = 0
-    for f, args in nodes:
-        arg_sigs = tuple(sigs[a] for a in args)
-        cost += any(sg[1] == ACTIVATION for sg in arg_sigs)
-        sigs.extend(ctx.apply(f, arg_sigs)[1])  # type: ignore[index]
-    return cost
+    return _Outline(ctx, nodes, {}).cost

@@ -10,7 +10,7 @@ import numpy as np
 
 from taso.generate.evaluate import _build, _Context, _removable, _sinks, _State
 from taso.generate.extend import _structure
-from taso.generate.fingerprint import combine, input_values
+from taso.generate.fingerprint import combine
 from taso.generate.forms import ACTIVATION, WEIGHT, NodeSpec, _cut
 from taso.ir import Graph, Node, TensorType, WeightData, lint, make_attrs
 from taso.rules import Rule, census
@@ -33,7 +33,7 @@ def judge(
     r_key: object = None
     for (nodes, outs), (rep_nodes, rep_outs) in pairs[slice(*job)]:
         if (rep_nodes, rep_outs) != r_key:  # members of one class come together: build the representative once
-            r, r_key = _build(ctx, rep_nodes), (rep_nodes, rep_outs)
+            r, r_key, r_fresh = _build(ctx, rep_nodes), (rep_nodes, rep_outs), {}
         m = _build(ctx, nodes)
         fp = combine(m.values[v].digest for v in _outs(ctx, m, outs))
         if fp != combine(r.values[v].digest for v in _outs(ctx, r, rep_outs)):
@@ -41,13 +41,16 @@ def judge(
         elif not ctx.settings.prune_pairs:
             out.append(("", None, fp))
         else:
-            reason = _implied(ctx, m, outs, r, rep_outs)
+            reason = _implied(ctx, m, outs, r, rep_outs, r_fresh)
             out.append((reason, None, fp) if reason else ("", _pair_key(ctx, m, outs, r, rep_outs), fp))
     return out
 
 
-def _implied(ctx: _Context, m: _State, m_spec: tuple | None, r: _State, r_spec: tuple | None) -> str | None:
-    """Why the pair (m, r) follows from smaller rules, or None."""
+def _implied(
+    ctx: _Context, m: _State, m_spec: tuple | None, r: _State, r_spec: tuple | None, r_fresh: dict[str, int]
+) -> str | None:
+    """Why the pair (m, r) follows from smaller rules, or None. ``r_fresh``: the fingerprints of ``r`` with a
+    subgraph replaced by a fresh input, by the subgraph's head, kept across the members of r's class."""
     m_outs, r_outs = _outs(ctx, m, m_spec), _outs(ctx, r, r_spec)
     for km in range(len(m.nodes)):
         if not _removable(ctx, m, km):
@@ -63,9 +66,12 @@ def _implied(ctx: _Context, m: _State, m_spec: tuple | None, r: _State, r_spec: 
         shape, kind, _ = m.values[m.outputs[km][0]].sig
         if (len(shape), kind) not in kinds:
             continue  # no pool tensor of that rank and kind: the smaller rule is not in the set
-        fresh = tuple(input_values(f"fresh:{head}", shape, s) for s in ctx.seeds)
-        m2, r2 = _build(ctx, m.nodes, {head: fresh}), _build(ctx, r.nodes, {head: fresh})
-        if combine(m2.values[v].digest for v in m_outs) == combine(r2.values[v].digest for v in r_outs):
+        fresh = ctx.fresh(head, shape)
+        if head not in r_fresh:
+            r2 = _build(ctx, r.nodes, {head: fresh})
+            r_fresh[head] = combine(r2.values[v].digest for v in r_outs)
+        m2 = _build(ctx, m.nodes, {head: fresh})
+        if combine(m2.values[v].digest for v in m_outs) == r_fresh[head]:
             return "common subgraph (implied by the rule over a fresh input)"
     if _specialises(ctx, m, m_spec, r, r_spec):
         return "special case (an input used twice; the pair over two inputs holds)"

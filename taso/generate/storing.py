@@ -9,6 +9,7 @@ from pathlib import Path
 
 from taso.generate.driver import Result
 from taso.generate.forms import Settings
+from taso.ir import format_graph
 from taso.ops import P
 from taso.rules import Rule, store
 
@@ -35,13 +36,13 @@ def save(result: Result, path: str | Path) -> tuple[int, int]:
             db = store.open_store(tmp)
         else:
             db = store.create(tmp)
-        db.execute("PRAGMA synchronous = OFF")  # a scratch copy: durability comes from the rename
+        db.execute("PRAGMA synchronous = OFF")  # a scratch copy: durability comes from the rename,
+        db.execute("PRAGMA journal_mode = MEMORY")  # and a journal file per fingerprint's transaction is wasted
         have = store.known(db)
         groups: dict[str, list[Rule]] = {}
         kept = 0
         for fp, rule in result.rules:
-            row = rule.to_row()
-            if (row["src"], row["dst"]) in have:
+            if have and (format_graph(rule.src), format_graph(rule.dst)) in have:
                 kept += 1
                 continue
             groups.setdefault(fp, []).append(rule)
