@@ -277,6 +277,17 @@ METRICS: list[Metric] = [
         lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb'] / 1000:.1f} GB"),
     ),
     Metric(
+        "generate --max-ops 5, reduced set (configs/gen5-2d.json), Ray on 16 cores: wall, peak memory, counts",
+        30,
+        None,
+        "2026-11-27/generate-cpu16-5ops-ray.json",
+        lambda d: (
+            _one(d)["wall_s"],
+            f"{_minutes(_one(d)['wall_s'])}, {_one(d)['peak_rss_mb'] / 1000:.1f} GB, {_one(d)['graphs_total']:,} graphs,"
+            f" {_one(d)['candidates']:,} candidates, {_one(d)['rules']:,} rules",
+        ),
+    ),
+    Metric(
         "verify TASO's 3-op set: unknown",
         4,
         Target("<=", 2, "<= 2 %"),
