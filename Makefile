@@ -62,11 +62,13 @@ store: setup
 	$(MAKE) rulecache
 
 # The shipped store's rules, parsed and indexed for the search (taso/search/rulecache.pickle, package data),
-# so that a cold run reads them instead of building them (~16 s on the 2-core machine). A run uses it only while it
-# is current: run this after changing the store or the code that shapes it (taso/search/rulecache.py's CODE);
-# tests/test_rulecache.py says when it is due.
+# so that a cold run reads them instead of building them (~16 s on the 2-core machine), and the shipped specs'
+# digests that proofs are trusted by (taso/verify/basis.json, ~2 s). A run uses each only while it is current: run
+# this after changing the store, the specs or the code that shapes them (taso/search/rulecache.py's CODE,
+# taso/verify/basis.py's files_key); tests/test_rulecache.py and tests/test_provenance.py say when it is due.
 rulecache: setup
 	$(BIN)/python -c 'from taso.rules import store; from taso.search import rulecache; rulecache.ship(store.open_store(store.DEFAULT_PATH))'
+	$(BIN)/python -c 'from taso.rules import provenance; from taso.verify import basis; basis.ship(provenance.SPECS_DIR)'
 
 clean:
 	rm -rf build .pytest_cache

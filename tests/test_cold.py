@@ -112,3 +112,27 @@ def test_a_warm_run_that_reaches_the_same_rewrite_takes_the_guards_verdict_from_
         verdict_key(g, g, {}),
     }
     assert len(keys) == 4  # another rewrite, or fed at other sizes: timed anew
+
+
+def test_a_warm_run_whose_verdict_kept_the_original_exports_the_original_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
+) -> None:
+    """A cached verdict that kept the original stages the original once: the rewrite is never saved."""
+    src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    settings = Settings(device="cpu", alpha=2.0, dims={"batch": 64})
+    monkeypatch.setattr(guard.cost, "clearly_faster", lambda before, after: False)
+    first = optimize(src, tmp_path / "a.onnx", db, settings=settings)
+    assert first.cost["measured"]["kept_original"] and first.rules_applied == {}
+    saved: list[Path] = []
+
+    def counting(g, path, *args, **kwargs):
+        saved.append(Path(path))
+        return save(g, path, *args, **kwargs)
+
+    save = onnx_io.save_model
+    monkeypatch.setattr(onnx_io, "save_model", counting)
+    again = optimize(src, tmp_path / "b.onnx", db, settings=settings)
+    assert again.cost["measured"] == {**first.cost["measured"], "cached": True}
+    assert len(saved) == 1 and again.rules_applied == {} and again.check is not None and again.check.ok
+    assert again.nodes_after == again.nodes_before
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()

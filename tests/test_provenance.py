@@ -481,3 +481,56 @@ def test_every_shipped_spec_function_is_digested_from_its_source() -> None:
     functions += [f for s in specs.symbols.values() for f in (s.compute, *s.derived.values()) if f is not None]
     assert len(functions) > 10
     assert not [f for f in functions if "<code " in content.function(f)]
+
+
+def test_the_shipped_basis_is_current() -> None:
+    """The package's digests of the shipped specs are what loading them gives: else every cold start loads them."""
+    from taso.verify import basis
+
+    shipped = json.loads(basis.SHIPPED.read_text())
+    assert shipped["key"] == basis.files_key(SPECS_DIR), "stale: run `make rulecache`"
+    assert shipped["parts"] == basis.Basis.of(load_specs(SPECS_DIR)).parts
+
+
+@pytest.mark.parametrize("what", ["the axiom it used", "the lowering of an op of the rule", "a spec for another op"])
+def test_edited_specs_are_digested_anew_whatever_is_shipped_or_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """With the shipped digests in place and the shipped specs' in the user's cache, a copy of the specs edited
+    is digested from its own content: DISTRIBUTE's proof reads untrusted exactly where the edit touched what it
+    rested on."""
+    from taso.verify import basis
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    rule = replace(parse_rules(DISTRIBUTE)[0], detail={"axioms": ["mm-add-right"], "symbols": ["mm", "add"]})
+    shipped = basis.for_folder(SPECS_DIR)
+    assert not (tmp_path / "cache").exists()  # the shipped digests were read, not the specs loaded
+    specs = _edited_specs(tmp_path, SPEC_EDITS[what])
+    cached = basis.for_folder(specs)
+    assert (cached.digest_of(rule) == shipped.digest_of(rule)) == SPEC_EDITS[what][3]
+    assert cached.parts == basis.Basis.of(load_specs(specs)).parts
+    assert basis.for_folder(specs).parts == cached.parts  # read back from the user's cache
+
+
+def test_the_basis_key_follows_the_spec_files_not_the_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key changes with a spec file's bytes, a file added and a file renamed, and not with the Python version
+    (the parts are digested from syntax trees and z3 terms: the shipped ones serve 3.12 too)."""
+    import sys
+
+    from taso.verify.basis import files_key
+
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    key = files_key(specs)
+    assert key == files_key(SPECS_DIR)
+    monkeypatch.setattr(sys, "version", "3.12.1 (main) [GCC 13.2.0]")
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    assert files_key(specs) == key
+    keys = {key}
+    (specs / "matmul.py").write_text((specs / "matmul.py").read_text() + "\n")
+    keys.add(files_key(specs))
+    (specs / "tanh.py").write_text(TANH_SPEC)
+    keys.add(files_key(specs))
+    (specs / "tanh.py").rename(specs / "tanh2.py")
+    keys.add(files_key(specs))
+    assert len(keys) == 4

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import sqlite3
+import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -207,3 +210,23 @@ def test_the_shipped_form_holds_what_the_shipped_store_parses_to(cache: Path) ->
             (k, [(r.id, p, plan) for r, p, plan in v]) for k, v in b.anchors.items()
         ]
         assert a.free_sets == b.free_sets
+
+
+def test_the_key_is_the_same_under_another_python_version(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The form is plain data, restored alike by 3.11 and 3.12: the shipped form serves both (the GPU machine's
+    3.12 built its own at every cold start)."""
+    db = store.open_store(db_path)
+    key = rulecache.rows_digest(db)
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    monkeypatch.setattr(sys, "version", "3.12.1 (main) [GCC 13.2.0]")
+    assert rulecache.rows_digest(db) == key
+
+
+def test_a_form_naming_code_outside_its_key_is_passed_by(cache: Path, shipped: Path, db_path: Path) -> None:
+    """A form is restored only from the classes of the modules its key covers: one that names another (here a
+    Counter where the rules go) is refused, and the rules are parsed, not taken from it."""
+    db = store.open_store(db_path)
+    with shipped.open("wb") as f:
+        f.write(f"{rulecache.rows_digest(db)}\n".encode())
+        pickle.dump(([Counter()], RuleIndex([])), f, protocol=rulecache.PROTOCOL)
+    assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))

@@ -159,3 +159,38 @@ def test_a_slow_clock_changes_nothing_but_the_safety_net_says_when_it_fires() ->
     assert crawling.graph.key == plain.graph.key and crawling.expanded == plain.expanded
     cut = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e-3, clock=slow)
     assert cut.timed_out and cut.expanded < plain.expanded
+
+
+def test_prefetch_hears_every_candidate_before_it_is_costed_and_changes_nothing() -> None:
+    """The candidates of an expansion are handed to ``prefetch`` (a cost model measures their new units side by
+    side then) before any of them is costed; the search finds the same graph the same way with it or without."""
+    g = parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %z: float32[2,4], %s: float32[] = 0.25):
+          %a = Mul(%x, %s) : float32[2,4]
+          %b = Mul(%y, %s) : float32[2,4]
+          %c = Mul(%z, %s) : float32[2,4]
+          %d = Mul(%a, %b) : float32[2,4]
+          %e = Mul(%d, %c) : float32[2,4]
+          return %e"""
+    )
+    heard: set[str] = set()
+    costed: list[tuple[str, bool]] = []
+    batches: list[int] = []
+
+    def muls(h: Graph) -> float:
+        costed.append((h.structure, h.structure in heard))
+        return sum(n.op == "Mul" for n in h.nodes) + 0.1 * len(h.nodes)
+
+    def prefetch(graphs: list[Graph]) -> None:
+        batches.append(len(graphs))
+        heard.update(h.structure for h in graphs)
+
+    plain = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e9)
+    costed.clear()
+    fetched = optimize_graph(g, [MERGE_SCALED], muls, budget=5, time_limit=1e9, prefetch=prefetch)
+    assert fetched.graph.key == plain.graph.key and fetched.expanded == plain.expanded
+    assert fetched.candidates == plain.candidates and fetched.applied == plain.applied
+    assert max(batches) > 1 and sum(batches) >= fetched.candidates  # each expansion's candidates at once
+    # costed unheard: the graphs searched from and spliced, never a candidate heard only after it was costed
+    unheard = {s for s, was in costed if not was}
+    assert unheard and not unheard & heard

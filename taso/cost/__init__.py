@@ -15,6 +15,7 @@ from taso.cost.latency import (
     interleaved_latency,
     interleaved_rounds,
     interleaved_timings,
+    lost_for_good,
     model_latency,
 )
 from taso.cost.measure import fused_when_read, measure_marginal, read_on, replicate
@@ -42,6 +43,7 @@ __all__ = [
     "interleaved_latency",
     "interleaved_rounds",
     "interleaved_timings",
+    "lost_for_good",
     "measure_marginal",
     "model_latency",
     "read_on",

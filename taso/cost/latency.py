@@ -30,6 +30,7 @@ def interleaved_timings(
     progress: Callable[[int, int], None] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
     budget_s: float | None = None,
+    until: Callable[[list[list[float]]], bool] | None = None,
 ) -> list[list[Timing]]:
     """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
     model and times them side by side (`taso.profiler.time_models`, its warm-up and its samples within
@@ -37,7 +38,9 @@ def interleaved_timings(
     Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
     slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
     hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
-    user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones."""
+    user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones.
+    ``until`` ends the rounds early once it holds of the medians so far (each model's, per round): where they
+    settle a verdict already (`lost_for_good`), the rounds left could not change it."""
     runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
     for r in range(rounds):
@@ -45,8 +48,11 @@ def interleaved_timings(
         timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)
+        done = r + 1 if until is None or not until([[t.median_ms for t in ts] for ts in per]) else rounds
         if progress is not None:
-            progress(r + 1, rounds)
+            progress(done, rounds)
+        if done == rounds:
+            break
     return per
 
 
@@ -59,9 +65,10 @@ def interleaved_rounds(
     progress: Callable[[int, int], None] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
     budget_s: float | None = None,
+    until: Callable[[list[list[float]]], bool] | None = None,
 ) -> list[list[float]]:
     """Each model's median latency in every round of `interleaved_timings`."""
-    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s)
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s, until)
     return [[t.median_ms for t in ts] for ts in timings]
 
 
@@ -82,3 +89,10 @@ def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:
     (bench_noise.py), so a median of a few rounds alone keeps a slower rewrite about every other time."""
     wins = sum(a < b for b, a in zip(before, after))
     return statistics.median(after) < statistics.median(before) and wins >= len(before) - 1
+
+
+def lost_for_good(before: Sequence[float], after: Sequence[float]) -> bool:
+    """Whether the rounds so far refuse ``after`` whatever the rounds still to come: `clearly_faster` wants
+    all rounds but one won, and two are lost (ResNet-50 on the loaded 2-core CPU: three more rounds, 14 s, to
+    refuse a rewrite that had lost the first two)."""
+    return sum(a >= b for b, a in zip(before, after)) >= 2

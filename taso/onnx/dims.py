@@ -34,16 +34,7 @@ def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, 
     sizes = {**dict.fromkeys(named_inputs, default), **dims}
     if symbolic <= set(sizes):  # no dim but the inputs' own: no inference needed (it copies every weight)
         return sizes
-    # concretized with the weights inference sees only the types of (over 4096 bytes: `_payloads_set_aside`)
-    # as inputs of those types: copying BERT-base's 420 MB into a proto and back took 2 s a call
-    big = {w for w in g.weights if g.data[w].array.nbytes > 4096}
-    light = replace(
-        g,
-        inputs=(*g.inputs, *(w for w in g.weights if w in big)),
-        weights=tuple(w for w in g.weights if w not in big),
-        data={w: d for w, d in g.data.items() if w not in big},
-    )
-    fixed = concretize(light, dict(dims), default)
+    fixed = concretize(_light(g), dict(dims), default)
     for v, t in g.types.items():
         c = fixed.types.get(v)
         if t.shape is None or c is None or not c.is_static or len(c.shape) != len(t.shape):
@@ -54,12 +45,25 @@ def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, 
     return sizes
 
 
+def _light(g: Graph) -> Graph:
+    """``g`` with the weights inference sees only the types of (over 4096 bytes: `_payloads_set_aside`) made
+    inputs of those types: copying BERT-base's 420 MB into a proto and back took 1-2 s a call."""
+    big = {w for w in g.weights if g.data[w].array.nbytes > 4096}
+    return replace(
+        g,
+        inputs=(*g.inputs, *(w for w in g.weights if w in big)),
+        weights=tuple(w for w in g.weights if w not in big),
+        data={w: d for w, d in g.data.items() if w not in big},
+    )
+
+
 def reinfer(g: Graph) -> Graph:
     """``g`` with every intermediate value's type inferred afresh: after a fold has made a Reshape's target
     a constant, the dims it sets become static (the annotations the IR kept would hold them unknown)."""
-    model = to_proto(g)
+    model = to_proto(_light(g))
     del model.graph.value_info[:]
-    return replace(from_proto(model, external_data=g.meta.external_data), meta=g.meta)
+    inferred = from_proto(model, external_data=g.meta.external_data)
+    return replace(inferred, inputs=g.inputs, weights=g.weights, data=g.data, meta=g.meta)
 
 
 def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:

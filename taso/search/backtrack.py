@@ -53,6 +53,9 @@ from taso.search.regions import (
 from taso.search.rewrite import Declined, Folds, apply
 
 Cost = Callable[[Graph], float]
+Prefetch = Callable[[Sequence[Graph]], None]
+"""Told the candidates of one expansion before each is costed (`Cost`): a cost model that measures what it
+does not know measures their new units side by side then, not one candidate's one or two at a time."""
 Clock = Callable[[], float]
 """Seconds from some start: what a search's time limit is counted in."""
 Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
@@ -127,6 +130,7 @@ def search(
     lookahead: bool = True,
     outside: Sequence[Node] = (),
     work: int | None = None,
+    prefetch: Prefetch | None = None,
 ) -> SearchResult:
     """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
     `RuleIndex` of them when searching many graphs with one rule set), with ``mutate``'s rewrites as further
@@ -137,17 +141,20 @@ def search(
     `PASSES` budgets if not given): with alpha's slack the queue fills with near-equal variants (SqueezeNet:
     every subset of its eight fire modules enlarged), and one budget reached four to eight of the eight fire
     merges under noisy unit costs (bench_perturb.py, sigma 0.4). ``time_limit``, in ``clock``'s seconds, is a
-    safety net (`SearchResult.timed_out`)."""
+    safety net (`SearchResult.timed_out`). ``prefetch`` hears each expansion's candidates before they are
+    costed."""
     t0 = clock()
     left = PASSES * budget if work is None else work
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
     allowed = min(budget, left)
-    result = _search_pass(g, index, cost, alpha, allowed, time_limit, mutate, clock, lookahead, outside)
+    result = _search_pass(g, index, cost, alpha, allowed, time_limit, mutate, clock, lookahead, outside, prefetch)
     last, left = result, left - result.expanded
     while last.expanded >= allowed and last.cost_after < last.cost_before and left > 0 and not last.timed_out:
         allowed = min(budget, left)
         time_left = time_limit - (clock() - t0)
-        last = _search_pass(result.graph, index, cost, alpha, allowed, time_left, mutate, clock, lookahead, outside)
+        last = _search_pass(
+            result.graph, index, cost, alpha, allowed, time_left, mutate, clock, lookahead, outside, prefetch
+        )
         left -= last.expanded
         result.timed_out = last.timed_out
         result.graph, result.cost_after = last.graph, last.cost_after
@@ -171,9 +178,11 @@ def _search_pass(
     clock: Clock,
     lookahead: bool = True,
     outside: Sequence[Node] = (),
+    prefetch: Prefetch | None = None,
 ) -> SearchResult:
     """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept.
-    With ``lookahead``, a rewrite that does not pay is also tried with each rewrite it opens (`_repaid`)."""
+    With ``lookahead``, a rewrite that does not pay is also tried with each rewrite it opens (`_repaid`). The
+    candidates of an expansion are made first and handed to ``prefetch``, then costed in turn."""
     t0 = clock()
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
@@ -204,8 +213,14 @@ def _search_pass(
         else:
             found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
+        fresh = {}  # by structure: a graph two rewrites reach is one candidate
         for name, new, match in _rewrites(current, found, folds, mutate, result.declined, outside):
-            if new.structure in seen:
+            if new.structure not in seen:
+                fresh.setdefault(new.structure, (name, new, match))
+        if prefetch is not None:
+            prefetch([new for _, new, _ in fresh.values()])
+        for name, new, match in fresh.values():
+            if new.structure in seen:  # reached meanwhile as the second rewrite of a pair (`_repaid`)
                 continue
             seen.add(new.structure)
             c = cost(new)
@@ -370,6 +385,7 @@ def optimize_graph(
     mutate: Mutate | None = None,
     max_nodes: int = MAX_REGION,
     clock: Clock = time.perf_counter,
+    prefetch: Prefetch | None = None,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`; cut into
     `windows` of ``max_nodes``) and splice the results. The work, `PASSES` budgets for each form of region, is
@@ -382,7 +398,8 @@ def optimize_graph(
     A region's result is kept only if the whole graph costs less with it: a region is costed apart from the
     units it borders (BERT-tiny on the CPU: a region without its GELU's pass-through Div and Erf predicted
     -0.0035 ms for rewrites that cost +0.0022 ms in the whole graph, which then kept none of its regions').
-    ``clock`` is the time the limit is in: `taso.optimize` leaves out the seconds spent measuring."""
+    ``clock`` is the time the limit is in: `taso.optimize` leaves out the seconds spent measuring; ``prefetch``
+    hears each expansion's candidates before they are costed (`search`)."""
     t0 = clock()
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)  # once for all regions
     rule_ops = {n.op for r in index.rules for n in r.src.nodes}
@@ -413,7 +430,17 @@ def optimize_graph(
             if r is None:
                 time_left = time_limit - (clock() - t0)
                 r = searched[region.form] = search(
-                    region, index, cost, alpha, budget, time_left, mutate, clock, outside=outside, work=share
+                    region,
+                    index,
+                    cost,
+                    alpha,
+                    budget,
+                    time_left,
+                    mutate,
+                    clock,
+                    outside=outside,
+                    work=share,
+                    prefetch=prefetch,
                 )
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)

@@ -15,6 +15,11 @@ cache would file it under, and is otherwise passed by as if absent (bench/bench_
 14.85 s built). Parsing and indexing made cheap instead would have had to get ~12x faster, where parsing is a
 third of the build and each other part (lifting, indexing, pickling) a sixth to a quarter; the shipped form
 costs a developer command after a change to the store or to the code in `CODE`, and a test says when.
+
+The form is plain data: the classes of the modules in `CODE` (whose code the key covers), numpy arrays and
+Python's own containers; the unpickler admits no other class (`_Unpickler`), so nothing in it depends on the
+Python that pickled it beyond the pickle protocol, and one shipped form serves 3.11 and 3.12 alike (the GPU
+machine's 3.12 built its own in 7-11 s of every cold start while the key named the minor version).
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ count of files kept did)."""
 MAX_AGE_S = 30 * 86400
 """Forms not used for this long are removed."""
 
+PROTOCOL = 5
+"""The pickle protocol forms are written in, named in their key: every Python from 3.8 reads it."""
+_NUMPY = frozenset({("numpy", "dtype"), ("numpy._core.numeric", "_frombuffer")})
+"""What numpy 2 pickles an array (a weight of a rule's graph) as."""
+
 SHIPPED = Path(__file__).with_name("rulecache.pickle")
 """The shipped store's rules and index (`ship`): a line with its full key, then the pickle, which is read only
 when the key is the store's (`rows_digest`); a stale or missing one is passed by."""
@@ -115,7 +125,7 @@ def ship(db: sqlite_utils.Database) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(f"{rows_digest(db)}\n".encode())
-            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump((rules, _index(rules)))
+            _Pickler(f, protocol=PROTOCOL).dump((rules, _index(rules)))
         os.chmod(tmp, 0o644)  # package data: read by every user (mkstemp makes it the writer's alone)
         os.replace(tmp, SHIPPED)
     except BaseException:
@@ -133,10 +143,10 @@ def _from_shipped(key: str) -> tuple[list[Rule], RuleIndex] | None:
 
 
 def rows_digest(db: sqlite_utils.Database) -> str:
-    """A digest of every column of the store's proved rule rows, of the code that reads them, and of the Python
-    that pickles them: its implementation and minor version, not its patch or build (``sys.version``), so that the
-    shipped form serves every 3.11 (a pickle's format and what it restores do not change within one)."""
-    h = hashlib.sha256(f"{sys.implementation.name} {sys.version_info[:2]}".encode())
+    """A digest of every column of the store's proved rule rows, of the code that reads them, and of how they are
+    pickled: the Python implementation and the protocol, not its version (the form is plain data, which every
+    version restores alike: `_Unpickler`)."""
+    h = hashlib.sha256(f"{sys.implementation.name} pickle {PROTOCOL}".encode())
     here = Path(__file__).resolve().parent.parent
     for name in CODE:
         h.update((here / name).read_bytes())
@@ -175,7 +185,7 @@ def _load(f: BinaryIO) -> Any:
     None where it cannot be read."""
     gc.disable()
     try:
-        value = pickle.load(f)
+        value = _Unpickler(f).load()
         gc.freeze()  # before the collector is on again: its first collection would scan all that was read
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         value = None  # unreadable: built again, with the collector on
@@ -191,7 +201,7 @@ def _write(path: Path, value: object) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
     try:
         with os.fdopen(fd, "wb") as f:
-            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+            _Pickler(f, protocol=PROTOCOL).dump(value)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -231,3 +241,17 @@ class _Pickler(pickle.Pickler):
             t: TensorType = obj  # type: ignore[assignment]
             return TensorType, (t.dtype, t.shape)
         return NotImplemented
+
+
+class _Unpickler(pickle.Unpickler):
+    """Restores the classes of the modules whose code the key covers (`CODE`) and numpy's arrays, and refuses
+    any other (`pickle.UnpicklingError`: the form is built again): what it restores is then the same under every
+    Python that reads the protocol, and a form cannot name code outside what the key vouches for."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: ANN401 (a class of one of those modules)
+        if module in _MODULES or (module, name) in _NUMPY:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not in a rule form")
+
+
+_MODULES = frozenset("taso." + name.removesuffix(".py").replace("/", ".") for name in CODE)

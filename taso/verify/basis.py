@@ -9,8 +9,13 @@ attributes and semantics, a lowering's code. So a spec for a new op, a comment o
 shipped proof trusted, while a change to anything a proof used, or its removal, makes optimize skip that rule
 until `subst verify --force` proves it again.
 
-Loading the specs to take these digests costs seconds; `for_folder` keeps each part's digest in the user's cache,
-filed under a digest of the specs' files and of the code that reads them, so optimize pays it once per change.
+Loading the specs to take these digests costs seconds (1.8 s of a cold start on the 2-core machine); `for_folder`
+keeps each part's digest in the user's cache, filed under a digest of the specs' files and of the code that reads
+them (`files_key`), so optimize pays it once per change; and the shipped specs' digests ship too (`SHIPPED`,
+written by `make rulecache`), read where their key is the one the specs under the folder have, so a cold start
+pays nothing. The key names no Python version: the parts are digested from syntax trees and z3 terms, which every
+Python reads alike (tests/test_provenance.py holds the shipped specs to it), and a file's bytes, not its reader,
+say whether what a proof rested on changed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from taso.rules import Rule
 from taso.verify import content
 from taso.verify.spec import Specs, Symbol, load_specs
 
+SHIPPED = Path(__file__).with_name("basis.json")
+"""The shipped specs' `Basis` (`ship`): ``{"key": files_key, "parts": ...}``, read only where the key is the
+folder's; a stale or missing one is passed by."""
 MISSING = None
 """The digest of a proof one of whose parts the specs no longer have: it matches no recorded digest."""
 
@@ -86,9 +94,14 @@ def for_folder(folder: str | Path) -> Basis:
     """The `Basis` of the specs under ``folder``, from the user's cache where these files were digested before
     (by this code), else from the specs loaded (`load_specs` refuses a broken folder: `BadInput`)."""
     root = Path(folder)
-    path = cache_dir() / "specs-basis" / f"{files_key(root)}.json"
+    key = files_key(root)
+    path = cache_dir() / "specs-basis" / f"{key}.json"
     with contextlib.suppress(OSError, ValueError):
         return Basis(json.loads(path.read_text()))
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        shipped = json.loads(SHIPPED.read_text())
+        if shipped["key"] == key:
+            return Basis(shipped["parts"])
     basis = Basis.of(load_specs(root))
     with contextlib.suppress(OSError):  # an unwritable cache only means loading the specs again next time
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -98,10 +111,21 @@ def for_folder(folder: str | Path) -> Basis:
     return basis
 
 
+def ship(folder: str | Path) -> None:
+    """Write the `Basis` of the specs under ``folder`` as `SHIPPED` (through a temp file and a rename): for
+    `make rulecache` only, since a run never writes into the package."""
+    root = Path(folder)
+    text = json.dumps({"key": files_key(root), "parts": Basis.of(load_specs(root)).parts}, indent=0, sort_keys=True)
+    with tempfile.NamedTemporaryFile("w", dir=SHIPPED.parent, delete=False, suffix=".tmp") as f:
+        f.write(text + "\n")
+    os.chmod(f.name, 0o644)  # package data: read by every user
+    os.replace(f.name, SHIPPED)
+
+
 def files_key(root: Path) -> str:
-    """A digest of the spec files' names and bytes and of the code that turns them into a `Basis`: equal keys,
-    equal parts."""
-    h = hashlib.sha256(f"{sys.version} {z3.get_full_version()}".encode())
+    """A digest of the spec files' names and bytes, of the code that turns them into a `Basis` and of the z3
+    that builds their terms (pinned): equal keys, equal parts, under any Python version (the module says why)."""
+    h = hashlib.sha256(f"{sys.implementation.name} {z3.get_full_version()}".encode())
     here = Path(__file__).resolve().parent
     for p in (here / "basis.py", here / "content.py", here / "spec.py"):
         h.update(p.read_bytes())

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from taso import onnx as onnx_io
 from taso.cost import latency
-from taso.cost.latency import clearly_faster, interleaved_rounds
+from taso.cost.latency import clearly_faster, interleaved_rounds, lost_for_good
 from taso.ir import parse_graph
 
 from .graphs import with_weights
@@ -58,3 +58,36 @@ def test_clearly_faster_is_one_sided_monotone_and_wants_nearly_every_round(
         assert clearly_faster(before, [a * 0.5 if i == k else a for i, a in enumerate(after)])
     assert clearly_faster(before, [b * 0.9 for b in before])  # faster in every round
     assert not clearly_faster(before, list(before))  # the same times are not a gain
+
+
+@given(rounds, st.data())
+def test_rounds_lost_for_good_are_refused_whatever_the_rest_say(before: list[float], data: st.DataObject) -> None:
+    """The guard stops once `lost_for_good` holds of the rounds so far: no later round could make it keep the
+    rewrite."""
+    after = data.draw(st.lists(st.floats(0.1, 10.0), min_size=len(before), max_size=len(before)))
+    k = data.draw(st.integers(1, len(before)))
+    if lost_for_good(before[:k], after[:k]):
+        assert not clearly_faster(before, after)
+        assert not clearly_faster(before, after[:k] + [0.01] * (len(before) - k))  # even if the rest win big
+
+
+def test_the_guard_stops_timing_once_the_rewrite_has_lost_for_good(tmp_path: Path, cpu) -> None:
+    """A result far slower than the original loses the first two rounds: the three left are not run (and the
+    progress bar is told the stage is done)."""
+    from taso.cost import CostModel
+    from taso.optimize import guard
+
+    original = parse_graph("graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y")
+    slower = with_weights(
+        """graph(%x: float32[256,256], %w: float32[256,256] weight):
+          %a = MatMul(%x, %w) : float32[256,256]
+          %b = MatMul(%a, %w) : float32[256,256]
+          %y = MatMul(%b, %w) : float32[256,256]
+          return %y"""
+    )
+    files = (onnx_io.save_model(original, tmp_path / "a.onnx"), onnx_io.save_model(slower, tmp_path / "b.onnx"))
+    heard: list[tuple[int, int]] = []
+    model = CostModel(cpu, None, measure=False)
+    measured = guard.confirm_speedup(files, original, slower, model, lambda _, *a: heard.append(a))
+    assert measured["kept_original"] and measured["after_ms"] > measured["before_ms"]
+    assert heard == [(0, guard.GUARD_ROUNDS), (1, guard.GUARD_ROUNDS), (guard.GUARD_ROUNDS, guard.GUARD_ROUNDS)]

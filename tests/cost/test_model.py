@@ -111,3 +111,21 @@ def test_a_cost_the_model_has_handed_out_is_not_settled_later(tmp_path: Path, cp
     again = model.graph_cost(many).units[0]
     assert again.key == first.key and again.count == SETTLE_COUNT
     assert again.ms == first.ms and len(model.samples[first.key][1]) == 1
+
+
+def test_units_prefetched_together_are_costed_as_if_measured_for_each_graph(
+    tmp_path: Path, cpu, calibration, timed: list[int]
+) -> None:
+    """A search's candidates are prefetched: their new units measured in one batch, after which costing each
+    measures nothing more, and a unit one of them uses often is still settled when a cost first counts it."""
+    relus = "\n".join(f"  %r{i + 1} = Relu(%r{i}) : float32[64,64]" for i in range(SETTLE_COUNT))
+    many = parse_graph(f"graph(%r0: float32[64,64]):\n{relus}\n  return %r{SETTLE_COUNT}")
+    tanh = parse_graph("graph(%x: float32[64,64]):\n  %y = Tanh(%x) : float32[64,64]\n  return %y")
+    model = CostModel(cpu, store.create(tmp_path / "s.db"), calibration=calibration)
+    model.prefetch([many, tanh])
+    assert model.measured == 2 and len(timed) == 1  # one measurement for both graphs' units
+    (relu,) = model.graph_cost(many).units
+    assert relu.count == SETTLE_COUNT and len(model.samples[relu.key][1]) == 3  # settled now, as unprefetched
+    assert relu.ms == statistics.median(model.samples[relu.key][1])
+    model.graph_cost(tanh)
+    assert model.measured == 2
