@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from taso import onnx as onnx_io
-from taso.cost.estimate import flops, traffic
+from taso.cost.estimate import flops, kernels, traffic
 from taso.cost.profiler import Device, time_model
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
 
@@ -28,7 +28,7 @@ class Calibration:
     calibrated before it was kept), and unit measurements are then not scaled."""
 
     def estimate(self, ug: Graph) -> float:
-        return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * len(ug.nodes)
+        return max(flops(ug) / (self.gflops * 1e6), traffic(ug) / (self.gbps * 1e6)) + self.kernel_ms * kernels(ug)
 
     def at_host(self, scale: float) -> Calibration:
         """The host-bound constants (run and kernel overhead, the yardstick) on a host ``scale`` times slower."""

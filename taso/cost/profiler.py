@@ -166,15 +166,19 @@ def _options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
     return opts
 
 
-def optimized_ops(model: bytes | str, cuda: bool) -> dict[str, int]:
+def optimized_ops(model: bytes | str, cuda: bool, layout: bool = True) -> dict[str, int]:
     """The op census of ``model`` as onnxruntime optimizes it (ENABLE_ALL) for the CUDA or the CPU provider:
-    which kernels (and views) a run of it launches."""
+    which kernels (and views) a run of it launches. ``layout`` False stops at ENABLE_EXTENDED, its fusions
+    without the layout transforms: the CPU provider's NCHWc puts a reorder at each edge of a graph, which
+    a unit cut from a model would show at every cut, the model only at its own."""
     import tempfile
 
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
         opts = _options()
+        if not layout:
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         ort.InferenceSession(model, opts, providers=[CUDA, CPU] if cuda else [CPU])
         return onnx_io.op_census(opts.optimized_model_filepath)
