@@ -163,6 +163,9 @@ def _member(ctx: _Context, chain: tuple[np.ndarray, ...], level: int, row: np.nd
 # ---- tasks: what the workers run ----------------------------------------------------------------------------
 
 
+_PAD = [(-1,) * (MAX_ARITY - n) for n in range(MAX_ARITY + 1)]
+
+
 def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) -> tuple:
     """Extend the graphs ``chain[-1][start:stop]`` (the last level's frontier), compactly: each child's
     first-evaluation fingerprint (uint64) and (parent, form, arguments) (int32; -1 for no argument)."""
@@ -170,12 +173,11 @@ def _work(ctx: _Context, chain: tuple[np.ndarray, ...], job: tuple[int, int]) ->
     counts: Counter = Counter()
     level = len(chain) - 1
     states = [_build(ctx, _nodes(chain, level, chain[-1][i])) for i in range(start, stop)]
-    rows = [
-        (i, f, *args, *(-1,) * (MAX_ARITY - len(args)))
-        for i, st in enumerate(states)
-        for f, args, _ in _children(ctx, st, counts)
-    ]
-    children = np.array(rows, dtype=np.int64).reshape(-1, ROW)
+    flat: list[int] = []  # one flat list of ints: numpy reads it far faster than a list of rows
+    for i, st in enumerate(states):
+        for f, args, _ in _children(ctx, st, counts):
+            flat += (i, f, *args, *_PAD[len(args)])
+    children = np.array(flat, dtype=np.int64).reshape(-1, ROW)
     fps = _fingerprints(ctx, states, children)
     children[:, 0] += start
     return len(states), fps, children.astype(np.int32), counts
@@ -257,12 +259,24 @@ def _file(executor: Executor, settings: Settings, spool: Spool, level: int, prog
 
 
 def _groups(spool: Spool, level: int, last: bool) -> Iterator[tuple[range, np.ndarray, tuple]]:
-    """Runs of consecutive buckets of about `GROUP` graphs: their graphs worth a look (at the last level, only
-    fingerprints seen twice or seen before), in row order, and their classes of earlier levels."""
+    """Runs of consecutive buckets of about `GROUP` graphs worth a look, in row order, with their classes of
+    earlier levels. At the last level only fingerprints seen twice or seen before are worth a look, a fraction of
+    the graphs: runs are read as usual and gathered until they hold `GROUP` of those, so that a parent's children,
+    spread over every bucket, meet in few runs (`_describe` outlines a parent once per run)."""
+    held: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]] = []
+    start = 0
     for buckets in _runs(spool.graph_counts(level)):
-        graphs = spool.graphs(level, buckets)
-        old = spool.members(buckets, range(level))
-        yield buckets, graphs[colliding(graphs, old[1])] if last else graphs, old
+        graphs, old = spool.graphs(level, buckets), spool.members(buckets, range(level))
+        held.append((graphs[colliding(graphs, old[1])] if last else graphs, old))
+        if sum(len(g) for g, _ in held) >= GROUP or not last or buckets.stop == BUCKETS:
+            if len(held) == 1:
+                ((graphs, old),) = held
+            else:
+                graphs = np.concatenate([g for g, _ in held])
+                graphs = graphs[np.argsort(graphs["row"], kind="stable")]
+                old = tuple(np.concatenate(part) for part in zip(*(o for _, o in held)))  # type: ignore[assignment]
+            yield range(start, buckets.stop), graphs, old
+            held, start = [], buckets.stop
 
 
 def _runs(counts: np.ndarray) -> Iterator[range]:

@@ -53,6 +53,7 @@ class _Context:
                 self.cls.append(c)
                 self.index.append(i)
         self.n_inputs = len(self.names)
+        self.input_sigs = [v.sig for v in self.inputs]
         self._memo: dict[tuple, tuple[dict, tuple[Sig, ...]] | None] = {}
         self._menu: dict[tuple, list] = {}
         self.values: dict[str, list[_Value]] = {}

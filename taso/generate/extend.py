@@ -271,8 +271,8 @@ class _Outline:
 
     def __init__(self, ctx: _Context, nodes: Sequence[NodeSpec], rename: dict[int, int]) -> None:
         self.ctx = ctx
-        self.sigs = [v.sig for v in ctx.inputs]
-        self.text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)]
+        self.sigs = list(ctx.input_sigs)
+        self.text = [ctx.names[rename.get(a, a)] for a in range(ctx.n_inputs)] if rename else list(ctx.names)
         self.heads: list[str] = []
         self.cost = 0
         for f, args in nodes:
@@ -284,11 +284,11 @@ class _Outline:
         self.heads.sort()
 
     def _node(self, f: int, args: Sequence[int]) -> tuple[str, int, tuple[Sig, ...]]:
-        arg_sigs = tuple(self.sigs[a] for a in args)
+        arg_sigs = tuple([self.sigs[a] for a in args])
         applied = self.ctx.apply(f, arg_sigs)
         assert applied is not None
-        head = f"{self.ctx.forms[f].name}({','.join(self.text[a] for a in args)})"
-        return head, any(sg[1] == ACTIVATION for sg in arg_sigs), applied[1]
+        head = f"{self.ctx.forms[f].name}({','.join([self.text[a] for a in args])})"
+        return head, ACTIVATION in [sg[1] for sg in arg_sigs], applied[1]
 
     @property
     def structure(self) -> str:
