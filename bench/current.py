@@ -200,24 +200,10 @@ METRICS: list[Metric] = [
         _cold("warm"),
     ),
     Metric(
-        "optimize: every corpus model cold, H100",
+        "optimize: every corpus model cold, H100 (the shipped prior then lacking every corpus unit)",
         32,
         Target("<=", 30, "<= 30 s"),
-        "2026-11-26/cold-h100.json",
-        _cold("cold"),
-    ),
-    Metric(
-        "optimize: ten more corpus models cold, H100 (shape arithmetic folded)",
-        32,
-        Target("<=", 30, "<= 30 s"),
-        "2026-11-26/cold-h100-rest.json",
-        _cold("cold"),
-    ),
-    Metric(
-        "optimize: 17 corpus models cold, H100, after the session-17 merges",
-        32,
-        Target("<=", 30, "<= 30 s"),
-        "2026-11-26/cold-h100-merged.json",
+        "2026-11-27/cold-h100.json",
         _cold("cold"),
     ),
     Metric(
@@ -354,7 +340,7 @@ METRICS: list[Metric] = [
         "corpus: geomean speed-up (subst)",
         32,
         Target(">=", 1.20, ">= 1.20x"),
-        "2026-11-26/corpus-h100.json",
+        "2026-11-27/corpus-h100.json",
         _corpus_h100,
     ),
     Metric(
