@@ -252,14 +252,14 @@ METRICS: list[Metric] = [
         "generate --max-ops 4, TASO's set: wall",
         30,
         Target("<=", 720, "<= 12 min (issue 3: 30 min)"),
-        "2026-11-26/generate-cpu-4ops.json",
+        "2026-11-27/generate-cpu-4ops.json",
         lambda d: (_one(d)["wall_s"], _minutes(_one(d)["wall_s"])),
     ),
     Metric(
         "generate --max-ops 4, TASO's set: peak memory",
         30,
         Target("<=", 2048, "<= 2 GB"),
-        "2026-11-26/generate-cpu-4ops.json",
+        "2026-11-27/generate-cpu-4ops.json",
         lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb'] / 1000:.1f} GB"),
     ),
     Metric(
