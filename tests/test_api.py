@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import ROOT
+from conftest import ROOT, zoo
 from onnx import TensorProto, helper
 from test_optimize import MERGE_MATMULS
 
@@ -22,7 +22,8 @@ from taso.rules import store
 
 COSTS = str(ROOT / "taso" / "cost" / "reference_costs.json")
 FAST = {"costs": COSTS, "budget": 10}
-"""Nothing measured, a small search: BERT-tiny's Q/K/V merges are found within it."""
+"""Nothing measured, a small search: the zoo NasRNN's matmul merges are found within it (BERT-tiny's Q/K/V
+merges no longer pay where its units are estimated by the kernels onnxruntime runs)."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,6 +47,18 @@ def bert(bert_path: Path) -> onnx.ModelProto:
     return onnx.load(str(bert_path))
 
 
+@pytest.fixture(scope="module")
+def nasrnn_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("nasrnn") / "nasrnn.onnx"
+    onnx.save(zoo.ZOO["nasrnn"](), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def nasrnn(nasrnn_path: Path) -> onnx.ModelProto:
+    return onnx.load(str(nasrnn_path))
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -54,40 +67,40 @@ def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarra
     return ort.InferenceSession(model.SerializeToString()).run(None, feeds)
 
 
-def test_optimize_returns_a_valid_rewrite_that_computes_the_same(bert: onnx.ModelProto, rules: Path) -> None:
-    before = bert.SerializeToString()
-    out, report = taso.optimize(bert, store=rules, **FAST)
+def test_optimize_returns_a_valid_rewrite_that_computes_the_same(nasrnn: onnx.ModelProto, rules: Path) -> None:
+    before = nasrnn.SerializeToString()
+    out, report = taso.optimize(nasrnn, store=rules, **FAST)
     onnx.checker.check_model(out, full_check=True)
     assert report.rules_applied and report.nodes_after < report.nodes_before  # it did rewrite
-    assert len(out.graph.node) < len(bert.graph.node)
+    assert len(out.graph.node) < len(nasrnn.graph.node)
     assert report.check is not None and report.check.ok
     assert (report.input, report.output) == ("<ModelProto>", "<ModelProto>")
-    assert bert.SerializeToString() == before  # the caller's proto is left as it was
+    assert nasrnn.SerializeToString() == before  # the caller's proto is left as it was
     rng = np.random.default_rng(0)
-    feeds = {"input_ids": rng.integers(0, 100, (2, 7)), "attention_mask": np.ones((2, 7), np.int64)}
-    for want, got in zip(_run(bert, feeds), _run(out, feeds), strict=True):
+    feeds = {i.name: rng.standard_normal((1, 512), dtype=np.float32) for i in nasrnn.graph.input}
+    for want, got in zip(_run(nasrnn, feeds), _run(out, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_a_proto_and_its_path_give_the_same_bytes(bert: onnx.ModelProto, bert_path: Path, rules: Path) -> None:
-    from_proto, _ = taso.optimize(bert, store=rules, **FAST)
-    from_path, report = taso.optimize(bert_path, store=rules, **FAST)
+def test_a_proto_and_its_path_give_the_same_bytes(nasrnn: onnx.ModelProto, nasrnn_path: Path, rules: Path) -> None:
+    from_proto, _ = taso.optimize(nasrnn, store=rules, **FAST)
+    from_path, report = taso.optimize(nasrnn_path, store=rules, **FAST)
     assert from_proto.SerializeToString() == from_path.SerializeToString()
-    assert report.input == str(bert_path)
+    assert report.input == str(nasrnn_path)
 
 
-def test_nothing_is_written_to_the_store_unless_asked(bert: onnx.ModelProto, rules: Path) -> None:
+def test_nothing_is_written_to_the_store_unless_asked(nasrnn: onnx.ModelProto, rules: Path) -> None:
     """Costs from a table: the store is read, never written (its bytes and its mtime stay)."""
     digest, mtime = _digest(rules), rules.stat().st_mtime_ns
-    taso.optimize(bert, store=rules, **FAST)
+    taso.optimize(nasrnn, store=rules, **FAST)
     assert (_digest(rules), rules.stat().st_mtime_ns) == (digest, mtime)
     assert sorted(p.name for p in rules.parent.iterdir()) == ["substitutions.db"]  # no journal, no temp file
 
 
-def test_a_failed_check_raises_with_the_report(bert: onnx.ModelProto, rules: Path) -> None:
+def test_a_failed_check_raises_with_the_report(nasrnn: onnx.ModelProto, rules: Path) -> None:
     """Element-wise at zero tolerance, the merged matmuls' last-bit differences fail the check."""
     with pytest.raises(taso.CheckFailed, match="differs from the original") as e:
-        taso.optimize(bert, store=rules, rtol=0.0, atol=0.0, **FAST)
+        taso.optimize(nasrnn, store=rules, rtol=0.0, atol=0.0, **FAST)
     assert e.value.report.rules_applied and not e.value.report.check.ok
     assert e.value.report.input == "<ModelProto>"
 
