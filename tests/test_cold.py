@@ -69,18 +69,24 @@ def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, m
     assert any(line.startswith("measured  not timed: a predicted ") for line in report.lines())
 
 
-def test_the_guard_times_the_input_file_and_the_staged_output_without_saving_them_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
-) -> None:
-    src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+def _count_saves(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The paths every model save goes to from now on (the saves still happen)."""
     saved: list[Path] = []
+    save = onnx_io.save_model
 
     def counting(g, path, *args, **kwargs):
         saved.append(Path(path))
         return save(g, path, *args, **kwargs)
 
-    save = onnx_io.save_model
     monkeypatch.setattr(onnx_io, "save_model", counting)
+    return saved
+
+
+def test_the_guard_times_the_input_file_and_the_staged_output_without_saving_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
+) -> None:
+    src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
+    saved = _count_saves(monkeypatch)
     report = optimize(src, tmp_path / "o.onnx", db, settings=Settings(device="cpu", alpha=2.0, dims={"batch": 64}))
     assert "timing end to end" in report.seconds and report.check is not None and report.check.ok
     # the result once, and the original again only where the guard kept it
@@ -123,14 +129,7 @@ def test_a_warm_run_whose_verdict_kept_the_original_exports_the_original_alone(
     monkeypatch.setattr(guard.cost, "clearly_faster", lambda before, after: False)
     first = optimize(src, tmp_path / "a.onnx", db, settings=settings)
     assert first.cost["measured"]["kept_original"] and first.rules_applied == {}
-    saved: list[Path] = []
-
-    def counting(g, path, *args, **kwargs):
-        saved.append(Path(path))
-        return save(g, path, *args, **kwargs)
-
-    save = onnx_io.save_model
-    monkeypatch.setattr(onnx_io, "save_model", counting)
+    saved = _count_saves(monkeypatch)
     again = optimize(src, tmp_path / "b.onnx", db, settings=settings)
     assert again.cost["measured"] == {**first.cost["measured"], "cached": True}
     assert len(saved) == 1 and again.rules_applied == {} and again.check is not None and again.check.ok

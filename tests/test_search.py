@@ -134,18 +134,22 @@ def test_the_same_model_store_and_costs_give_the_same_bytes_on_a_loaded_machine(
     assert (tmp_path / "quiet.onnx").read_bytes() == (tmp_path / "loaded.onnx").read_bytes()
 
 
+THREE_SCALED = parse_graph(
+    """graph(%x: float32[2,4], %y: float32[2,4], %z: float32[2,4], %s: float32[] = 0.25):
+      %a = Mul(%x, %s) : float32[2,4]
+      %b = Mul(%y, %s) : float32[2,4]
+      %c = Mul(%z, %s) : float32[2,4]
+      %d = Mul(%a, %b) : float32[2,4]
+      %e = Mul(%d, %c) : float32[2,4]
+      return %e"""
+)
+"""Three inputs scaled by one constant, then multiplied: MERGE_SCALED applies in more than one way."""
+
+
 def test_a_slow_clock_changes_nothing_but_the_safety_net_says_when_it_fires() -> None:
     """A clock that runs 1,000 times fast (a machine that slow) finds what the real clock finds, as long as
     the time limit is out of reach; within reach, the limit stops the search and the result says so."""
-    g = parse_graph(
-        """graph(%x: float32[2,4], %y: float32[2,4], %z: float32[2,4], %s: float32[] = 0.25):
-          %a = Mul(%x, %s) : float32[2,4]
-          %b = Mul(%y, %s) : float32[2,4]
-          %c = Mul(%z, %s) : float32[2,4]
-          %d = Mul(%a, %b) : float32[2,4]
-          %e = Mul(%d, %c) : float32[2,4]
-          return %e"""
-    )
+    g = THREE_SCALED
 
     def muls(h: Graph) -> float:
         return sum(n.op == "Mul" for n in h.nodes) + 0.1 * len(h.nodes)
@@ -164,15 +168,7 @@ def test_a_slow_clock_changes_nothing_but_the_safety_net_says_when_it_fires() ->
 def test_prefetch_hears_every_candidate_before_it_is_costed_and_changes_nothing() -> None:
     """The candidates of an expansion are handed to ``prefetch`` (a cost model measures their new units side by
     side then) before any of them is costed; the search finds the same graph the same way with it or without."""
-    g = parse_graph(
-        """graph(%x: float32[2,4], %y: float32[2,4], %z: float32[2,4], %s: float32[] = 0.25):
-          %a = Mul(%x, %s) : float32[2,4]
-          %b = Mul(%y, %s) : float32[2,4]
-          %c = Mul(%z, %s) : float32[2,4]
-          %d = Mul(%a, %b) : float32[2,4]
-          %e = Mul(%d, %c) : float32[2,4]
-          return %e"""
-    )
+    g = THREE_SCALED
     heard: set[str] = set()
     costed: list[tuple[str, bool]] = []
     batches: list[int] = []
