@@ -15,15 +15,20 @@ from taso.ir import parse_graph
 from .graphs import with_weights
 
 
-def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
-    small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
-    large = with_weights(
+def three_matmuls():
+    """A model slow enough to tell apart from a Relu in any round."""
+    return with_weights(
         """graph(%x: float32[256,256], %w: float32[256,256] weight):
           %a = MatMul(%x, %w) : float32[256,256]
           %b = MatMul(%a, %w) : float32[256,256]
           %y = MatMul(%b, %w) : float32[256,256]
           return %y"""
     )
+
+
+def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
+    small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
+    large = three_matmuls()
     graphs = [small, large, small]
     paths = [onnx_io.save_model(g, tmp_path / f"{i}.onnx") for i, g in enumerate(graphs)]
     opened_first: list[str] = []
@@ -78,13 +83,7 @@ def test_the_guard_stops_timing_once_the_rewrite_has_lost_for_good(tmp_path: Pat
     from taso.optimize import guard
 
     original = parse_graph("graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y")
-    slower = with_weights(
-        """graph(%x: float32[256,256], %w: float32[256,256] weight):
-          %a = MatMul(%x, %w) : float32[256,256]
-          %b = MatMul(%a, %w) : float32[256,256]
-          %y = MatMul(%b, %w) : float32[256,256]
-          return %y"""
-    )
+    slower = three_matmuls()
     files = (onnx_io.save_model(original, tmp_path / "a.onnx"), onnx_io.save_model(slower, tmp_path / "b.onnx"))
     heard: list[tuple[int, int]] = []
     model = CostModel(cpu, None, measure=False)
