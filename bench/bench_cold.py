@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,12 @@ def main() -> int:
         metavar="DIR",
         help="write the units each cold run measured as DIR/<model>.json (a reference table for models/merge_costs.py)",
     )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep each cold run's output as DIR/<model>.onnx: what a user of this device gets, for bench_corpus --device-made",
+    )
     args = ap.parse_args()
     started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
@@ -127,6 +134,9 @@ def main() -> int:
                     kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree])
                     for kind in kinds
                 }
+            if args.keep and runs["this"]["cold"].get("exit") == 0:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                shutil.move(t / f"{name}.cold.onnx", args.keep / f"{name}.onnx")
             if args.export_costs:
                 args.export_costs.mkdir(parents=True, exist_ok=True)
                 runs["this"]["exported_units"] = _export_costs(

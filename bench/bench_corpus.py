@@ -42,15 +42,18 @@ from taso.rules import store  # noqa: E402
 SHORT = {
     "again": "again",
     "subst": "subst",
+    "subst_device": "subst-dev",
     "onnxsim": "onnxsim",
     "onnxslim": "slim",
     "ort_transformers": "ort-tf",
     "ort_transformers+subst": "ort+subst",
 }
-"""Each variant's column in the table (speed-up over the original; "again" is the original timed twice)."""
+"""Each variant's column in the table (speed-up over the original; "again" is the original timed twice; "subst" is
+made as CI makes it, from the shipped table; "subst_device" is `subst optimize --device` on this device, as its user
+runs it: measured costs and the end-to-end guard, made by `bench_cold.py --keep` and given as ``--device-made``)."""
 
 
-def _prepare(name: str, tmp: Path) -> dict:
+def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
     """subst's output as the regression makes it, each peer's, and subst on the transformers optimizer's."""
     t0 = time.perf_counter()
     try:
@@ -60,6 +63,8 @@ def _prepare(name: str, tmp: Path) -> dict:
     row["optimize_s"] = round(time.perf_counter() - t0, 1)
     src = tmp / f"{name}.onnx"
     variants = {"original": src, "again": src, "subst": tmp / f"{name}.opt.onnx"}
+    if device_made is not None and (device_made / f"{name}.onnx").exists():
+        variants["subst_device"] = device_made / f"{name}.onnx"
     variants.update(peers.peers(src, tmp, name, corpus.MANIFEST[name]["model"]))
     if "ort_transformers" in variants:
         both = tmp / f"{name}.ort_transformers.opt.onnx"
@@ -93,6 +98,12 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/corpus-<device>.json)")
+    ap.add_argument(
+        "--device-made",
+        type=Path,
+        metavar="DIR",
+        help="also time DIR/<model>.onnx, subst's output made on this device (bench_cold.py --keep DIR)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
@@ -104,7 +115,7 @@ def main() -> int:
         # every model is prepared before any is timed: a batch-1 latency is bound by the host, and timing beside
         # workers still optimizing on its cores measured BERT dynamo's original and every variant up to 1.75x slow
         with ProcessPoolExecutor(args.workers) as pool:
-            jobs = {n: pool.submit(_prepare, n, tmp) for n in names}
+            jobs = {n: pool.submit(_prepare, n, tmp, args.device_made) for n in names}
             prepared = {n: job.result() for n, job in jobs.items()}
         for name in names:
             row = {**corpus.MANIFEST[name], "model": name, **prepared[name]}
