@@ -182,6 +182,15 @@ def _cold(kind: str) -> Callable[[dict], Value]:
     return read
 
 
+def _generated(d: dict) -> Value:
+    """A generate run's wall time, with its peak memory and counts."""
+    r = _one(d)
+    return r["wall_s"], (
+        f"{_minutes(r['wall_s'])}, {r['peak_rss_mb'] / 1000:.1f} GB, {r['graphs_total']:,} graphs,"
+        f" {r['candidates']:,} candidates, {r['rules']:,} rules"
+    )
+
+
 def _minutes(s: float) -> str:
     return f"{int(s // 60)} min {round(s % 60)} s"
 
@@ -295,15 +304,18 @@ METRICS: list[Metric] = [
         lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb'] / 1000:.1f} GB"),
     ),
     Metric(
+        "generate --max-ops 4, the shipped set (TASO's and biased convs, configs/shipped.json): wall, peak memory, counts",
+        30,
+        None,
+        "2026-11-27/generate-cpu-4ops-shipped.json",
+        _generated,
+    ),
+    Metric(
         "generate --max-ops 5, reduced set (configs/gen5-2d.json), Ray on 16 cores: wall, peak memory, counts",
         30,
         None,
         "2026-11-27/generate-cpu16-5ops-ray.json",
-        lambda d: (
-            _one(d)["wall_s"],
-            f"{_minutes(_one(d)['wall_s'])}, {_one(d)['peak_rss_mb'] / 1000:.1f} GB, {_one(d)['graphs_total']:,} graphs,"
-            f" {_one(d)['candidates']:,} candidates, {_one(d)['rules']:,} rules",
-        ),
+        _generated,
     ),
     Metric(
         "verify TASO's 3-op set: unknown",
