@@ -134,7 +134,7 @@ def _indexed_size(g: Graph, n: Node, k: int, dims: Mapping[str, int]) -> int | N
     shape = _static_shape(g, n.inputs[data], dims) if k == index else None
     if not shape:
         return None
-    axis = (onnx_io.opaque_ints(n) if n.is_opaque else n.attr).get("axis", 0)
+    axis = onnx_io.int_attrs(n).get("axis", 0)
     return shape[int(axis)] if -len(shape) <= int(axis) < len(shape) and shape[int(axis)] > 0 else None
 
 

@@ -41,7 +41,7 @@ def fold_static_shapes(g: Graph) -> Graph:
     data, types = dict(g.data), dict(g.types)
     for n in shapes:
         dims = g.types[n.inputs[0]].shape
-        attrs = onnx_io.opaque_ints(n) if n.is_opaque else n.attr
+        attrs = onnx_io.int_attrs(n)
         value = np.array(dims[attrs.get("start", 0) : attrs.get("end", len(dims))], np.int64)  # type: ignore[misc]
         data[n.outputs[0]] = WeightData(value)
         types[n.outputs[0]] = TensorType("int64", value.shape)

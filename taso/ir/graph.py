@@ -315,7 +315,6 @@ def eliminate_dead(g: Graph) -> Graph:
     )
 
 
-
 def fresh_names(used: Iterable[str], prefix: str) -> Iterator[str]:
     """Value names not in ``used`` (pass every name of every graph the new values will live in)."""
     taken = set(used)

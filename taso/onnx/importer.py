@@ -4,6 +4,7 @@ that keeps its attributes verbatim (and `opaque_reasons` says why, for `subst in
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,9 +212,13 @@ def opaque_reasons(path: str | os.PathLike[str]) -> list[Opaque]:
     return out
 
 
-def opaque_ints(n: Node) -> dict[str, int]:
-    """The integer attributes of an opaque node (Shape's ``start`` and ``end``, say): what a stage that
-    reasons about an op outside the catalogue may read without knowing protobuf."""
+def int_attrs(n: Node) -> Mapping[str, int | tuple[int, ...]]:
+    """The integer and integer-list attributes of any node (Shape's ``start`` and ``end``, Transpose's ``perm``):
+    a catalogue node's normalised ones, an opaque node's as written (a Transpose the importer could not type
+    stays opaque), so a stage that reasons about ops need not know which it was, nor protobuf."""
+    if not n.is_opaque:
+        return n.attr  # type: ignore[return-value]
     proto = onnx.NodeProto()
     proto.ParseFromString(n.opaque or b"")
-    return {a.name: a.i for a in proto.attribute if a.type == onnx.AttributeProto.INT}
+    ints = {a.name: a.i for a in proto.attribute if a.type == onnx.AttributeProto.INT}
+    return ints | {a.name: tuple(a.ints) for a in proto.attribute if a.type == onnx.AttributeProto.INTS}

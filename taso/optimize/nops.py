@@ -14,11 +14,12 @@ where it hands on its input at every size of the dynamic dims (a crop to 56 of a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 
+from taso import onnx as onnx_io
 from taso.ir import Dim, Graph, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
 
 WHOLE = 2**62
@@ -88,7 +89,8 @@ def _hands_on(n: Node, data: Mapping[str, WeightData], types: Mapping[str, Tenso
     if n.op == "Identity":
         return True
     if n.op == "Transpose":
-        return list(n.attr["perm"]) == sorted(n.attr["perm"])  # type: ignore[arg-type]
+        perm = onnx_io.int_attrs(n).get("perm")
+        return perm is not None and list(perm) == sorted(perm)  # type: ignore[arg-type]
     if n.op == "Pad":  # zero pads, whatever the mode; the pads attribute of opsets before 11 is not read
         pads = _constant(data, n, 1)
         return pads is not None and not any(pads)
@@ -164,7 +166,7 @@ def _target(n: Node, data: Mapping[str, WeightData]) -> list[Dim | None] | None:
     target = _constant(data, n, 1)
     if target is None:
         return None
-    return [None if d == 0 and not n.attr.get("allowzero") else d for d in target]
+    return [None if d == 0 and not onnx_io.int_attrs(n).get("allowzero") else d for d in target]
 
 
 def _same_shape(n: Node, data: Mapping[str, WeightData], shape: tuple[Dim, ...] | None) -> bool:
@@ -204,9 +206,9 @@ def _transpose_as_reshape(n: Node, types: Mapping[str, TensorType]) -> list[int]
     others keep their order, so the memory order is unchanged): each dynamic dim copied at its own index (0),
     or one dynamic dim that moves as -1 where nothing is copied (beside a 0, -1 cannot be inferred on an empty
     tensor, which the Transpose runs on)."""
-    perm: Sequence[int] = n.attr["perm"]  # type: ignore[assignment]
+    perm = onnx_io.int_attrs(n).get("perm")
     shape = _shape(types, n.inputs[0])
-    if shape is None or len(perm) != len(shape) or list(perm) == sorted(perm):
+    if not isinstance(perm, tuple | list) or shape is None or len(perm) != len(shape) or list(perm) == sorted(perm):
         return None
     moved = [p for p in perm if shape[p] != 1]
     if moved != sorted(moved) or 0 in shape:

@@ -128,7 +128,13 @@ def _constant_targets(g: Graph, values: Mapping[str, Abstract]) -> Graph:
 
 def _target(n: Node, g: Graph, values: Mapping[str, Abstract]) -> list[int] | None:
     """The constant that `_constant_targets` puts in for Reshape ``n``'s computed target, if there is one."""
-    if n.op != "Reshape" or n.domain or len(n.inputs) != 2 or n.inputs[1] in g.data or _ints(n).get("allowzero"):
+    if (
+        n.op != "Reshape"
+        or n.domain
+        or len(n.inputs) != 2
+        or n.inputs[1] in g.data
+        or onnx_io.int_attrs(n).get("allowzero")
+    ):
         return None
     value = values.get(n.inputs[1])
     if value is None or len(value[0]) != 1 or g.types[n.inputs[1]].dtype != "int64":
@@ -178,10 +184,6 @@ def _fits(value: Abstract, t: TensorType) -> bool:
     )
 
 
-def _ints(n: Node) -> Mapping[str, object]:
-    return onnx_io.opaque_ints(n) if n.is_opaque else n.attr
-
-
 def _input(n: Node, i: int, values: Mapping[str, Abstract]) -> Abstract | None:
     return values.get(n.inputs[i]) if i < len(n.inputs) and n.inputs[i] else None
 
@@ -198,7 +200,7 @@ def _shape(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None
     t = g.types.get(n.inputs[0])
     if t is None or t.shape is None:
         return None
-    attrs, rank = _ints(n), len(t.shape)
+    attrs, rank = onnx_io.int_attrs(n), len(t.shape)
     start, end = int(attrs.get("start", 0)), int(attrs.get("end", rank))  # type: ignore[call-overload]
     dims = [d if isinstance(d, int | str) else None for d in t.shape][slice(*_clamp(start, end, rank))]
     return (len(dims),), tuple(dims)
@@ -230,7 +232,7 @@ def _gather(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | Non
         or indices is None
         or idx is None
         or len(data[0]) != 1
-        or int(_ints(n).get("axis", 0)) not in (0, -1)
+        or int(onnx_io.int_attrs(n).get("axis", 0)) not in (0, -1)
     ):  # type: ignore[call-overload]
         return None
     size = data[0][0]
@@ -261,7 +263,7 @@ def _concat(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | Non
 
 def _unsqueeze(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
     data = _input(n, 0, values)
-    axes = _known(n, 1, values) if len(n.inputs) > 1 else list(_ints(n).get("axes", ()))  # type: ignore[call-overload]
+    axes = _known(n, 1, values) if len(n.inputs) > 1 else list(onnx_io.int_attrs(n).get("axes", ()))  # type: ignore[call-overload]
     if data is None or data[0] != () or axes not in ([0], [-1]):
         return None
     return (1,), data[1]
@@ -291,7 +293,7 @@ def _arithmetic(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract |
     if a is None or b is None or len(n.inputs) != 2:
         return None
     if n.op == "Mod":
-        op = _mod(bool(_ints(n).get("fmod", 0)))
+        op = _mod(bool(onnx_io.int_attrs(n).get("fmod", 0)))
     else:
         op = {"Add": int.__add__, "Sub": int.__sub__, "Mul": int.__mul__, "Div": _trunc_div}[n.op]
     (sa, ea), (sb, eb) = a, b
