@@ -76,9 +76,10 @@ def test_a_hand_edit_of_a_result_file_stales_the_table(results: Path) -> None:
 
 
 def test_a_hand_edit_of_the_readme_table_is_caught() -> None:
+    """A target not met, marked met by hand (whichever row is the first not met), is written back as it was."""
     text = _readme()
-    row = "| " + " | ".join(_row(text, "corpus: geomean speed-up (subst)")) + " |"
-    edited = text.replace(row, row.replace("1.038x", "1.238x").replace("**no**", "yes"))
+    row = next(line for line in text.splitlines() if line.startswith("| ") and "| **no** |" in line)
+    edited = text.replace(row, row.replace("| **no** |", "| yes |"))
     assert edited != text
     assert current.splice(edited, current.render()) != edited
 
