@@ -65,3 +65,29 @@ def test_custom_domain_and_local_function_pass_through(tmp_path: Path, save) -> 
     b = onnx.load(str(out))
     assert [f.name for f in b.functions] == ["Swish"] and b.graph.node[1].domain == "com.example"
     assert onnx_io.load_model(out) == onnx_io.load_model(src)
+
+
+def test_int_attrs_reads_an_opaque_node_as_written() -> None:
+    """The Reshapes of an empty slice leave the nodes after them untyped, so they stay opaque: their integer
+    attributes come from what the file wrote, not the catalogue's defaults (an allowzero=1 read as 0 would let
+    the no-op fold merge a Reshape that copies a zero)."""
+    consts = {"c0": [0], "c1": [-1], "c2": [0], "c3": [1], "c4": [0, 1, -1], "c5": [0, -1]}
+    nodes = [
+        helper.make_node("Slice", ["x", "c0", "c1", "c2", "c3"], ["v0"]),
+        helper.make_node("Reshape", ["v0", "c4"], ["v1"]),
+        helper.make_node("Reshape", ["v1", "c5"], ["v2"], allowzero=1),
+        helper.make_node("Transpose", ["v2"], ["y"], perm=[1, 0]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, "a"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor(k, TensorProto.INT64, [len(v)], v) for k, v in consts.items()],
+    )
+    g = onnx_io.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    reshape, transpose = g.nodes[-2:]
+    assert reshape.is_opaque and transpose.is_opaque
+    assert onnx_io.int_attrs(reshape)["allowzero"] == 1
+    assert onnx_io.int_attrs(transpose)["perm"] == (1, 0)
+    assert onnx_io.int_attrs(g.nodes[1]) == {"allowzero": 0}  # a catalogue node's, normalised
