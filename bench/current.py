@@ -182,6 +182,14 @@ def _cold(kind: str) -> Callable[[dict], Value]:
     return read
 
 
+def _same_rules(d: dict) -> Value:
+    """Rows of two stores that differ (row k against row k), with the runs' walls."""
+    c = d["compare"]
+    rows = max(c["rows_differing"].values())
+    walls = " / ".join(f"{r['code']} {_minutes(r['wall_s'])}" for r in d["rows"])
+    return rows, f"{rows} of {c['rules'][1]:,} ({c['rules'][0]:,} rules before; {walls})"
+
+
 def _generated(d: dict) -> Value:
     """A generate run's wall time, with its peak memory and counts."""
     r = _one(d)
@@ -309,6 +317,13 @@ METRICS: list[Metric] = [
         Target("<=", 2048, "<= 2 GB"),
         "2026-11-27/generate-cpu-4ops.json",
         lambda d: (_one(d)["peak_rss_mb"], f"{_one(d)['peak_rss_mb'] / 1000:.1f} GB"),
+    ),
+    Metric(
+        "generate --max-ops 4, TASO's set: rule rows unlike those of the generator the issue found (d7284d6^)",
+        30,
+        Target("==", 0, "0"),
+        "2026-11-27/generate-cpu-4ops-order.json",
+        _same_rules,
     ),
     Metric(
         "generate --max-ops 4, the shipped set (TASO's and biased convs, configs/shipped.json): wall, peak memory, counts",
