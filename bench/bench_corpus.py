@@ -96,7 +96,6 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(corpus.NAMES))
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--out", type=Path, default=Path("bench-out"))
     ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/corpus-<device>.json)")
     ap.add_argument(
         "--device-made",
@@ -105,7 +104,6 @@ def main() -> int:
         help="also time DIR/<model>.onnx, subst's output made on this device (bench_cold.py --keep DIR)",
     )
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     device = profiler.pick_device(args.device)
     result = args.result or layout.result_path("corpus", device.key)
     names = [n for n in args.models.split(",") if n]

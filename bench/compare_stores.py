@@ -17,14 +17,14 @@ def compare(old: str, new: str) -> dict:
     cols = [c for c in dbs[0]["rules"].columns_dict if c in dbs[1]["rules"].columns_dict and c != "id"]
     a, b = (list(db.query(f"select {', '.join(cols)} from rules order by id")) for db in dbs)
     differing = {c: sum(x[c] != y[c] for x, y in zip(a, b)) for c in cols}
-    return {"rules": [len(a), len(b)], "columns": cols, "rows_differing": differing}
+    rows = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+    return {"rules": [len(a), len(b)], "columns": cols, "rows_differing": rows, "per_column": differing}
 
 
 def main() -> int:
     result = compare(*sys.argv[1:3])
     print(json.dumps(result, indent=1))
-    same = result["rules"][0] == result["rules"][1] and not any(result["rows_differing"].values())
-    return 0 if same else 1
+    return 0 if result["rows_differing"] == 0 else 1
 
 
 if __name__ == "__main__":

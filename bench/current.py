@@ -183,9 +183,10 @@ def _cold(kind: str) -> Callable[[dict], Value]:
 
 
 def _same_rules(d: dict) -> Value:
-    """Rows of two stores that differ (row k against row k), with the runs' walls."""
+    """Rows of two stores that differ (row k against row k, and any one store has beyond the other's), with the
+    runs' walls."""
     c = d["compare"]
-    rows = max(c["rows_differing"].values())
+    rows = c["rows_differing"]
     walls = " / ".join(f"{r['code']} {_minutes(r['wall_s'])}" for r in d["rows"])
     return rows, f"{rows} of {c['rules'][1]:,} ({c['rules'][0]:,} rules before; {walls})"
 

@@ -213,9 +213,9 @@ def opaque_reasons(path: str | os.PathLike[str]) -> list[Opaque]:
 
 
 def int_attrs(n: Node) -> Mapping[str, int | tuple[int, ...]]:
-    """The integer and integer-list attributes of any node (Shape's ``start`` and ``end``, Transpose's ``perm``):
-    a catalogue node's normalised ones, an opaque node's as written (a Transpose the importer could not type
-    stays opaque), so a stage that reasons about ops need not know which it was, nor protobuf."""
+    """A node's integer and integer-list attributes (Shape's ``start`` and ``end``, Transpose's ``perm``): an
+    opaque node's as written (a Transpose the importer could not type stays opaque), a catalogue node's normalised
+    attributes (all of them), so a stage that reasons about ops need not know which it was, nor protobuf."""
     if not n.is_opaque:
         return n.attr  # type: ignore[return-value]
     proto = onnx.NodeProto()
