@@ -94,11 +94,10 @@ def per_mode(
     """``g``'s units in graph order with their cost in each mode, and the whole model measured in each mode
     (``first``: the sessions already measured in the first mode)."""
     g = fold_static_shapes(g)
-    position = {id(n): i for i, n in enumerate(g.nodes)}
     found = cost.units(g)
     out: dict = {"model": name, "sequence": [], "costs": {}, "measured": {}}
     for i, (mode, model) in enumerate(by_mode.items()):
-        costs = [model.unit_cost(g, unit, position) for unit in found]
+        costs = [model.unit_cost(g, unit) for unit in found]
         out["sequence"] = [c.key for c in costs]  # unit keys do not depend on the mode
         for c in costs:
             out["costs"].setdefault(c.key, {"label": c.label})[mode] = c.ms

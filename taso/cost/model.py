@@ -86,6 +86,9 @@ class CostModel:
         """Unit costs known so far (seeded from a reference table, see `reference_model`)."""
         self.keys: dict[tuple, str] = {}
         """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
+        self.prefetched: dict[int, tuple[Graph, list[tuple[str, Graph | None, str]]]] = {}
+        """The last `prefetch`'s graphs by id, with their `_keyed` units: a search prefetches an expansion's
+        candidates, then costs them one by one, and keying a graph's units twice was a fifth of its time."""
         self.samples: dict[str, tuple[Graph, list[float]]] = {}
         """Units this model measured: the timed graph and every measurement taken of it."""
         self.used: set[str] = set()
@@ -169,10 +172,10 @@ class CostModel:
         self._log_host(measured[0][1].reference_ms)  # one reference run beside them all
         return [to_calibrated_host(ms, timing, cal) for ms, timing in measured]
 
-    def _key(self, g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple[str, Graph | None]:
+    def _key(self, g: Graph, unit: Unit) -> tuple[str, Graph | None]:
         """The unit's `unit_key`, with its graph where the key is new to this model (None where remembered: its
         cost is in `memo` then)."""
-        footprint = _footprint(g, unit, position)
+        footprint = _footprint(g, unit)
         key = self.keys.get(footprint)
         if key is not None:
             return key, None
@@ -182,10 +185,9 @@ class CostModel:
         key = self.keys[footprint] = unit_key(ug)
         return key, ug
 
-    def unit_cost(self, g: Graph, unit: Unit, position: Mapping[int, int] | None = None) -> UnitCost:
-        """The unit's cost; ``position`` (id of each node of ``g`` -> its index) spares recomputing it when
-        costing every unit of one graph."""
-        key, ug = self._key(g, unit, position or {id(n): i for i, n in enumerate(g.nodes)})
+    def unit_cost(self, g: Graph, unit: Unit) -> UnitCost:
+        """The unit's cost."""
+        key, ug = self._key(g, unit)
         if key not in self.memo:
             assert ug is not None  # a remembered key has its cost
             known = self._known(key)
@@ -303,9 +305,11 @@ class CostModel:
 
     def _keyed(self, g: Graph) -> list[tuple[str, Graph | None, str]]:
         """(key, graph where new to this model, label) of each unit of ``g`` (shapes folded where static)."""
+        prefetched = self.prefetched.get(id(g))
+        if prefetched is not None and prefetched[0] is g:
+            return prefetched[1]
         g = fold_static_shapes(g)
-        position = {id(n): i for i, n in enumerate(g.nodes)}
-        return [(*self._key(g, unit, position), unit.label) for unit in units(g)]
+        return [(*self._key(g, unit), unit.label) for unit in units(g)]
 
     def prefetch(self, graphs: Sequence[Graph]) -> None:
         """Cost the units of ``graphs`` that neither this model, the store nor the prior knows, all together
@@ -314,7 +318,8 @@ class CostModel:
         every measurement paying a warm-up and a budget for one or two units (ResNet-50's cold search on the
         2-core CPU: 30 units in 34 s). What they cost is unchanged: a unit measures the same beside any others
         (`measure_marginals`), and is settled when a cost first counts it (`graph_cost`)."""
-        self._cost_new([k for g in graphs for k in self._keyed(g)], None)
+        self.prefetched = {id(g): (g, self._keyed(g)) for g in graphs}
+        self._cost_new([k for _, keyed in self.prefetched.values() for k in keyed], None)
 
     def graph_cost(self, g: Graph, progress: Callable[[int, int], None] | None = None) -> GraphCost:
         """Predicted latency of one run of ``g`` (concrete shapes needed for measurements); ``progress`` hears

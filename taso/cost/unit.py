@@ -6,7 +6,6 @@ in different places, or graphs, share.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from taso.cost.fusion import EPILOGUES, VIEWS, as_run
@@ -78,7 +77,7 @@ def timed_nodes(unit: Unit) -> tuple[Node, ...]:
         nodes = [n for n in nodes if id(n) not in dropped]
 
 
-def _footprint(g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple:
+def _footprint(g: Graph, unit: Unit) -> tuple:
     """Everything the `unit_key` of the unit's graph depends on, read from ``g`` in a few lookups (extracting
     the unit scans all of ``g``): the unit's `timed_nodes` and the weight-only nodes feeding them, in graph order; the
     type of every value they read or write; which values read from outside are weights, and the values of
@@ -92,7 +91,7 @@ def _footprint(g: Graph, unit: Unit, position: Mapping[int, int]) -> tuple:
         if p is not None and id(p) not in part and kinds.get(p.outputs[0]) is Kind.CONSTANT:
             part[id(p)] = p
             pending.extend(p.reads)
-    nodes = sorted(part.values(), key=lambda n: position[id(n)])
+    nodes = sorted(part.values(), key=lambda n: g.positions[id(n)])
     produced = {o for n in nodes for o in n.outputs}
     outside = tuple(
         (v, kinds.get(v) is Kind.WEIGHT, g.data[v].spelled if v in g.data else None)

@@ -60,7 +60,8 @@ def precompute(g: Graph) -> tuple[Graph, int]:
     """``g`` with its weight-only subgraphs (static shapes included) replaced by initializers; returns the
     graph and how many nodes that removed."""
     g0, g = g, fold_static_shapes(g)
-    targets = [v for v in frontier(g) if _foldable(g, v)]
+    implicit = {v for n in g.nodes for v in n.implicit}
+    targets = [v for v in frontier(g) if _foldable(g, v, implicit)]
     if not targets:
         return g, len(g0.nodes) - len(g.nodes)
     import onnxruntime as ort
@@ -93,11 +94,12 @@ def precompute(g: Graph) -> tuple[Graph, int]:
     return out, len(g0.nodes) - len(out.nodes)
 
 
-def _foldable(g: Graph, value: str) -> bool:
-    """Deterministic, a node's only output (a node must go whole), and not read from inside a subgraph."""
+def _foldable(g: Graph, value: str, implicit: set[str]) -> bool:
+    """Deterministic, a node's only output (a node must go whole), and not read from inside a subgraph (not
+    among the ``implicit`` reads of ``g``'s nodes)."""
     producer = g.producers.get(value)
     if producer is None or producer.op in onnx_io.NONDETERMINISTIC or producer.implicit:
         return False
     if len([o for o in producer.outputs if o]) != 1:
         return False
-    return not any(value in n.implicit for n in g.nodes)
+    return value not in implicit

@@ -38,9 +38,31 @@ class Node:
     reads: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """Every value this node depends on, explicit or through a subgraph. Kept, not recomputed: the search
     asks for it millions of times (15 % of NasRNN's search time when it was a property)."""
+    _hash: int = field(init=False, repr=False, compare=False)
+    """Kept for the same reason: a cost model looks units up by their nodes (`taso.cost.unit._footprint`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reads", tuple(i for i in self.inputs if i) + self.implicit)
+        object.__setattr__(
+            self,
+            "_hash",
+            hash(
+                (
+                    self.op,
+                    self.inputs,
+                    self.outputs,
+                    self.attrs,
+                    self.name,
+                    self.domain,
+                    self.doc,
+                    self.opaque,
+                    self.implicit,
+                )
+            ),
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def is_opaque(self) -> bool:
@@ -146,6 +168,11 @@ class Graph:
 
     # structure ----------------------------------------------------------------------------------------------
     @cached_property
+    def positions(self) -> Mapping[int, int]:
+        """Each node's index in ``nodes``, by the node's id: parts cut from the graph keep its order."""
+        return MappingProxyType({id(n): i for i, n in enumerate(self.nodes)})
+
+    @cached_property
     def producers(self) -> Mapping[str, Node]:
         return MappingProxyType({out: n for n in self.nodes for out in n.outputs if out})
 
@@ -243,19 +270,29 @@ def topological_order(nodes: list[Node], defined: set[str]) -> list[Node] | None
     it already is one (so rewrites disturb the model's layout as little as possible); None on a cycle.
 
     Kahn's algorithm, always placing the earliest ready node: the smallest valid order by position, in
-    O(n log n) (a rewrite appends its new nodes after every node that reads them)."""
+    O(n log n) (a rewrite appends its new nodes after every node that reads them). The leading nodes that read
+    only what is defined before them come first as they are, without the heap: that is the order Kahn's would
+    give them, and a rewrite leaves most of a graph so."""
     producers = {o for n in nodes for o in n.outputs if o}
-    waits = [0] * len(nodes)
+    known = set(defined)
+    start = 0
+    for n in nodes:
+        if any(v in producers and v not in known for v in n.reads):
+            break
+        known.update(n.outputs)
+        start += 1
+    placed: list[Node] = list(nodes[:start])
+    rest = nodes[start:]
+    waits = [0] * len(rest)
     readers: dict[str, list[int]] = {}
-    for k, n in enumerate(nodes):
+    for k, n in enumerate(rest):
         for v in dict.fromkeys(n.reads):
-            if v in producers and v not in defined:
+            if v in producers and v not in known:
                 waits[k] += 1
                 readers.setdefault(v, []).append(k)
     ready = [k for k, w in enumerate(waits) if w == 0]
-    placed: list[Node] = []
     while ready:
-        node = nodes[heapq.heappop(ready)]
+        node = rest[heapq.heappop(ready)]
         placed.append(node)
         for o in node.outputs:
             for r in readers.pop(o, ()):
@@ -278,7 +315,7 @@ def extract(g: Graph, nodes: Sequence[Node]) -> Graph:
             members.add(id(p))
             feeders.append(p)
             pending.extend(p.reads)
-    order = {id(n): i for i, n in enumerate(g.nodes)}
+    order = g.positions
     part = tuple(sorted((*feeders, *nodes), key=lambda n: order[id(n)]))
     produced = {o for n in part for o in n.outputs if o}
     reads = list(dict.fromkeys(v for n in part for v in n.reads if v not in produced))

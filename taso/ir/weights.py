@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from functools import cached_property
 
@@ -53,11 +54,12 @@ class WeightData:
         data.__dict__["digest"] = _recipe_digest(data.dtype, data.shape, recipe)
         return data
 
-    @property
+    @cached_property
     def spelled(self) -> str | None:
         """The values where they say what a graph computes rather than hold learned numbers: small integer
-        tensors (shapes, axes, split sizes). Unit costs (`taso.cost.unit_key`) and `Graph.form` include them."""
-        if int(np.prod(self.shape)) > 16 or self.dtype.kind not in "iu":
+        tensors (shapes, axes, split sizes). Unit costs (`taso.cost.unit_key`) and `Graph.form` include them;
+        kept once read, as a search asks for it of every weight of every unit of every candidate."""
+        if math.prod(self.shape) > 16 or self.dtype.kind not in "iu":
             return None
         return str(self.array.tolist())
 

@@ -98,7 +98,7 @@ def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth
         members.update(id(c) for c in extra)
         nodes = [*nodes, *extra]
         frontier = extra
-    order = {id(n): i for i, n in enumerate(g.nodes)}
+    order = g.positions
     return sorted(nodes, key=lambda n: order[id(n)])
 
 
@@ -160,7 +160,7 @@ def windows(g: Graph, nodes: list[Node], size: int, context_ops: frozenset[str] 
     candidate costs as much in a large model as in a small one. Each cut is made where the fewest values cross
     it into a ``context_ops`` reader, then where the fewest cross it at all: a window that starts with such a
     reader costs it apart from the op it fuses with, and a match that straddles a cut is not found."""
-    order = {id(n): i for i, n in enumerate(g.nodes)}
+    order = g.positions
     nodes = sorted(nodes, key=lambda n: order[id(n)])
     if len(nodes) <= size:
         return [nodes]
