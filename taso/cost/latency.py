@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, time_model, time_models
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Session, Timing, open_sessions, time_model, time_sessions
 from taso.execute import check
 from taso.ir import Graph
 
@@ -31,11 +31,14 @@ def interleaved_timings(
     inputs: Mapping[str, np.ndarray] | None = None,
     budget_s: float | None = None,
     until: Callable[[list[list[float]]], bool] | None = None,
+    sessions: int | None = None,
 ) -> list[list[Timing]]:
-    """Each model's timing in every one of ``rounds`` rounds: each round opens a fresh session of every
-    model and times them side by side (`taso.profiler.time_models`, its warm-up and its samples within
-    ``budget_s`` each where one is given), so round k of two models is a pair.
-    Each round opens the sessions in another order: opened first in every round, a model measured 1-2 %
+    """Each model's timing in every one of ``rounds`` rounds: each round times a session of every model side
+    by side (`taso.profiler.time_sessions`, its warm-up and its samples within ``budget_s`` each where one is
+    given), so round k of two models is a pair. Each round opens fresh sessions, or, with ``sessions``, takes
+    its turn among that many sets of them, each opened once: a session's first run can take seconds
+    (ShuffleNet-v2 on the H100: 2.7-4.2 s, against 1.6 ms a run after it), paid again in every round.
+    Each set opens the sessions in another order: opened first in every round, a model measured 1-2 %
     slower than a second session of itself in all 14 zoo models (H100, bench_optimize.py). ``progress``
     hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
     user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones.
@@ -43,9 +46,14 @@ def interleaved_timings(
     settle a verdict already (`lost_for_good`), the rounds left could not change it."""
     runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
+    opened: dict[int, list[Session]] = {}
     for r in range(rounds):
-        first = r % len(runs)
-        timed = time_models(runs[first:] + runs[:first], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
+        turn = r if sessions is None else r % sessions
+        first = turn % len(runs)
+        if turn not in opened:
+            opened = {} if sessions is None else opened  # a fresh set each round: the last one can go
+            opened[turn] = open_sessions(runs[first:] + runs[:first], device, mode)
+        timed = time_sessions(opened[turn], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)
         done = r + 1 if until is None or not until([[t.median_ms for t in ts] for ts in per]) else rounds
@@ -66,9 +74,10 @@ def interleaved_rounds(
     inputs: Mapping[str, np.ndarray] | None = None,
     budget_s: float | None = None,
     until: Callable[[list[list[float]]], bool] | None = None,
+    sessions: int | None = None,
 ) -> list[list[float]]:
     """Each model's median latency in every round of `interleaved_timings`."""
-    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s, until)
+    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s, until, sessions)
     return [[t.median_ms for t in ts] for ts in timings]
 
 

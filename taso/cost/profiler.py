@@ -235,6 +235,18 @@ _quickest: dict[str, float] = {}
 """Per device: the quickest reference run this process has measured."""
 
 
+Session = tuple[Callable[[], None], Callable[[], None]]
+"""A model's session set up to run (`_runner`): one run, and what waits for the device to finish it."""
+
+
+def open_sessions(
+    models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]], device: Device, mode: Mode = DEFAULT_MODE
+) -> list[Session]:
+    """A session of each model (its file or bytes, and the feeds it runs on), in order: what `time_sessions`
+    times, as often as it is asked to."""
+    return [_runner(model, feeds, device, mode) for model, feeds in models]
+
+
 def time_models(
     models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]],
     device: Device,
@@ -245,7 +257,23 @@ def time_models(
     budget_s: float | None = None,
     primed: bool = False,
 ) -> list[Timing]:
-    """Several models timed side by side: every session is made and warmed up first, then sample k of every
+    """Several models timed side by side in fresh sessions (`time_sessions`)."""
+    return time_sessions(
+        open_sessions(models, device, mode), device, warmup, samples, min_sample_s, mode, budget_s, primed
+    )
+
+
+def time_sessions(
+    sessions: Sequence[Session],
+    device: Device,
+    warmup: int = 10,
+    samples: int = 30,
+    min_sample_s: float = 0.002,
+    mode: Mode = DEFAULT_MODE,
+    budget_s: float | None = None,
+    primed: bool = False,
+) -> list[Timing]:
+    """Several models timed side by side: every session is warmed up first, then sample k of every
     model is taken in turn (`visiting_order`), milliseconds apart, so drift hits each alike. With ``budget_s``
     the warm-up and the samples each take about that many seconds at most (the sample count read from the
     warm-up's last run, never under `MIN_SAMPLES`; no attempt starts that would overrun it): models whose runs take ms are
@@ -262,10 +290,10 @@ def time_models(
     a model timed at half its latency beside itself), and a model must time the same alone as beside others. For the same reason, with ``primed`` each sample of a
     model follows an untimed run of it: it finds the caches as its own run left them, whatever ran between its
     samples (units of ResNet-50, each with megabytes of weights of its own, timed eight side by side)."""
-    runners = [*(_runner(model, feeds, device, mode) for model, feeds in models), _reference_runner(device, mode)]
+    runners = [*sessions, _reference_runner(device, mode)]
     share = budget_s / len(runners) if budget_s is not None else float("inf")
     warmed = [
-        _warm_up(once, finish, warmup, min_sample_s / (4 if i == len(models) else 1), mode.warmup_s, share)
+        _warm_up(once, finish, warmup, min_sample_s / (4 if i == len(sessions) else 1), mode.warmup_s, share)
         for i, (once, finish) in enumerate(runners)
     ]  # the reference's samples are short: they only tell how quick the host was
     per_sample = [runs for runs, _ in warmed]
@@ -295,13 +323,13 @@ def time_models(
 
 
 @cache
-def _reference_runner(device: Device, mode: Mode) -> tuple[Callable[[], None], Callable[[], None]]:
+def _reference_runner(device: Device, mode: Mode) -> Session:
     """One session of `_reference` per device and mode, kept: it is timed beside every measurement."""
     return _runner(*_reference(), device, mode)
 
 
 def _side_by_side(
-    runners: Sequence[tuple[Callable[[], None], Callable[[], None]]],
+    runners: Sequence[Session],
     per_sample: Sequence[int],
     samples: int,
     primed: bool = False,
@@ -358,9 +386,7 @@ def visiting_order(variants: int, round_: int) -> list[int]:
     return order[::-1] if round_ % 2 else order
 
 
-def _runner(
-    model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, mode: Mode
-) -> tuple[Callable[[], None], Callable[[], None]]:
+def _runner(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, mode: Mode) -> Session:
     """One run of ``model`` set up as ``mode`` says, and what waits for the device to finish."""
     import onnxruntime as ort
 

@@ -17,6 +17,11 @@ from taso.ir import Graph, TensorType
 
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
+GUARD_SESSIONS = 2
+"""Sets of sessions the rounds take turns in (`cost.interleaved_rounds`): a session's first run can cost seconds
+(ShuffleNet-v2 on the H100: the guard took 30 s of its 34 s cold run, most of it in the first runs of its ten
+sessions), and with two sets, each opened in another order, a rewrite kept must still have won in both (it wins
+all rounds but one)."""
 GUARD_MIN_GAIN = 1.01
 """A rewrite predicted to gain less than this is neither timed end to end nor kept: five rounds cannot tell so
 little from noise (`cost.clearly_faster` wants nearly every round faster), so the guard would keep the original
@@ -52,6 +57,7 @@ def confirm_speedup(
         inputs=inputs,
         budget_s=GUARD_BUDGET_S,
         until=lambda per: cost.lost_for_good(*per),
+        sessions=GUARD_SESSIONS,
     )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
     return measured if cost.clearly_faster(before, after) else {**measured, "kept_original": True}

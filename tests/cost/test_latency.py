@@ -26,24 +26,42 @@ def three_matmuls():
     )
 
 
+def _opening(monkeypatch) -> list[str]:
+    """The model each set of sessions `interleaved_timings` opens is opened first with, in turn."""
+    opened_first: list[str] = []
+
+    def recording(models, *args, **kwargs):
+        opened_first.append(models[0][0])
+        return opening(models, *args, **kwargs)
+
+    opening = latency.open_sessions
+    monkeypatch.setattr(latency, "open_sessions", recording)
+    return opened_first
+
+
 def test_each_round_opens_the_sessions_in_another_order(tmp_path: Path, cpu, monkeypatch) -> None:
     small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
     large = three_matmuls()
     graphs = [small, large, small]
     paths = [onnx_io.save_model(g, tmp_path / f"{i}.onnx") for i, g in enumerate(graphs)]
-    opened_first: list[str] = []
-
-    def recording(models, *args, **kwargs):
-        opened_first.append(models[0][0])
-        return timing(models, *args, **kwargs)
-
-    timing = latency.time_models
-    monkeypatch.setattr(latency, "time_models", recording)
+    opened_first = _opening(monkeypatch)
     heard: list[tuple[int, int]] = []
     per = interleaved_rounds(paths, graphs, cpu, rounds=3, progress=lambda *a: heard.append(a))
     assert sorted(opened_first) == sorted(map(str, paths))  # every model opened first once
     assert all(s < m > t for s, m, t in zip(*per))  # and every round's times land on their own model
     assert heard == [(1, 3), (2, 3), (3, 3)]  # a round of a large model takes seconds: each one is told
+
+
+def test_rounds_take_turns_among_the_sets_of_sessions_they_are_given(tmp_path: Path, cpu, monkeypatch) -> None:
+    """With ``sessions``, five rounds of two models open two sets, each with another model first, and every
+    round's times still land on their own model."""
+    small = parse_graph("graph(%x: float32[1,8]):\n  %y = Relu(%x) : float32[1,8]\n  return %y")
+    graphs = [small, three_matmuls()]
+    paths = [onnx_io.save_model(g, tmp_path / f"{i}.onnx") for i, g in enumerate(graphs)]
+    opened_first = _opening(monkeypatch)
+    per = interleaved_rounds(paths, graphs, cpu, rounds=5, sessions=2)
+    assert opened_first == list(map(str, paths))
+    assert len(per[0]) == len(per[1]) == 5 and all(s < m for s, m in zip(*per))
 
 
 rounds = st.lists(st.floats(0.1, 10.0), min_size=3, max_size=7)
