@@ -250,17 +250,10 @@ METRICS: list[Metric] = [
         _cold("warm"),
     ),
     Metric(
-        "optimize: every corpus model cold, H100 (the shipped prior holding the units of the lease before)",
+        "optimize: every corpus model cold, H100 (the shipped prior; search and guard sessions of 41b3042)",
         32,
         Target("<=", 30, "<= 30 s"),
-        "2026-11-27/cold-h100-prior.json",
-        _cold_within,
-    ),
-    Metric(
-        "optimize: the nine over 30 s above, cold again on the H100 with the prior grown by that run's units",
-        32,
-        Target("<=", 30, "<= 30 s"),
-        "2026-11-27/cold-h100-grown.json",
+        "2026-11-27/cold-h100-sessions.json",
         _cold_within,
     ),
     Metric(
