@@ -411,6 +411,13 @@ METRICS: list[Metric] = [
         _corpus_slow("subst_device"),
     ),
     Metric(
+        "corpus: outputs the two-set guard (41b3042) kept, timed again, slower than the noise band",
+        32,
+        Target("==", 0, "0"),
+        "2026-11-27/kept-h100.json",
+        _corpus_slow("subst_device"),
+    ),
+    Metric(
         "corpus: models CI's table-made output made slower than the noise band",
         32,
         None,
