@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -210,7 +211,9 @@ def time_model(
 ) -> Timing:
     """Median latency of one run of ``model`` on ``device``; each sample averages enough runs to last
     ``min_sample_s``, so timer resolution does not matter for microsecond kernels."""
-    return time_models([(model, feeds)], device, warmup, samples, min_sample_s, mode, budget_s)[0]
+    return time_models(
+        [(model, feeds)], device, mode, warmup=warmup, samples=samples, min_sample_s=min_sample_s, budget_s=budget_s
+    )[0]
 
 
 MIN_SAMPLES = 7
@@ -250,17 +253,12 @@ def open_sessions(
 def time_models(
     models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]],
     device: Device,
-    warmup: int = 10,
-    samples: int = 30,
-    min_sample_s: float = 0.002,
     mode: Mode = DEFAULT_MODE,
-    budget_s: float | None = None,
-    primed: bool = False,
+    **timing: Any,
 ) -> list[Timing]:
-    """Several models timed side by side in fresh sessions (`time_sessions`)."""
-    return time_sessions(
-        open_sessions(models, device, mode), device, warmup, samples, min_sample_s, mode, budget_s, primed
-    )
+    """Several models timed side by side in fresh sessions: `time_sessions` of `open_sessions`, ``timing`` its
+    keywords (``warmup``, ``samples``, ``min_sample_s``, ``budget_s``, ``primed``)."""
+    return time_sessions(open_sessions(models, device, mode), device, mode=mode, **timing)
 
 
 def time_sessions(
