@@ -17,6 +17,7 @@ from taso.cost.latency import (
     interleaved_timings,
     lost_for_good,
     model_latency,
+    won_for_good,
 )
 from taso.cost.measure import fused_when_read, measure_marginal, read_on, replicate
 from taso.cost.model import CostModel, GraphCost, cost_table
@@ -52,4 +53,5 @@ __all__ = [
     "unit_graph",
     "unit_key",
     "units",
+    "won_for_good",
 ]

@@ -18,6 +18,25 @@ from taso.execute import check
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
 
 
+def shape_follows_values(ug: Graph) -> bool:
+    """Whether a unit's output shapes follow the values of an integer activation it reads (an Expand, Reshape or
+    ConstantOfShape to a shape the model computes at run time), so that no drawn values time it at the model's
+    shapes: onnxruntime refuses most draws and times the rest at other shapes (Swin-T TorchScript: 97 such
+    units, each a failed session on every cold run, 4-5 s of its 35 s on the H100). Shape inference of the
+    unit alone says so: a value it computes (an Expand's, inside an Expand+Reshape whose output is static)
+    whose shape the model's inference, which saw the values, knew is unknown."""
+    if not any(np.dtype(ug.types[v].dtype).kind in "iu" for v in ug.inputs):
+        return False  # float activations steer no shape
+    if any(n.domain not in ("", "ai.onnx") for n in ug.nodes):
+        return False  # shape inference knows nothing of custom domains: measured as before
+    try:
+        alone = onnx_io.reinfer(ug, outputs=True)
+    except Exception:  # a unit shape inference refuses is one onnxruntime may still run: measured as before
+        return False
+    computed = [o for n in ug.nodes for o in n.outputs if o]
+    return any(not ((t := alone.types.get(v)) and t.is_static) for v in computed if ug.types[v].is_static)
+
+
 def replicate(ug: Graph, copies: int) -> Graph | None:
     """``copies`` independent copies of a unit graph, each reading its own inputs (so onnxruntime's common
     subexpression elimination cannot merge them) and sharing weights. None when a node has subgraphs that

@@ -23,7 +23,7 @@ import sqlite_utils
 from taso.cost import cache
 from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, calibrate
 from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
-from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals
+from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals, shape_follows_values
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.cost.unit import Unit, _footprint, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
@@ -227,12 +227,18 @@ class CostModel:
 
     def _new(self, found: Sequence[tuple[str, Graph, str]]) -> None:
         """Cost units (key, graph, label) nothing knows into `memo`: measured side by side (and stored), or
-        estimated where they may not be. A batch that onnxruntime fails is measured again unit by unit, so that
-        only a unit that cannot run alone (data-dependent inputs) is estimated, with the error as its note."""
+        estimated where they may not be: no time left, a symbolic shape, or output shapes that follow the
+        values of what the unit reads (`shape_follows_values`). A batch that onnxruntime fails is measured again
+        unit by unit, so that only a unit that cannot run alone is estimated, with the error as its note."""
         measurable = []
         for key, ug, label in found:
-            if not self.measure or self._out_of_time() or not all(t.is_static for t in ug.types.values()):
-                self.memo[key] = (self.calibration.estimate(ug), True)  # not stored: a later run measures it
+            if (
+                not self.measure
+                or self._out_of_time()
+                or not all(t.is_static for t in ug.types.values())
+                or shape_follows_values(ug)
+            ):
+                self.memo[key] = (self.calibration.estimate(ug), True)  # not stored: a later run decides again
             else:
                 measurable.append((key, ug, label))
         if not measurable:

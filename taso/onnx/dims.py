@@ -57,11 +57,15 @@ def _light(g: Graph) -> Graph:
     )
 
 
-def reinfer(g: Graph) -> Graph:
+def reinfer(g: Graph, outputs: bool = False) -> Graph:
     """``g`` with every intermediate value's type inferred afresh: after a fold has made a Reshape's target
-    a constant, the dims it sets become static (the annotations the IR kept would hold them unknown)."""
+    a constant, the dims it sets become static (the annotations the IR kept would hold them unknown). With
+    ``outputs``, the outputs' shapes too: what the inputs' types and the weights alone say of them."""
     model = to_proto(_light(g))
     del model.graph.value_info[:]
+    if outputs:
+        for vi in model.graph.output:
+            vi.type.tensor_type.ClearField("shape")
     inferred = from_proto(model, external_data=g.meta.external_data)
     return replace(inferred, inputs=g.inputs, weights=g.weights, data=g.data, meta=g.meta)
 

@@ -43,7 +43,7 @@ def confirm_speedup(
     4 s) end to end on the device, interleaved, on ``inputs`` (the user's) or on the first draw the original
     runs on, as the check draws (0-or-1 token type ids crashed the timing of a model whose type table has one
     row); the original is to be kept (``kept_original``) unless the result is clearly faster, and the rounds end
-    once they have refused it (`cost.lost_for_good`)."""
+    once they have settled the verdict either way (`cost.lost_for_good`, `cost.won_for_good`)."""
     graphs = [fed_at(graph, model.dims), fed_at(result, model.dims)]
     if inputs is None:
         inputs = check.choose_inputs(files[0], graphs[0], seeds=(0,), dims=model.dims or {}).sets[0]
@@ -56,7 +56,7 @@ def confirm_speedup(
         progress=lambda done, rounds: progress("timing end to end", done, rounds),
         inputs=inputs,
         budget_s=GUARD_BUDGET_S,
-        until=lambda per: cost.lost_for_good(*per),
+        until=lambda per: cost.lost_for_good(*per) or cost.won_for_good(*per, GUARD_ROUNDS),
         sessions=GUARD_SESSIONS,
     )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from taso import onnx as onnx_io
 from taso.cost import latency
-from taso.cost.latency import clearly_faster, interleaved_rounds, lost_for_good
+from taso.cost.latency import clearly_faster, interleaved_rounds, lost_for_good, won_for_good
 from taso.ir import parse_graph
 
 from .graphs import with_weights
@@ -92,6 +92,36 @@ def test_rounds_lost_for_good_are_refused_whatever_the_rest_say(before: list[flo
     if lost_for_good(before[:k], after[:k]):
         assert not clearly_faster(before, after)
         assert not clearly_faster(before, after[:k] + [0.01] * (len(before) - k))  # even if the rest win big
+
+
+@given(rounds, st.data())
+def test_rounds_won_for_good_are_kept_whatever_the_rest_say(before: list[float], data: st.DataObject) -> None:
+    """The guard also stops once `won_for_good` holds: every way the rounds left could go keeps the rewrite."""
+    after = data.draw(st.lists(st.floats(0.1, 10.0), min_size=len(before), max_size=len(before)))
+    k = data.draw(st.integers(1, len(before)))
+    if won_for_good(before[:k], after[:k], len(before)):
+        assert clearly_faster(before, after)
+        worst = len(before) - k  # the rest lost as badly as the floats allow
+        assert clearly_faster(before[:k] + [0.1] * worst, after[:k] + [10.0] * worst)
+    if k == len(before):  # with no round left it is the verdict itself
+        assert won_for_good(before, after, len(before)) == clearly_faster(before, after)
+
+
+def test_the_guard_stops_timing_once_the_rewrite_has_won_for_good(tmp_path: Path, cpu) -> None:
+    """A result far faster than the original wins the first four rounds of five: the fifth could not refuse it,
+    and is not run."""
+    from taso.cost import CostModel
+    from taso.optimize import guard
+
+    faster = parse_graph("graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y")
+    slow = three_matmuls()
+    files = (onnx_io.save_model(slow, tmp_path / "a.onnx"), onnx_io.save_model(faster, tmp_path / "b.onnx"))
+    heard: list[tuple[int, int]] = []
+    model = CostModel(cpu, None, measure=False)
+    measured = guard.confirm_speedup(files, slow, faster, model, lambda _, *a: heard.append(a))
+    assert "kept_original" not in measured and measured["after_ms"] < measured["before_ms"]
+    rounds = guard.GUARD_ROUNDS
+    assert heard == [(0, rounds), *((k, rounds) for k in range(1, rounds - 1)), (rounds, rounds)]
 
 
 def test_the_guard_stops_timing_once_the_rewrite_has_lost_for_good(tmp_path: Path, cpu) -> None:

@@ -15,7 +15,7 @@ from taso.cost.measure import fused_when_read, measure_marginal, read_on, replic
 from taso.cost.model import CostModel
 from taso.cost.unit import unit_graph, units
 from taso.execute import Runner, random_inputs
-from taso.ir import parse_graph
+from taso.ir import Graph, parse_graph
 
 from .graphs import CONV_CHAIN, GELU, with_normal_weights, with_weights
 
@@ -75,3 +75,36 @@ def test_a_units_fusion_is_asked_of_onnxruntime_once(monkeypatch: pytest.MonkeyP
     assert fused_when_read(parse_graph(gelu)) and len(asked) == 2
     assert fused_when_read(parse_graph(gelu)) and len(asked) == 2
     assert not fused_when_read(parse_graph(gelu.replace("Tanh(", "Sigmoid("))) and len(asked) == 4
+
+
+def test_a_unit_whose_shapes_follow_the_values_it_reads_is_told_apart() -> None:
+    """An Expand to a shape the unit reads follows those values, inside a unit as well as at its output (the
+    Reshape after it to a constant shape hides it there); to a constant shape, or reading only floats, or
+    adding integers elementwise, nothing follows values."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def unit(nodes: list, inputs: list, output: list, inits: tuple = ()) -> Graph:
+        value = helper.make_tensor_value_info
+        graph = helper.make_graph(
+            nodes,
+            "unit",
+            [value(n, t, s) for n, t, s in inputs],
+            [value(*output)],
+            [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in inits],
+            value_info=[value("e", TensorProto.FLOAT, [3, 4])],  # as the whole model's inference knew it
+        )
+        return onnx_io.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    expand = helper.make_node("Expand", ["x", "s"], ["e"])
+    flat = helper.make_node("Reshape", ["e", "twelve"], ["y"])
+    read = [("x", f, [1, 4]), ("s", i, [2])]
+    assert measure.shape_follows_values(unit([expand], read, ("e", f, [3, 4])))
+    assert measure.shape_follows_values(unit([expand, flat], read, ("y", f, [12]), (("twelve", [12]),)))
+    constant = unit([expand], [("x", f, [1, 4])], ("e", f, [3, 4]), (("s", [3, 4]),))
+    assert not measure.shape_follows_values(constant)
+    add = unit([helper.make_node("Add", ["a", "a"], ["b"])], [("a", i, [2, 3])], ("b", i, [2, 3]))
+    assert not measure.shape_follows_values(add)
+    assert not measure.shape_follows_values(
+        parse_graph("graph(%x: float32[2]):\n  %y = Relu(%x) : float32[2]\n  return %y")
+    )

@@ -5,12 +5,15 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from onnx import TensorProto, helper
+
+from taso import onnx as onnx_io
 from taso.cost import profiler
 from taso.cost.calibration import Calibration
 from taso.cost.measure import MEASURE_BATCH
 from taso.cost.model import SETTLE_COUNT, CostModel
 from taso.cost.unit import units
-from taso.ir import parse_graph
+from taso.ir import Graph, parse_graph
 from taso.rules import store
 
 from .graphs import CONV_CHAIN, with_normal_weights, with_weights
@@ -21,8 +24,9 @@ def test_units_are_measured_side_by_side_each_cost_landing_on_its_own(
 ) -> None:
     """A graph's new units are timed in one measurement (`MEASURE_BATCH` at a time), not one each: a 256x256
     MatMul and a Relu of eight floats come back each at its own cost; a unit that cannot run alone (a Reshape
-    to a shape drawn at random) fails the batch, which is then measured unit by unit, that one estimated with
-    onnxruntime's error as its note and the others measured."""
+    whose drawn indices are out of range) fails the batch, which is then measured unit by unit, that one
+    estimated with onnxruntime's error as its note and the others measured; a unit whose shape follows values
+    it reads (a Reshape to a shape the graph computes) is estimated without a run."""
     g = with_weights(
         """graph(%x: float32[256,256], %w: float32[256,256] weight, %s: float32[1,8]):
           %m = MatMul(%x, %w) : float32[256,256]
@@ -34,18 +38,40 @@ def test_units_are_measured_side_by_side_each_cost_landing_on_its_own(
     by_label = {u.label: u for u in model.graph_cost(g).units}
     assert len(timed) == 1 and model.measured == 2  # both in one time_models call
     assert by_label["MatMul"].ms > by_label["Relu"].ms and not by_label["Relu"].estimated
-    bad = parse_graph(
-        """graph(%s: float32[1,8], %v: float32[2,3], %d: int64[2]):
-          %r = Tanh(%s) : float32[1,8]
-          %q = Reshape(%v, %d) : float32[3,2]
-          return %r, %q"""
-    )
     timed.clear()
-    by_label = {u.label: u for u in model.graph_cost(bad).units}
-    assert len(timed) == 3  # the batch, then each unit alone
-    assert by_label["Reshape"].estimated and not by_label["Tanh"].estimated
+    by_label = {u.label: u for u in model.graph_cost(_cannot_run_alone()).units}
+    assert len(timed) == 3  # the batch of Tanh and ScatterND, then each alone; never the Reshape
+    assert by_label["ScatterND"].estimated and by_label["Reshape"].estimated and not by_label["Tanh"].estimated
     notes = {r["label"]: r["note"] for r in db["costs"].rows}
-    assert notes["Reshape"] and not notes["Tanh"]
+    assert notes["ScatterND"] and not notes["Tanh"]
+    assert "Reshape" not in notes  # estimated without a run: its shape follows values no draw knows
+
+
+def _cannot_run_alone() -> Graph:
+    """A Tanh that runs alone; a ScatterND whose drawn indices (0 or 1) fall outside its data's one row, which
+    onnxruntime refuses; and a Reshape to a shape the graph reads, whose output shape no drawn values give
+    (`measure.shape_follows_values`)."""
+    value = helper.make_tensor_value_info
+    nodes = [
+        helper.make_node("Tanh", ["s"], ["r"]),
+        helper.make_node("ScatterND", ["d", "i", "u"], ["q"]),
+        helper.make_node("Reshape", ["v", "shape"], ["p"]),
+    ]
+    inputs = [
+        value("s", TensorProto.FLOAT, [1, 8]),
+        value("d", TensorProto.FLOAT, [1, 4]),
+        value("i", TensorProto.INT64, [4, 1]),
+        value("u", TensorProto.FLOAT, [4, 4]),
+        value("v", TensorProto.FLOAT, [2, 3]),
+        value("shape", TensorProto.INT64, [2]),
+    ]
+    outputs = [
+        value("r", TensorProto.FLOAT, [1, 8]),
+        value("q", TensorProto.FLOAT, [1, 4]),
+        value("p", TensorProto.FLOAT, [3, 2]),
+    ]
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return onnx_io.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
 
 def test_the_costliest_units_are_measured_first(cpu: profiler.Device, calibration: Calibration) -> None:
