@@ -19,8 +19,8 @@ from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
 
 
 def shape_follows_values(ug: Graph) -> bool:
-    """Whether a unit's output shapes follow the values of an integer activation it reads (an Expand, Reshape or
-    ConstantOfShape to a shape the model computes at run time), so that no drawn values time it at the model's
+    """Whether the shapes a unit computes follow the values of an integer activation it reads (an Expand, Reshape
+    or ConstantOfShape to a shape the model computes at run time), so that no drawn values time it at the model's
     shapes: onnxruntime refuses most draws and times the rest at other shapes (Swin-T TorchScript: 97 such
     units, each a failed session on every cold run, 4-5 s of its 35 s on the H100). Shape inference of the
     unit alone says so: a value it computes (an Expand's, inside an Expand+Reshape whose output is static)
