@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from taso import onnx as onnx_io
 from taso.cost import latency
 from taso.cost.latency import clearly_faster, interleaved_rounds, lost_for_good, won_for_good
-from taso.ir import parse_graph
+from taso.ir import Graph, parse_graph
 
 from .graphs import with_weights
 
@@ -107,34 +107,36 @@ def test_rounds_won_for_good_are_kept_whatever_the_rest_say(before: list[float],
         assert won_for_good(before, after, len(before)) == clearly_faster(before, after)
 
 
-def test_the_guard_stops_timing_once_the_rewrite_has_won_for_good(tmp_path: Path, cpu) -> None:
-    """A result far faster than the original wins the first four rounds of five: the fifth could not refuse it,
-    and is not run."""
+def _guarded(tmp_path: Path, cpu, original: Graph, result: Graph) -> tuple[dict, list[tuple[int, int]]]:
+    """What the guard measured of ``result`` against ``original`` on the CPU, and what its progress bar heard."""
     from taso.cost import CostModel
     from taso.optimize import guard
 
-    faster = parse_graph("graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y")
-    slow = three_matmuls()
-    files = (onnx_io.save_model(slow, tmp_path / "a.onnx"), onnx_io.save_model(faster, tmp_path / "b.onnx"))
+    files = (onnx_io.save_model(original, tmp_path / "a.onnx"), onnx_io.save_model(result, tmp_path / "b.onnx"))
     heard: list[tuple[int, int]] = []
     model = CostModel(cpu, None, measure=False)
-    measured = guard.confirm_speedup(files, slow, faster, model, lambda _, *a: heard.append(a))
+    measured = guard.confirm_speedup(files, original, result, model, lambda _, *a: heard.append(a))
+    return measured, heard
+
+
+RELU = "graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y"
+
+
+def test_the_guard_stops_timing_once_the_rewrite_has_won_for_good(tmp_path: Path, cpu) -> None:
+    """A result far faster than the original wins the first four rounds of five: the fifth could not refuse it,
+    and is not run."""
+    from taso.optimize.guard import GUARD_ROUNDS as ROUNDS
+
+    measured, heard = _guarded(tmp_path, cpu, three_matmuls(), parse_graph(RELU))
     assert "kept_original" not in measured and measured["after_ms"] < measured["before_ms"]
-    rounds = guard.GUARD_ROUNDS
-    assert heard == [(0, rounds), *((k, rounds) for k in range(1, rounds - 1)), (rounds, rounds)]
+    assert heard == [(0, ROUNDS), *((k, ROUNDS) for k in range(1, ROUNDS - 1)), (ROUNDS, ROUNDS)]
 
 
 def test_the_guard_stops_timing_once_the_rewrite_has_lost_for_good(tmp_path: Path, cpu) -> None:
     """A result far slower than the original loses the first two rounds: the three left are not run (and the
     progress bar is told the stage is done)."""
-    from taso.cost import CostModel
-    from taso.optimize import guard
+    from taso.optimize.guard import GUARD_ROUNDS as ROUNDS
 
-    original = parse_graph("graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y")
-    slower = three_matmuls()
-    files = (onnx_io.save_model(original, tmp_path / "a.onnx"), onnx_io.save_model(slower, tmp_path / "b.onnx"))
-    heard: list[tuple[int, int]] = []
-    model = CostModel(cpu, None, measure=False)
-    measured = guard.confirm_speedup(files, original, slower, model, lambda _, *a: heard.append(a))
+    measured, heard = _guarded(tmp_path, cpu, parse_graph(RELU), three_matmuls())
     assert measured["kept_original"] and measured["after_ms"] > measured["before_ms"]
-    assert heard == [(0, guard.GUARD_ROUNDS), (1, guard.GUARD_ROUNDS), (guard.GUARD_ROUNDS, guard.GUARD_ROUNDS)]
+    assert heard == [(0, ROUNDS), (1, ROUNDS), (ROUNDS, ROUNDS)]
