@@ -87,8 +87,9 @@ class CostModel:
         self.keys: dict[tuple, str] = {}
         """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
         self.prefetched: dict[int, tuple[Graph, list[tuple[str, Graph | None, str]]]] = {}
-        """The last `prefetch`'s graphs by id, with their `_keyed` units: a search prefetches an expansion's
-        candidates, then costs them one by one, and keying a graph's units twice was a fifth of its time."""
+        """The last `prefetch`'s graphs by id, each held beside its `_keyed` units: a search prefetches an
+        expansion's candidates, then costs them one by one, and keying a graph's units twice was a fifth of its
+        time."""
         self.samples: dict[str, tuple[Graph, list[float]]] = {}
         """Units this model measured: the timed graph and every measurement taken of it."""
         self.used: set[str] = set()
@@ -311,9 +312,8 @@ class CostModel:
 
     def _keyed(self, g: Graph) -> list[tuple[str, Graph | None, str]]:
         """(key, graph where new to this model, label) of each unit of ``g`` (shapes folded where static)."""
-        prefetched = self.prefetched.get(id(g))
-        if prefetched is not None and prefetched[0] is g:
-            return prefetched[1]
+        if id(g) in self.prefetched:  # the graph is held there, so no other graph has its id meanwhile
+            return self.prefetched[id(g)][1]
         g = fold_static_shapes(g)
         return [(*self._key(g, unit), unit.label) for unit in units(g)]
 
