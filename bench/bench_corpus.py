@@ -77,7 +77,7 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
     return {**row, "variants": {k: str(v) for k, v in variants.items()}}
 
 
-def _time(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
+def time_variants(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
     """Median over rounds of each variant's median latency in ms."""
     feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
     runs = [(path, feeds) for path in variants.values()]
@@ -119,7 +119,7 @@ def main() -> int:
             row = {**corpus.MANIFEST[name], "model": name, **prepared[name]}
             if "error" not in row and row.get("check_ok"):
                 try:
-                    row["ms"] = _time(name, row["variants"], device, args.rounds)
+                    row["ms"] = time_variants(name, row["variants"], device, args.rounds)
                 except Exception as e:  # one variant onnxruntime cannot run on the device: its error is the row
                     row["error"] = f"timing: {type(e).__name__}: {e}"[:500]
             if "ms" in row:

@@ -18,7 +18,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
 import layout  # noqa: E402
-from bench_corpus import _time  # noqa: E402
+from bench_corpus import time_variants  # noqa: E402
 
 from taso.cost import profiler  # noqa: E402
 
@@ -37,7 +37,7 @@ def main() -> int:
     for name in args.models.split(","):
         src = corpus.write(name, args.kept / f"{name}.original.onnx")
         variants = {"original": str(src), "again": str(src), "subst_device": str(args.kept / f"{name}.onnx")}
-        ms = _time(name, variants, device, args.rounds)
+        ms = time_variants(name, variants, device, args.rounds)
         rows.append({"model": name, "ms": ms, "speedup": {k: ms["original"] / v for k, v in ms.items()}})
         print(name, " ".join(f"{k} {v:.3f}x" for k, v in rows[-1]["speedup"].items()), flush=True)
         layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})

@@ -52,7 +52,8 @@ def interleaved_timings(
         turn = r if sessions is None else r % sessions
         first = turn % len(runs)
         if turn not in opened:
-            opened = {} if sessions is None else opened  # a fresh set each round: the last one can go
+            if sessions is None:  # a fresh set each round: the last one can go
+                opened.clear()
             opened[turn] = open_sessions(runs[first:] + runs[:first], device, mode)
         timed = time_sessions(opened[turn], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
