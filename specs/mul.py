@@ -1,7 +1,21 @@
-"""Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), or by
-a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector)."""
+"""Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), by
+a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector), or by a
+tensor of the same rank with size-1 axes (``mul`` of its ``bcast``, specs/broadcast.py)."""
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
+from taso.verify import (
+    Axiom,
+    D,
+    R,
+    Symbol,
+    Unsupported,
+    broadcasts,
+    channel_values,
+    ints,
+    per_channel,
+    same_shape,
+    spread,
+    tensors,
+)
 
 
 def _mul(attrs, xs):
@@ -39,7 +53,11 @@ def _lower(node, args, types, f):
         return [f.smul(args[0], args[1])]
     if sx == ():
         return [f.smul(args[1], args[0])]
-    raise Unsupported("Mul with broadcasting other than by a 0-d scalar or per channel")
+    if broadcasts(tx, ty):
+        return [f.mul(args[0], spread(f, args[1], ty, args[0], tx))]
+    if broadcasts(ty, tx):
+        return [f.mul(args[1], spread(f, args[0], tx, args[1], ty))]
+    raise Unsupported("Mul with broadcasting other than by a 0-d scalar, per channel or along size-1 axes")
 
 
 LOWER = {"Mul": _lower}

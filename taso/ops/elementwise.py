@@ -1,4 +1,4 @@
-"""Element-wise ops: the arithmetic (Add, Mul) and the activations (Relu, Sigmoid, Tanh)."""
+"""Element-wise ops: the arithmetic (Add, Mul, Div, Reciprocal) and the activations (Relu, Sigmoid, Tanh)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from taso.ir import TensorType
 from taso.ops import field as ff
-from taso.ops.opdef import Attrs, OpDef, register
+from taso.ops.opdef import Attrs, AttrValue, OpDef, register
 from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
@@ -29,6 +29,7 @@ def _binary(
     doc: str,
     tags: set[str],
     fuses: frozenset[str] = frozenset(),
+    **facts: object,
 ) -> OpDef:
     return register(
         OpDef(
@@ -38,15 +39,15 @@ def _binary(
             _binary_shape,
             lambda xs, a, n: (fn(xs[0], xs[1]),),
             doc,
-            commutative=True,
             elementwise=True,
             tags=frozenset(tags),
             fuses=frozenset(fuses),
+            **{"commutative": True, **facts},  # type: ignore[arg-type]
         )
     )
 
 
-def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: set[str], no_spec: str = "") -> OpDef:
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: set[str], **facts: object) -> OpDef:
     return register(
         OpDef(
             name,
@@ -56,17 +57,43 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: se
             lambda xs, a, n: (fn(xs[0]),),
             doc,
             elementwise=True,
-            field=lambda xs, a, n, key: (ff.keyed(xs[0], key, name),),  # a random function: see taso.field
             tags=frozenset(tags),
-            no_spec=no_spec,
+            # a random function (see taso.ops.field), unless the entry says otherwise
+            **{"field": lambda xs, a, n, key: (ff.keyed(xs[0], key, name),), **facts},  # type: ignore[arg-type]
         )
     )
+
+
+def _floats_only(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | None], opset: int) -> dict | str:
+    """Division is modelled over the reals: an integer one (ONNX truncates it) stays opaque, as does one whose
+    input types import could not tell."""
+    if any(t is None or not t.dtype.startswith(("float", "bfloat")) for t in in_types):
+        return "integer (or untyped) division is not modelled"
+    return attrs
 
 
 _ARITHMETIC = {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE, TASO}
 ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.", _ARITHMETIC, frozenset({SKIP_EPILOGUE}))
 MUL = _binary(
     "Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.", _ARITHMETIC
+)
+DIV = _binary(
+    "Div",
+    np.divide,
+    "Element-wise quotient with broadcasting, of floats (integer division stays opaque).",
+    {BATCH_POLYMORPHIC, EPILOGUE},
+    commutative=False,
+    normalize=_floats_only,
+    field=lambda xs, a, n, key: (xs[0] * ff.inverse(xs[1]) % ff.P,),
+)
+RECIPROCAL = _unary(
+    "Reciprocal",
+    lambda x: np.reciprocal(x),
+    "1 / x, of floats. The dynamo exporter writes rsqrt (RMSNorm's) as Reciprocal(Sqrt(v)) times x, a form "
+    "onnxruntime's SimplifiedLayerNormFusion does not match where it matches x / Sqrt(v) (specs/div.py).",
+    {BATCH_POLYMORPHIC},
+    normalize=_floats_only,
+    field=lambda xs, a, n, key: (ff.inverse(xs[0]),),
 )
 RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
 SIGMOID = _unary(

@@ -31,6 +31,20 @@ def modinv(a: int) -> int:
     return pow(a, P - 2, P)
 
 
+def inverse(values: np.ndarray) -> np.ndarray:
+    """Each element's inverse mod P (Fermat, by squaring: every product stays below 2**50), 0 for 0: the field's
+    stand-in for 1/x, exact wherever x is not 0."""
+    base = np.asarray(values, dtype=np.int64) % P
+    out = np.ones_like(base)
+    e = P - 2
+    while e:
+        if e & 1:
+            out = out * base % P
+        base = base * base % P
+        e >>= 1
+    return out
+
+
 def salt(*parts: object) -> int:
     """A stable 64-bit number from any printable parts (Python's own hash is randomised per process)."""
     return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little")

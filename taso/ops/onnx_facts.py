@@ -33,7 +33,7 @@ class OnnxOp:
 _VIEW_MOVER = OnnxOp(frozenset({VIEW, REARRANGES}))
 
 ONNX_OPS: Mapping[str, OnnxOp] = {
-    **dict.fromkeys(("Sub", "Div", "Erf", "Sqrt", "Pow", "Clip"), OnnxOp(frozenset({EPILOGUE}))),
+    **dict.fromkeys(("Sub", "Erf", "Sqrt", "Pow", "Clip"), OnnxOp(frozenset({EPILOGUE}))),
     **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),
     "Gather": OnnxOp(indices=(1, 0)),

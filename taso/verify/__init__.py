@@ -1,6 +1,15 @@
 """Verification: a rule proved from the operator specs with z3, after a pre-check on random inputs."""
 
-from taso.verify.lowering import attr_int, attr_ints, channel_values, lower_plain, per_channel, same_shape
+from taso.verify.lowering import (
+    attr_int,
+    attr_ints,
+    broadcasts,
+    channel_values,
+    lower_plain,
+    per_channel,
+    same_shape,
+    spread,
+)
 from taso.verify.precheck import refute, run_graph
 from taso.verify.run import (
     DEFAULT_BUDGET,
@@ -51,6 +60,7 @@ __all__ = [
     "Z3_VERSION_KEY",
     "attr_int",
     "attr_ints",
+    "broadcasts",
     "channel_values",
     "check_axiom",
     "check_specs",
@@ -65,6 +75,7 @@ __all__ = [
     "refute",
     "run_graph",
     "same_shape",
+    "spread",
     "tensors",
     "verify_rows",
     "window",

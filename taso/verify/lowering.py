@@ -230,6 +230,22 @@ def channel_values(f: _Recorder, c: z3.ExprRef, t: TensorType, x: z3.ExprRef) ->
     return c if t.rank == 1 else f.channels(c)
 
 
+def broadcasts(x: TensorType | None, y: TensorType | None) -> bool:
+    """Whether ``y`` broadcasts over ``x`` along some of its axes, at ``x``'s rank: every dim of ``y`` is ``x``'s
+    or 1 (RMSNorm's (B, S, 1) over (B, S, D)), and the two shapes differ."""
+    if x is None or y is None or x.shape is None or y.shape is None or len(x.shape) != len(y.shape):
+        return False
+    return x.shape != y.shape and all(b in (a, 1) for a, b in zip(x.shape, y.shape))
+
+
+def spread(f: _Recorder, y: z3.ExprRef, ty: TensorType, x: z3.ExprRef, tx: TensorType) -> z3.ExprRef:
+    """``y`` (of type ``ty``) broadcast to the shape of ``x`` (of type ``tx``): ``bcast`` of it (specs/broadcast.py),
+    stating that its dims are 1 where the example's are and ``x``'s elsewhere, so that the proof holds only where
+    an instance broadcasts the same way (which `taso.search.rewrite` checks)."""
+    f.fact(*(DIM(y, i) == (1 if b == 1 != a else DIM(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
+    return f.bcast(y, x)
+
+
 def lower_graph(
     g: Graph,
     specs: Specs,

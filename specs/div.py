@@ -1,0 +1,43 @@
+"""Div and Reciprocal, of floats (integer Div stays opaque): ``div(x, y)`` is ``x`` times ``recip(y)``, over
+the reals where ``y`` is not zero. Both are element-wise, so a reciprocal moves through a broadcast.
+
+Why they are modelled: the dynamo exporter writes RMSNorm's rsqrt as ``Mul(x, Reciprocal(Sqrt(v)))``, a form
+onnxruntime's SimplifiedLayerNormFusion does not match, where it fuses ``Div(x, Sqrt(v))`` (and the TorchScript
+exporter's form) into one SimplifiedLayerNormalization; specs/rules/reciprocal.rules is the rewrite."""
+
+from taso.verify import Axiom, D, R, Symbol, Unsupported, broadcasts, ints, same_shape, spread, tensors
+
+
+def _div(attrs, xs):
+    """The symbol's semantics: two tensors of one shape (broadcasting is `bcast`'s, specs/broadcast.py)."""
+    if xs[0].shape != xs[1].shape:
+        raise ValueError(f"div of shapes {xs[0].shape} and {xs[1].shape}: broadcasting is bcast's")
+    return xs[0] / xs[1]
+
+
+SYMBOLS = [
+    Symbol("div", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Div", compute=_div),
+    Symbol("recip", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), op="Reciprocal"),
+]
+
+
+def _lower(node, args, types, f):
+    tx, ty = (types[v] for v in node.inputs)
+    if tx.shape == ty.shape:
+        f.fact(*same_shape(args[0], args[1], tx.rank))
+        return [f.div(*args)]
+    if broadcasts(tx, ty):
+        return [f.div(args[0], spread(f, args[1], ty, args[0], tx))]
+    raise Unsupported("Div with broadcasting other than of the divisor along its size-1 axes")
+
+
+LOWER = {"Div": _lower}
+
+
+def axioms(f):
+    x, y = tensors("x y")
+    m, n = ints("m n")
+    return [
+        Axiom("div-recip", f.div(x, y), f.mul(x, f.recip(y)), {"x": (m, n), "y": (m, n)}, generic=True),
+        Axiom("recip-bcast", f.recip(f.bcast(y, x)), f.bcast(f.recip(y), x), {"x": (m, n), "y": (m, 1)}),
+    ]
