@@ -47,7 +47,8 @@ zoo-update: setup
 # biased convs (one side needs two Concats), then Relu moved across a Split of a merged conv's output (and
 # nested Splits of a merged projection made one), then a Split concatenated back as its input, then the
 # hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
-# plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one), then a verdict for every
+# plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
+# quotient), then a verdict for every
 # rule (about 100 s on 2 cores).
 store: setup
 	rm -f build/new-store.db

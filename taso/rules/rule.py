@@ -14,7 +14,9 @@ target under ``free: group``). The verifier then proves the rule for every value
 
 The condition ``always`` marks a rule `taso.optimize` applies wherever it matches before the search: one the
 cost model prices at nothing because onnxruntime makes it itself at load (a BatchNorm folded into its Conv),
-and that opens matches for others. Searching it would only spend the budget on rewrites that cannot pay.
+and that opens matches for others, or one never costlier that opens a fusion onnxruntime makes at load over
+more nodes than one cost unit (a product by a reciprocal made the quotient its RMSNorm fusion matches).
+Searching it would only spend the budget on rewrites whose worth the unit costs cannot show.
 
 A rule's ``id`` (`rule_id`) is a digest of what it says, so a report's count names one rule of the store
 (`subst rules show ID`) where the generator's names, op censuses, each covered hundreds; its `Rule.title`

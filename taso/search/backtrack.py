@@ -65,13 +65,21 @@ PASSES = 4
 budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
 
 
-def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
-    """Each rule and its reverse (when the reverse has a source to match), each also lifted to the given
-    ranks where that is sound (`taso.rules.lifted`): a proved rule is an equality at every batch size."""
+def with_lifts(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
+    """Each rule, then its lifts to the given ranks where that is sound (`taso.rules.lifted`): a proved rule is
+    an equality at every batch size."""
     out = []
     for r in rules:
-        variants = [r, *(v for k in lift_to if (v := lifted(r, k - 2)) is not None)]
-        for v in variants:
+        out.append(r)
+        out.extend(v for k in lift_to if (v := lifted(r, k - 2)) is not None)
+    return out
+
+
+def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
+    """Each rule `with_lifts` and its reverse (when the reverse has a source to match)."""
+    out = []
+    for r in rules:
+        for v in with_lifts([r], lift_to):
             out.append(v)
             if v.dst.nodes and v.reversible:
                 out.append(
@@ -310,7 +318,7 @@ def _rewrites(
 
 
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
-    """``g`` with ``rules`` applied wherever they match, until none does (each rewrite removes the ops its rule
+    """``g`` with ``rules`` (`with_lifts`) applied wherever they match, until none does (each rewrite removes the ops its rule
     matched, so this ends), and how often each was applied: the rules marked ``always`` (`Rule.always`), which
     cost nothing or less and open matches for the search. Where matches overlap, the rule given first wins: the
     store keeps the order rules were written in, and specs/rules/batchnorm.rules folds a Mul and an Add into
@@ -319,6 +327,7 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
     applied: Counter = Counter()
     if not rules:
         return g, applied
+    rules = with_lifts(rules)
     index, folds = RuleIndex(rules), {}
     rank = {id(r): i for i, r in enumerate(rules)}
     declined: set[tuple] = set()
