@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from taso.cost.fusion import EPILOGUES, VIEWS, as_run
+from taso.cost.fusion import EPILOGUES, VIEWS, as_run, rms_norms
 from taso.ir import Graph, Kind, Node, extract
 
 
@@ -22,18 +22,26 @@ class Unit:
 
 
 def units(g: Graph) -> list[Unit]:
-    """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it.
+    """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it, and
+    each RMS norm onnxruntime fuses (`rms_norms`) whole.
     Pass a graph through `fold_static_shapes` first: shape arithmetic onnxruntime folds at load costs nothing."""
     kinds = g.kinds
     unit_of: dict[str, int] = {}  # value -> index of the unit that produced it
     groups: list[list[Node]] = []
+    norms = {id(n): k for k, chain in enumerate(rms_norms(g)) for n in chain}  # node -> its norm, one unit
+    norm_unit: dict[int, int] = {}  # norm -> index of its unit
     for n in g.nodes:
         if n.outputs and all(kinds.get(o) is Kind.CONSTANT for o in n.outputs if o):
             continue
-        target = _epilogue_of(g, n, unit_of, groups)
+        if id(n) in norms:
+            target = norm_unit.get(norms[id(n)])
+        else:
+            target = _epilogue_of(g, n, unit_of, groups)
         if target is None:
             groups.append([n])
             target = len(groups) - 1
+            if id(n) in norms:
+                norm_unit[norms[id(n)]] = target
         else:
             groups[target].append(n)
         for o in n.outputs:

@@ -12,15 +12,34 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from taso.cost import profiler
+from taso import onnx as onnx_io
+from taso.cost import profiler, units
+from taso.cost.estimate import kernels
+from taso.cost.unit import unit_graph
+from taso.execute.precompute import precompute
 from taso.optimize import Settings, optimize
 from taso.rules import store
 
 WIDTH = 64
 
 
-def _rmsnorm(dims: list[int | str], dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
-    """One RMSNorm and the projection after it, node for node as torch 2.11's dynamo exporter writes T5's."""
+FORMS = {
+    "reciprocal": [  # the dynamo exporter's
+        helper.make_node("Reciprocal", ["root"], ["rsqrt"]),
+        helper.make_node("Mul", ["x", "rsqrt"], ["normed"]),
+    ],
+    "inverse": [  # the TorchScript exporter's
+        helper.make_node("Div", ["one", "root"], ["rsqrt"]),
+        helper.make_node("Mul", ["x", "rsqrt"], ["normed"]),
+    ],
+    "div": [helper.make_node("Div", ["x", "root"], ["normed"])],  # what the rule writes
+}
+"""How each writes ``x`` over the root of its mean square."""
+
+
+def _rmsnorm(dims: list[int | str], dtype: int = TensorProto.FLOAT, form: str = "reciprocal") -> onnx.ModelProto:
+    """One RMSNorm and the projection after it, node for node as torch 2.11's dynamo exporter writes T5's (or in
+    another of the `FORMS`)."""
     np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
     rng = np.random.default_rng(0)
 
@@ -32,12 +51,12 @@ def _rmsnorm(dims: list[int | str], dtype: int = TensorProto.FLOAT) -> onnx.Mode
         helper.make_node("ReduceMean", ["sq", "axes"], ["mean"], keepdims=1, noop_with_empty_axes=0),
         helper.make_node("Add", ["mean", "eps"], ["var"]),
         helper.make_node("Sqrt", ["var"], ["root"]),
-        helper.make_node("Reciprocal", ["root"], ["rsqrt"]),
-        helper.make_node("Mul", ["x", "rsqrt"], ["normed"]),
+        *FORMS[form],
         helper.make_node("Mul", ["scale", "normed"], ["scaled"]),
         helper.make_node("MatMul", ["scaled", "w"], ["y"]),
     ]
     weights = [
+        const("one", np.array(1.0, np_dtype)),
         const("two", np.array(2.0, np_dtype)),
         const("axes", np.array([-1], np.int64)),
         const("eps", np.array(1e-6, np_dtype)),
@@ -65,3 +84,16 @@ def test_the_dynamo_rmsnorm_is_rewritten_into_the_form_onnxruntime_fuses(dims: l
     written = [n.op_type for n in onnx.load(str(out)).graph.node]
     assert "Reciprocal" not in written and "Div" in written
     assert "SimplifiedLayerNormalization" in profiler.optimized_ops(str(out), cuda=False)
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_norm_is_one_unit_costed_as_onnxruntime_runs_it(form: str) -> None:
+    """In every form the norm and its scale are one unit (`taso.cost.fusion.rms_norms`), whose estimate is the
+    kernels onnxruntime runs for it: one where its SimplifiedLayerNormFusion matches, seven for the dynamo form.
+    Cut op by op, the rule's rewrite was priced at the one kernel of the Reciprocal it removes."""
+    g = precompute(onnx_io.from_proto(_rmsnorm([1, 16], form=form)))[0]
+    cut = units(g)
+    assert [u.label for u in cut][1:] == ["MatMul"]
+    norm = unit_graph(g, cut[0])
+    assert len(norm.nodes) == 5 + len(FORMS[form])
+    assert kernels(norm) == (7 if form == "reciprocal" else 1)
