@@ -273,8 +273,24 @@ OPAQUE_TRANSPOSE = (
 its perm in the opaque attributes (the fold read it as a catalogue node's and crashed)."""
 
 
+COPY_PAST_RANK = (
+    [1, 1, 1, 1],
+    [
+        helper.make_node("Slice", ["x", "c0", "c1", "c2", "c3"], ["v0"]),
+        helper.make_node("Pad", ["v0", "c4"], ["v1"], mode="constant"),
+        helper.make_node("Reshape", ["v1", "c5"], ["v2"]),
+        helper.make_node("Relu", ["v2"], ["y"]),
+    ],
+    {"c0": [0], "c1": [1], "c2": [-1], "c3": [-1], "c4": [0] * 8, "c5": [1, 1, 1, 1, 0]},
+    5,
+)
+"""Another: a Reshape whose target copies (0) a dim past its input's rank, which no size lets run. Import read
+the missing dim and crashed; the Reshape now stays opaque and the chain passes through."""
+
+
 @given(chain=_chains(), sizes=st.lists(st.integers(1, 4), min_size=4, max_size=4))
 @example(chain=OPAQUE_TRANSPOSE, sizes=[1, 1, 1, 1])
+@example(chain=COPY_PAST_RANK, sizes=[1, 1, 1, 1])
 @settings(max_examples=40, deadline=None)
 def test_random_view_chains_fold_to_what_onnxruntime_computes(tmp_path_factory, chain, sizes) -> None:
     """Whatever the chain, the folded model gives the original's y bit for bit at two sizes of a and b, and

@@ -136,6 +136,9 @@ TRANSPOSE = register(
 
 
 def _reshape_target(shape: tuple[Dim, ...], target: Sequence[int], allowzero: int) -> tuple[Dim, ...]:
+    copied = [i for i, d in enumerate(target) if d == 0 and not allowzero]
+    if copied and copied[-1] >= len(shape):
+        raise OpError(f"Reshape to {tuple(target)} copies dim {copied[-1]} of a rank-{len(shape)} input")
     dims: list[Dim] = [shape[i] if (d == 0 and not allowzero) else int(d) for i, d in enumerate(target)]
     if dims.count(-1) > 1:
         raise OpError("Reshape with more than one -1")
