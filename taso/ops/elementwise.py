@@ -8,7 +8,7 @@ import numpy as np
 
 from taso.ir import TensorType
 from taso.ops import field as ff
-from taso.ops.opdef import Attrs, AttrValue, OpDef, register
+from taso.ops.opdef import Attrs, AttrValue, FieldRule, OpDef, register
 from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
@@ -29,6 +29,7 @@ def _binary(
     doc: str,
     tags: set[str],
     fuses: frozenset[str] = frozenset(),
+    commutative: bool = True,
     **facts: object,
 ) -> OpDef:
     return register(
@@ -42,12 +43,22 @@ def _binary(
             elementwise=True,
             tags=frozenset(tags),
             fuses=frozenset(fuses),
-            **{"commutative": True, **facts},  # type: ignore[arg-type]
+            commutative=commutative,
+            **facts,  # type: ignore[arg-type]
         )
     )
 
 
-def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: set[str], **facts: object) -> OpDef:
+def _unary(
+    name: str,
+    fn: Callable[[np.ndarray], np.ndarray],
+    doc: str,
+    tags: set[str],
+    field: FieldRule | None = None,
+    **facts: object,
+) -> OpDef:
+    """A unary element-wise op; over Z_p a keyed random function (`taso.ops.field`) unless ``field`` says
+    otherwise."""
     return register(
         OpDef(
             name,
@@ -58,8 +69,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, tags: se
             doc,
             elementwise=True,
             tags=frozenset(tags),
-            # a random function (see taso.ops.field), unless the entry says otherwise
-            **{"field": lambda xs, a, n, key: (ff.keyed(xs[0], key, name),), **facts},  # type: ignore[arg-type]
+            field=field or (lambda xs, a, n, key: (ff.keyed(xs[0], key, name),)),
+            **facts,  # type: ignore[arg-type]
         )
     )
 
@@ -88,7 +99,7 @@ DIV = _binary(
 )
 RECIPROCAL = _unary(
     "Reciprocal",
-    lambda x: np.reciprocal(x),
+    np.reciprocal,
     "1 / x, of floats. The dynamo exporter writes rsqrt (RMSNorm's) as Reciprocal(Sqrt(v)) times x, a form "
     "onnxruntime's SimplifiedLayerNormFusion does not match where it matches x / Sqrt(v) (specs/div.py).",
     {BATCH_POLYMORPHIC},

@@ -65,7 +65,7 @@ PASSES = 4
 budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
 
 
-def with_lifts(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
+def with_lifts(rules: Iterable[Rule], lift_to: tuple[int, ...] = (3, 4)) -> list[Rule]:
     """Each rule, then its lifts to the given ranks where that is sound (`taso.rules.lifted`): a proved rule is
     an equality at every batch size."""
     out = []
@@ -75,7 +75,7 @@ def with_lifts(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[R
     return out
 
 
-def both_directions(rules: Iterable[Rule], lift_to: Iterable[int] = (3, 4)) -> list[Rule]:
+def both_directions(rules: Iterable[Rule], lift_to: tuple[int, ...] = (3, 4)) -> list[Rule]:
     """Each rule `with_lifts` and its reverse (when the reverse has a source to match)."""
     out = []
     for r in rules:
