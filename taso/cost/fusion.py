@@ -73,6 +73,9 @@ def rms_norms(g: Graph) -> list[list[Node]]:
     after it. onnxruntime's SimplifiedLayerNormFusion runs the first two as one kernel and not the third, so a
     norm is one unit, timed as onnxruntime runs it: costed op by op, rewriting the third into the first saved
     one kernel where it saves six (T5 and Llama, nine norms each). Each intermediate value has one reader."""
+    roots = [n for n in g.nodes if n.op == "Sqrt"]
+    if not roots:  # most graphs a search costs: their readers are never mapped
+        return []
     producers, consumers, kinds = g.producers, g.consumers, g.kinds
 
     def only_reader(v: str) -> Node | None:
@@ -83,8 +86,8 @@ def rms_norms(g: Graph) -> list[list[Node]]:
         return [v for v in n.inputs if v and kinds.get(v) is Kind.ACTIVATION]
 
     out = []
-    for root in g.nodes:
-        if root.op != "Sqrt" or not (add := producers.get(root.inputs[0])) or add.op != "Add":
+    for root in roots:
+        if not (add := producers.get(root.inputs[0])) or add.op != "Add":
             continue
         mean = producers.get(next(iter(computed(add)), ""))
         if mean is None or mean.op != "ReduceMean" or len(computed(add)) != 1:

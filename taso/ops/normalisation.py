@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from taso.ir import Dim, TensorType
-from taso.ops.opdef import REQUIRED, Arrays, Attrs, OpDef, OpError, no_field, register
+from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index, first_type
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
@@ -18,6 +18,15 @@ from taso.ops.traits import (
     PRODUCT_EPILOGUE,
     SKIP_EPILOGUE,
 )
+
+
+def _no_field(name: str) -> FieldRule:
+    """For ops whose division by data-dependent values has no finite-field stand-in: refuse, never guess."""
+
+    def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+        raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
+
+    return refuse
 
 
 def _batchnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -43,7 +52,7 @@ BATCHNORM = register(
         lambda xs, a, n: (_batchnorm(xs, a, n),),  # type: ignore[arg-type]
         "Inference batch norm: (x - mean) / sqrt(var + eps) * scale + bias, per channel (axis 1).",
         normalize=_batchnorm_normalize,
-        field=no_field("BatchNormalization"),
+        field=_no_field("BatchNormalization"),
         tags=frozenset({EPILOGUE}),
     )
 )
@@ -94,7 +103,7 @@ BN_KERNEL = register(
         "A conv kernel with an inference BatchNormalization folded in: (w, scale, var) -> w * scale / "
         "sqrt(var + eps), per output channel. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
-        field=no_field("BnKernel"),
+        field=_no_field("BnKernel"),
     )
 )
 
@@ -109,7 +118,7 @@ BN_BIAS = register(
         "The bias of a conv with an inference BatchNormalization folded in: (scale, bias, mean, var[, b]) -> "
         "(b - mean) * scale / sqrt(var + eps) + bias. Weight-only, so always folded; it has no ONNX form.",
         onnx=False,
-        field=no_field("BnBias"),
+        field=_no_field("BnBias"),
     )
 )
 
@@ -165,7 +174,7 @@ LAYERNORM = register(
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
         normalize=_layernorm_normalize,
-        field=no_field("LayerNormalization"),
+        field=_no_field("LayerNormalization"),
         tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
         no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
         "value, which the field refuses",
@@ -187,7 +196,7 @@ SOFTMAX = register(
         first_type,
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
-        field=no_field("Softmax"),
+        field=_no_field("Softmax"),
         tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
         no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
         "value, which the field refuses",

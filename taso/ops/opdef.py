@@ -131,16 +131,6 @@ class OpDef:
         return self.compute(inputs, attrs, n_outputs)
 
 
-def no_field(name: str) -> FieldRule:
-    """The field rule of an op that divides by computed values, which has no finite-field stand-in: refuse,
-    never guess."""
-
-    def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-        raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
-
-    return refuse
-
-
 OPS: dict[str, OpDef] = {}
 
 

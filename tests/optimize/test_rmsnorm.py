@@ -97,3 +97,13 @@ def test_a_norm_is_one_unit_costed_as_onnxruntime_runs_it(form: str) -> None:
     norm = unit_graph(g, cut[0])
     assert len(norm.nodes) == 5 + len(FORMS[form])
     assert kernels(norm) == (7 if form == "reciprocal" else 1)
+
+
+def test_a_norm_whose_mean_square_is_read_elsewhere_is_cut_op_by_op() -> None:
+    """onnxruntime fuses a norm only where nothing else reads its intermediate values; where its mean square is
+    also a graph output, the norm is not one unit, and its nodes are costed as they run, one by one."""
+    model = _rmsnorm([1, 16], form="div")
+    model.graph.output.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, [1, 16, 1]))
+    assert "SimplifiedLayerNormalization" not in profiler.optimized_ops(model.SerializeToString(), cuda=False)
+    g = precompute(onnx_io.from_proto(model))[0]
+    assert all(len(u.nodes) < 5 for u in units(g))
