@@ -167,8 +167,8 @@ def _generate_and_save(job: _Job, runner: Executor) -> dict:
 
 
 def _apart(job: _Job, runner: RayExecutor) -> dict:
-    """A Ray run, made in a child process: Ray ends its driver's process when the cluster goes away under it, and
-    this one is left to say so in one line (exit 2). The store is written only once the work is done, through a
+    """A Ray run, made in a child process: Ray may end its driver's process when the cluster goes away under it
+    (or raise there, as `RayExecutor.map` reports), and this one is left to say so in one line (exit 2). The store is written only once the work is done, through a
     temporary copy (`taso.generate.save`), so it stays as it was."""
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
@@ -180,7 +180,7 @@ def _apart(job: _Job, runner: RayExecutor) -> dict:
     except EOFError:
         child.join()
         raise BadInput(
-            f"--executor ray: the Ray cluster went away mid-run (Ray ended the run, exit code {child.exitcode}); "
+            f"--executor ray: the cluster failed mid-run (Ray ended the run, exit code {child.exitcode}); "
             "the store is unchanged"
         ) from None
     child.join()

@@ -184,7 +184,8 @@ def test_a_cluster_that_goes_away_mid_run_is_one_line_and_exit_2_and_the_store_u
         doomed.shutdown()  # the whole cluster, mid-run (3 ops take half a minute here)
     err = p.communicate(timeout=300)[1]
     assert p.returncode == 2, err
-    assert err.strip().splitlines()[-1].startswith("subst: error: --executor ray: the Ray cluster went away mid-run")
+    # Ray either ends the driver's process or raises in it (a raylet that died): one message either way
+    assert err.strip().splitlines()[-1].startswith("subst: error: --executor ray: the cluster failed mid-run (")
     assert db.read_bytes() == before
 
 
