@@ -1,0 +1,1 @@
+"""The zoo's builders, one family per module; `models/build.py` gathers them into the zoo."""
