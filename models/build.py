@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from builders.bert import bert, bert_base
 from builders.cnn import csrnet, inception_v3, nasnet_a, resnext50
 from builders.light import LIGHT_DIR, light_models, materialize
 from builders.seq import gpt2_block, nasrnn
-from onnx import TensorProto, helper, numpy_helper
 
 __all__ = [
     "LIGHT_DIR",

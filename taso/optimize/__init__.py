@@ -1,7 +1,8 @@
 """Optimize a model: the passes from an ONNX file to its checked, rewritten copy."""
 
-from taso.optimize.pipeline import COSTS_NOT_CACHED, PASSES, Pass, Run, Settings, optimize
+from taso.optimize.pipeline import COSTS_NOT_CACHED, PASSES, optimize
 from taso.optimize.report import Progress, Report
+from taso.optimize.run import Pass, Run, Settings
 from taso.optimize.shapefold import abstract_values, fold_shapes
 
 __all__ = [

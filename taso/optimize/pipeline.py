@@ -15,8 +15,8 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from taso import cost, pet
@@ -30,8 +30,9 @@ from taso.execute.precompute import precompute
 from taso.ir import Graph
 from taso.optimize import guard
 from taso.optimize.report import Progress, Report, named, quiet
+from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
-from taso.rules import Rule, RuleIndex, provenance, store
+from taso.rules import provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache
 from taso.verify import basis
 
@@ -39,119 +40,6 @@ Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
 """A rewrite step: the new graph and how often each rule fired (tests plug in their own)."""
 COSTS_NOT_CACHED = "costs not cached"
 """The start of the warning that costs measured now are dropped at exit (`taso.cachedir.cost_cache` says why)."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How hard to search, what to cost with, and what to check on."""
-
-    alpha: float = 1.05
-    budget: int = 100
-    """Graphs a region's search expands per pass; `taso.search.PASSES` budgets per form of region in all, shared
-    by size: the search is bounded by this work, so its result does not depend on the machine's speed."""
-    time_limit: float = 60.0
-    """Seconds of search at most, not counting the time spent measuring units the cost cache lacks: a safety
-    net that the report flags when it fires (the work bound, ``budget``, ends the search first on the zoo on
-    the 2-core machine)."""
-    device: str = "auto"
-    """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
-    dims: dict[str, int] = field(default_factory=dict)
-    """Sizes of symbolic dims for costing (default 1)."""
-    costs: str | None = None
-    """A reference cost table (`taso.cost.export_reference`): cost with it and measure nothing."""
-    pet: bool = False
-    """Also try PET mutants of convolutions and matmuls with exact corrections (`taso.pet`)."""
-    measure_limit: float = 60.0
-    """Seconds spent measuring what the cache lacks: a fresh store's device calibration, the model's own units and
-    those the search meets; past it they are estimated (and measured by a later run). A cold GPU cache spends them
-    once: the next run is pure search."""
-    specs: str | Path = provenance.SPECS_DIR
-    """The specs a rule's proof must come from to be applied (`taso.provenance`)."""
-    check_inputs: feeds.Source | Sequence[feeds.Source] = ()
-    """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
-    a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
-
-
-@dataclass(frozen=True)
-class Checking:
-    """What the check after the rewrite is asked for: off, or against a float64 reference of the original on
-    two draws from ``seed`` (or element-wise at ``rtol``/``atol`` where either is given: `check.compare`)."""
-
-    run: bool = True
-    rtol: float | None = None
-    atol: float | None = None
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class Run:
-    """One optimize run as its passes go: what was asked, what the passes made so far, and the report."""
-
-    src: Path
-    dst: Path
-    store_path: Path
-    settings: Settings
-    checking: Checking
-    staging: Path
-    """The temp folder beside ``dst`` the passes write into: the output is moved out of it by the last pass."""
-    tell: Progress
-    report: Report
-    db: object = None
-    """The rule store, read-only (sqlite_utils.Database): costs go to the user's cache, never a store."""
-    imported: Graph | None = None
-    """The model as imported: the reference the check and the guard hold the result to."""
-    graph: Graph | None = None
-    """The model as the passes have rewritten it so far."""
-    applied: Counter = field(default_factory=Counter)
-    """How often each rule (by id), PET mutant or pass has rewritten ``graph``."""
-    upgraded: Path | None = None
-    """The imported model's opset upgrade, saved where it is run in place of the file (check, guard)."""
-    folded_dims: dict[str, int] = field(default_factory=dict)
-    """Sizes of the dims the shape fold's re-inference named, to be costed beside the model's own
-    (`onnx_io.dim_sizes`)."""
-    given: list[feeds.Sample] = field(default_factory=list)
-    inputs: check.Inputs | None = None
-    """The check's input sets, chosen before the search: a model the check cannot run is refused at once."""
-    proved: list[Rule] = field(default_factory=list)
-    """The proved rules whose proof is from the specs in use (`provenance.trusted`)."""
-    index: RuleIndex | None = None
-    baseline: Graph | None = None
-    """The input as onnxruntime runs it, what a rewrite's gain is measured against: onnxruntime folds
-    weight-only computation at load, so precomputing it here is no gain (GPT-2's position embedding, Range and
-    Gather on a dynamic dim, was estimated 3x its measured cost folded)."""
-    model: cost.CostModel | None = None
-    measured_units: int = 0
-    """Units the cost model had measured before the search."""
-    guarded: cost.CostModel | None = None
-    """The cost model to time the result with end to end: only where it measures and the result differs."""
-    staged: Path | None = None
-    """Where the export pass saved the result in ``staging``."""
-
-    @property
-    def original(self) -> Path:
-        """The file the original runs from: the upgrade where onnxruntime cannot run the file itself."""
-        return self.upgraded or self.src
-
-    def rewritten(self, graph: Graph, counts: Counter) -> Run:
-        """The run with ``graph`` as the model, rewritten ``counts`` more times (`Rewrite`'s result)."""
-        return replace(self, graph=graph, applied=self.applied + counts)
-
-    def reporting(self, **fields: object) -> Run:
-        """The run with these fields of its report set."""
-        return replace(self, report=replace(self.report, **fields))
-
-
-@dataclass(frozen=True)
-class Pass:
-    """One step of `optimize`: ``run`` maps the run so far to the next; its seconds count toward ``clock`` in the
-    report (None: only the total), its progress shows as the one-step stage ``shows`` (None: it shows its own
-    steps, or none), and it runs only ``when`` the run so far asks for it."""
-
-    name: str
-    run: Callable[[Run], Run]
-    clock: str | None
-    shows: str | None = None
-    when: Callable[[Run], bool] = lambda run: True
 
 
 # --- reading the model ---------------------------------------------------------------------------------------
