@@ -32,6 +32,7 @@ from taso.optimize import guard
 from taso.optimize.report import Progress, Report, named, quiet
 from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
+from taso.optimize.views import compose_views
 from taso.rules import provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache
 from taso.verify import basis
@@ -109,6 +110,13 @@ def fold_shape_arithmetic(run: Run) -> Run:
     if shape_folded:  # re-inferred: its inner dims have names of their own, to be sized
         run = replace(run, folded_dims=onnx_io.dim_sizes(shaped, run.settings.dims))
     return run
+
+
+def compose_axis_moves(run: Run) -> Run:
+    """Chains of Reshapes, Transposes, Squeezes and Unsqueezes as at most a Reshape, a Transpose and a Reshape:
+    fewer nodes moving the same elements, so never costlier."""
+    composed, removed = compose_views(run.graph)
+    return run.rewritten(composed, Counter({"compose chains of axis moves": removed}))
 
 
 def apply_always(run: Run) -> Run:
@@ -309,6 +317,7 @@ REWRITE = (
     Pass("read the rules", read_rules, "start-up", shows="reading rules"),
     Pass("precompute weight-only nodes", precompute_weights, "start-up", when=_has_rules),
     Pass("fold shape arithmetic", fold_shape_arithmetic, "start-up", when=_has_rules),
+    Pass("compose chains of axis moves", compose_axis_moves, "start-up", when=_has_rules),
     Pass("apply the always rules", apply_always, "start-up", when=_has_rules),
 )
 SEARCH = (

@@ -1,0 +1,344 @@
+"""Chains of axis moves composed: at most a Reshape, a Transpose and a Reshape where exporters wrote more.
+
+Exporters move axes in many small steps. ViT-B/16's attention as the dynamo exporter writes it takes the fused
+QKV projection through Reshape, Unsqueeze, Transpose and Squeeze, then each head through Reshape, Transpose,
+Transpose and Reshape: onnxruntime runs every Transpose as a copy and every step as a node of its own, and fuses
+none of them. A Reshape, Transpose, Squeeze, Unsqueeze or Flatten only moves elements, so a chain of them is one
+fixed rearrangement of its input, and any chain is the same as: split the input's axes into *atoms*, permute the
+atoms once, regroup them into the output's axes.
+
+The composition is exact, at every size of the dynamic dims: an atom is a whole input axis or an int-sized piece
+of one, a dim param is never split, and a step that would cut an atom other than by an exact int factor stops
+the chain being composed (the chain stays as written). A chain is replaced only where that takes fewer nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from taso import onnx as onnx_io
+from taso.ir import Dim, Graph, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
+
+Size = tuple[int, tuple[str, ...]]
+"""A size as a product: an int factor and the dim params multiplied in (sorted), e.g. ``(12, ("batch",))``."""
+
+
+class _Uncomposable(Exception):
+    """A step the atoms cannot follow exactly: the chain is left as written."""
+
+
+def _times(a: Size, b: Size) -> Size:
+    return a[0] * b[0], tuple(sorted(a[1] + b[1]))
+
+
+def _over(a: Size, b: Size) -> Size:
+    """``a / b``; raises where ``b`` does not divide ``a`` at every size of the dim params."""
+    rest = Counter(a[1])
+    rest.subtract(b[1])
+    if a[0] % b[0] or any(v < 0 for v in rest.values()):
+        raise _Uncomposable
+    return a[0] // b[0], tuple(sorted(rest.elements()))
+
+
+ONE: Size = (1, ())
+MAX_RANK = 8
+"""The most atoms a composed Transpose moves: onnxruntime's CUDA kernels take tensors of up to 8 axes."""
+
+
+@dataclass
+class _Layout:
+    """Where a chain has moved its input's elements to: ``order`` lists the input's atoms in memory order,
+    ``dims`` the current axes, each the atoms it holds (none for an axis of size 1), outermost first."""
+
+    sizes: dict[int, Size]
+    order: list[int]
+    dims: list[list[int]]
+
+    @classmethod
+    def of(cls, shape: tuple[Dim, ...]) -> _Layout:
+        sizes: dict[int, Size] = {}
+        dims: list[list[int]] = []
+        for d in shape:
+            if d is None or (isinstance(d, int) and d < 1):
+                raise _Uncomposable
+            if d == 1:
+                dims.append([])
+                continue
+            sizes[len(sizes)] = (d, ()) if isinstance(d, int) else (1, (d,))
+            dims.append([len(sizes) - 1])
+        return cls(sizes, [a for d in dims for a in d], dims)
+
+    def size(self, atoms: list[int]) -> Size:
+        return _product(self.sizes[a] for a in atoms)
+
+    def shape(self) -> list[Size]:
+        return [self.size(d) for d in self.dims]
+
+    def transpose(self, perm: list[int]) -> None:
+        if sorted(perm) != list(range(len(self.dims))):
+            raise _Uncomposable
+        self.dims = [self.dims[p] for p in perm]
+
+    def reshape(self, target: list[Size]) -> None:
+        """Regroup the atoms, in their current order, into axes of the ``target`` sizes, splitting an int atom
+        where an axis ends inside it."""
+        queue = [a for d in self.dims for a in d]
+        dims: list[list[int]] = []
+        for want in target:
+            group: list[int] = []
+            have = ONE
+            while have != want:
+                if not queue:
+                    raise _Uncomposable
+                atom = queue.pop(0)
+                size = self.sizes[atom]
+                try:
+                    _over(want, _times(have, size))
+                except _Uncomposable:  # the axis ends inside this atom: split off the part it takes
+                    need = _over(want, have)
+                    if need[1] or size[1] or need[0] < 2 or size[0] % need[0]:
+                        raise
+                    outer, inner = self._split(atom, need[0])
+                    queue.insert(0, inner)
+                    atom, size = outer, self.sizes[outer]
+                group.append(atom)
+                have = _times(have, size)
+            dims.append(group)
+        if queue:
+            raise _Uncomposable
+        self.dims = dims
+
+    def _split(self, atom: int, outer: int) -> tuple[int, int]:
+        """Atom ``atom`` as two, ``outer`` then the rest, wherever it appears."""
+        a = max(self.sizes) + 1
+        b = a + 1
+        self.sizes[a], self.sizes[b] = (outer, ()), (self.sizes[atom][0] // outer, ())
+        for atoms in (self.order, *self.dims):
+            if atom in atoms:
+                k = atoms.index(atom)
+                atoms[k : k + 1] = [a, b]
+        del self.sizes[atom]
+        return a, b
+
+
+def _product(sizes: Iterable[Size]) -> Size:
+    out = ONE
+    for s in sizes:
+        out = _times(out, s)
+    return out
+
+
+def compose_views(g: Graph) -> tuple[Graph, int]:
+    """``g`` with each chain of axis moves (`FOLLOW`) that takes more nodes than its composition composed;
+    returns the graph and how many nodes that removed (``g`` itself where none)."""
+    keep = set(g.outputs)
+    fresh = fresh_names(g.values(), "view_")
+    data, types, weights = dict(g.data), dict(g.types), list(g.weights)
+    replaced: dict[int, list[Node]] = {}  # id of a chain's last node -> the nodes that take its place
+    dropped: set[int] = set()
+    for chain in _chains(g, keep):
+        new_data: dict[str, WeightData] = {}
+        new_types: dict[str, TensorType] = {}
+        try:
+            made = _composed(g, chain, fresh, new_data, new_types)
+        except _Uncomposable:
+            continue
+        if len(made) < len(chain):
+            data.update(new_data)
+            types.update({v: t for v, t in new_types.items() if v not in types})
+            weights += [i for n in made for i in n.inputs[1:]]
+            replaced[id(chain[-1])] = made
+            dropped.update(id(n) for n in chain)
+    if not replaced:
+        return g, 0
+    nodes = [m for n in g.nodes for m in replaced.get(id(n), [] if id(n) in dropped else [n])]
+    out = lint(eliminate_dead(replace(g, nodes=tuple(nodes), weights=tuple(weights), data=data, types=types)))
+    return out, len(g.nodes) - len(out.nodes)
+
+
+def _movable(n: Node, g: Graph) -> bool:
+    """A move whose parameters are all constants (a Reshape target, Squeeze or Unsqueeze axes)."""
+    return n.op in FOLLOW and not n.domain and not n.implicit and all(v in g.data for v in n.inputs[1:] if v)
+
+
+def _chains(g: Graph, keep: set[str]) -> list[list[Node]]:
+    """Each maximal run of moves where every link's output is read by the next move alone (and is no graph
+    output), of two moves or more."""
+
+    def next_move(n: Node) -> Node | None:
+        out = n.outputs[0]
+        readers = g.consumers.get(out, ())
+        if out in keep or len(readers) != 1:
+            return None
+        reader = readers[0]
+        return reader if _movable(reader, g) and reader.inputs[0] == out and out not in reader.inputs[1:] else None
+
+    linked = {id(m) for n in g.nodes if _movable(n, g) and (m := next_move(n)) is not None}
+    chains = []
+    for n in g.nodes:
+        if not _movable(n, g) or id(n) in linked:
+            continue
+        chain = [n]
+        while (m := next_move(chain[-1])) is not None:
+            chain.append(m)
+        if len(chain) > 1:
+            chains.append(chain)
+    return chains
+
+
+def _composed(
+    g: Graph, chain: list[Node], fresh: Iterator[str], data: dict[str, WeightData], types: dict[str, TensorType]
+) -> list[Node]:
+    """The chain's composition: Reshape to the atoms, Transpose them, Reshape to the chain's output shape, each
+    left out where it changes nothing. Adds the targets to ``data`` and the new values' types to ``types``."""
+    x, y = chain[0].inputs[0], chain[-1].outputs[0]
+    t = g.types.get(x)
+    if t is None or t.shape is None or g.types.get(y) is None:
+        raise _Uncomposable
+    layout = _Layout.of(t.shape)
+    for n in chain:
+        FOLLOW[n.op](layout, n, g)
+    atoms = [layout.sizes[a] for a in layout.order]
+    after = [a for d in layout.dims for a in d]
+    perm = [layout.order.index(a) for a in after]
+    if len(perm) > MAX_RANK:
+        raise _Uncomposable
+    final = layout.shape()
+    made: list[Node] = []
+    value = x
+    shape = [_size(d) for d in t.shape]
+    name = chain[-1].name or chain[-1].op
+    if perm != sorted(perm):
+        if shape != atoms:
+            split = next(fresh)
+            _emit_reshape(value, shape, atoms, split, f"{name}/atoms", made, fresh, data, types, t.dtype)
+            value, shape = split, atoms
+        shape = [shape[p] for p in perm]
+        out = y if shape == final else next(fresh)
+        made.append(Node("Transpose", (value,), (out,), (("perm", tuple(perm)),), name=f"{name}/moved"))
+        types.setdefault(out, TensorType(t.dtype, tuple(_dim(s) for s in shape)))
+        value = out
+    if value != y:
+        _emit_reshape(value, shape, final, y, f"{name}/regrouped", made, fresh, data, types, t.dtype)
+    return made
+
+
+def _transpose(layout: _Layout, n: Node, g: Graph) -> None:
+    perm = onnx_io.int_attrs(n).get("perm")
+    layout.transpose(list(perm) if perm is not None else list(reversed(range(len(layout.dims)))))  # type: ignore[arg-type]
+
+
+def _flatten(layout: _Layout, n: Node, g: Graph) -> None:
+    axis = int(onnx_io.int_attrs(n).get("axis", 1))  # type: ignore[arg-type]
+    axis = axis + len(layout.dims) if axis < 0 else axis
+    layout.reshape([layout.size(_flat(layout.dims[:axis])), layout.size(_flat(layout.dims[axis:]))])
+
+
+def _reshape_to(layout: _Layout, n: Node, g: Graph) -> None:
+    allowzero = bool(onnx_io.int_attrs(n).get("allowzero"))
+    layout.reshape(_target(layout, g.data[n.inputs[1]].array, allowzero))
+
+
+def _axes(n: Node, g: Graph) -> list[int]:
+    """Squeeze's or Unsqueeze's axes, an input from opset 13 (import upgrades older models)."""
+    if len(n.inputs) < 2 or not n.inputs[1]:
+        raise _Uncomposable  # Squeeze of every size-1 axis: which those are can depend on the run
+    return [int(a) for a in g.data[n.inputs[1]].array.ravel()]
+
+
+def _squeeze(layout: _Layout, n: Node, g: Graph) -> None:
+    rank = len(layout.dims)
+    at = {a % rank for a in _axes(n, g)} if rank else {0}
+    if any(a >= rank or layout.dims[a] for a in at):
+        raise _Uncomposable  # an axis not known to be 1
+    layout.dims = [d for k, d in enumerate(layout.dims) if k not in at]
+
+
+def _unsqueeze(layout: _Layout, n: Node, g: Graph) -> None:
+    axes = _axes(n, g)
+    for a in sorted(a % (len(layout.dims) + len(axes)) for a in axes):
+        layout.dims.insert(a, [])
+
+
+FOLLOW: dict[str, Callable[[_Layout, Node, Graph], None]] = {
+    "Reshape": _reshape_to,
+    "Transpose": _transpose,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Flatten": _flatten,
+}
+"""How each op a chain is made of moves its input's elements: the atoms' layout after it. Each only moves
+elements, computing nothing, so a chain of them is one rearrangement."""
+
+
+def _flat(dims: list[list[int]]) -> list[int]:
+    return [a for d in dims for a in d]
+
+
+def _target(layout: _Layout, target: np.ndarray, allowzero: bool) -> list[Size]:
+    """A Reshape's target as sizes: 0 copies the input's axis (unless ``allowzero``), -1 takes what is left."""
+    current = layout.shape()
+    sizes: list[Size | None] = []
+    for k, d in enumerate(int(v) for v in target.ravel()):
+        if d == 0 and not allowzero and k < len(current):
+            sizes.append(current[k])
+        elif d == -1:
+            sizes.append(None)
+        elif d > 0:
+            sizes.append((d, ()))
+        else:
+            raise _Uncomposable
+    if sizes.count(None) > 1:
+        raise _Uncomposable
+    if None in sizes:
+        known = _product(s for s in sizes if s is not None)
+        sizes[sizes.index(None)] = _over(_product(layout.sizes.values()), known)
+    return sizes  # type: ignore[return-value]
+
+
+def _size(d: Dim) -> Size:
+    if d is None:
+        raise _Uncomposable
+    return (d, ()) if isinstance(d, int) else (1, (d,))
+
+
+def _dim(s: Size) -> Dim:
+    """A size as an IR dim: an int, a lone dim param, or unknown (a product with a dim param)."""
+    if not s[1]:
+        return s[0]
+    return s[1][0] if s == (1, s[1]) and len(s[1]) == 1 else None
+
+
+def _emit_reshape(
+    x: str,
+    shape: list[Size],
+    target: list[Size],
+    out: str,
+    name: str,
+    made: list[Node],
+    fresh: Iterator[str],
+    data: dict[str, WeightData],
+    types: dict[str, TensorType],
+    dtype: str,
+) -> None:
+    """A Reshape of ``x`` (of ``shape``) to ``target``, written so that it holds at every size: a static
+    size as itself, an axis equal to the input's at its index copied (0), one other axis inferred (-1)."""
+    entries = []
+    for k, s in enumerate(target):
+        if not s[1]:
+            entries.append(s[0])
+        elif k < len(shape) and shape[k] == s:
+            entries.append(0)
+        else:
+            entries.append(-1)
+    if entries.count(-1) > 1:
+        raise _Uncomposable
+    w = next(fresh)
+    data[w] = WeightData(np.array(entries, np.int64))
+    types[w] = TensorType("int64", (len(entries),))
+    made.append(Node("Reshape", (x, w), (out,), (("allowzero", 0),), name=name))
+    types.setdefault(out, TensorType(dtype, tuple(_dim(s) for s in target)))

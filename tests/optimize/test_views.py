@@ -1,0 +1,184 @@
+"""Chains of axis moves composed (taso.optimize.views): the composition moves every element where the chain did,
+at every size of the dynamic dims, checked against onnxruntime at sizes the composition never saw."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from conftest import write_graph
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from taso import onnx as onnx_io
+from taso.optimize.views import compose_views
+
+Step = tuple[str, dict]
+"""An op and what it is given: ``perm``, ``axis`` (attributes) or ``target``, ``axes`` (int64 inputs)."""
+
+
+def _model(tmp: Path, dims: list[int | str], steps: list[Step], name: str = "chain") -> Path:
+    """x of ``dims`` (``"n"`` a dim param) through ``steps`` in turn, the last writing y."""
+    nodes, inits = [], []
+    value, rank = "x", len(dims)
+    for k, (op, given_) in enumerate(steps):
+        rank = {"Reshape": len(given_.get("target", ())), "Flatten": 2}.get(op, rank)
+        rank += {"Squeeze": -1, "Unsqueeze": 1}.get(op, 0) * len(given_.get("axes", ()))
+        out = "y" if k == len(steps) - 1 else f"v{k}"
+        inputs = [value]
+        for key in ("target", "axes"):
+            if key in given_:
+                inits.append(numpy_helper.from_array(np.array(given_[key], np.int64), f"{key}{k}"))
+                inputs.append(f"{key}{k}")
+        attrs = {key: given_[key] for key in ("perm", "axis") if key in given_}
+        nodes.append(helper.make_node(op, inputs, [out], name=f"{op}{k}", **attrs))
+        value = out
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [f"y{i}" for i in range(rank)])],
+        initializer=inits,
+    )
+    return write_graph(graph, tmp / f"{name}.onnx", opset=18)
+
+
+def _composed(tmp: Path, src: Path) -> tuple[Path, int, int]:
+    """The model with its chains composed, and its node count before and after."""
+    g = onnx_io.load_model(src)
+    out, removed = compose_views(g)
+    assert len(out.nodes) == len(g.nodes) - removed
+    return onnx_io.save_model(out, tmp / f"{src.stem}.composed.onnx"), len(g.nodes), len(out.nodes)
+
+
+def _run(path: Path, x: np.ndarray) -> np.ndarray:
+    """``path`` as written (onnxruntime's own optimizations off) on ``x``."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def _same_at(src: Path, out: Path, dims: list[int | str], sizes: tuple[int, ...] = (1, 2, 3)) -> None:
+    """Both give the same y, shape and every element, for x = 0, 1, 2, ... at each size of n: a chain only
+    moves elements, so equal results on distinct elements mean each element lands in the same place."""
+    for n in sizes:
+        shape = tuple(n if d == "n" else d for d in dims)
+        x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+        want, got = _run(src, x), _run(out, x)
+        assert want.shape == got.shape and np.array_equal(want, got), (n, want.shape, got.shape)
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
+    """An input of up to four axes (one of them, maybe, the dim param n) and two to five moves, each valid at
+    every size of n: Reshapes regroup the static factors freely (aligned with the axes or not), with -1 for
+    the axis that holds n."""
+    sizes = st.sampled_from([1, 2, 3, 4, 6])
+    dims: list[int | str] = [draw(sizes) for _ in range(draw(st.integers(1, 4)))]
+    if draw(st.booleans()):
+        dims[draw(st.integers(0, len(dims) - 1))] = "n"
+    shape = [(1, True) if d == "n" else (d, False) for d in dims]  # (static factor, holds n) per axis
+    steps: list[Step] = []
+    count = draw(st.integers(2, 5))
+    while len(steps) < count:
+        op = draw(st.sampled_from(["Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten"]))
+        rank = len(shape)
+        if op == "Transpose":
+            perm = list(draw(st.permutations(range(rank))))
+            shape = [shape[p] for p in perm]
+            steps.append((op, {"perm": perm} if draw(st.booleans()) or perm != perm[::-1] else {}))
+        elif op == "Reshape":
+            left, holds = math.prod(s for s, _ in shape), any(h for _, h in shape)
+            new = []
+            for _ in range(draw(st.integers(0, 3))):
+                factor = draw(st.sampled_from([f for f in range(1, left + 1) if left % f == 0]))
+                new.append((factor, False))
+                left //= factor
+            new.append((left, False))
+            if holds:
+                k = draw(st.integers(0, len(new) - 1))
+                new[k] = (new[k][0], True)
+            shape = draw(st.permutations(new))
+            steps.append((op, {"target": [-1 if h else s for s, h in shape]}))
+        elif op == "Squeeze" and (ones := [k for k, d in enumerate(shape) if d == (1, False)]):
+            k = draw(st.sampled_from(ones))
+            shape = shape[:k] + shape[k + 1 :]
+            steps.append((op, {"axes": [k - rank if draw(st.booleans()) else k]}))
+        elif op == "Unsqueeze":
+            k = draw(st.integers(0, rank))
+            shape = [*shape[:k], (1, False), *shape[k:]]
+            steps.append((op, {"axes": [k - rank - 1 if draw(st.booleans()) else k]}))
+        elif op == "Flatten":
+            k = draw(st.integers(-rank, rank))
+            cut = k + rank if k < 0 else k
+            head, tail = shape[:cut], shape[cut:]
+            shape = [(math.prod(s for s, _ in p), any(h for _, h in p)) for p in (head, tail)]
+            steps.append((op, {"axis": k}))
+    return dims, steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains())
+def test_a_composed_chain_moves_every_element_where_the_chain_did(tmp_path_factory, chain) -> None:
+    dims, steps = chain
+    tmp = tmp_path_factory.mktemp("chain")
+    src = _model(tmp, dims, steps)
+    out, before, after = _composed(tmp, src)
+    assert after <= before
+    event("composed" if after < before else "left as written")
+    _same_at(src, out, dims)
+
+
+def test_vit_dynamo_attention_chains_take_two_nodes_where_they_took_four(tmp_path: Path) -> None:
+    """ViT-B/16 as the dynamo exporter writes its attention (sequence first, batch the dim param n): the fused
+    QKV projection split by Reshape, Unsqueeze, Transpose, Squeeze, and a key head by Reshape, Transpose,
+    Transpose, Reshape; each composes to a Reshape to the atoms and one Transpose."""
+    qkv = [
+        ("Reshape", {"target": [197, -1, 3, 768]}),
+        ("Unsqueeze", {"axes": [0]}),
+        ("Transpose", {"perm": [3, 1, 2, 0, 4]}),
+        ("Squeeze", {"axes": [-2]}),
+    ]
+    key = [
+        ("Reshape", {"target": [197, -1, 64]}),
+        ("Transpose", {"perm": [1, 0, 2]}),
+        ("Transpose", {"perm": [0, 2, 1]}),
+        ("Reshape", {"target": [-1, 12, 64, 197]}),
+    ]
+    for name, dims, steps in (("qkv", [197, "n", 2304], qkv), ("key", [197, "n", 768], key)):
+        src = _model(tmp_path, dims, steps, name)
+        out, before, after = _composed(tmp_path, src)
+        assert (before, after) == (4, 2), name
+        assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["Reshape", "Transpose"]
+        _same_at(src, out, dims)
+
+
+def test_a_merged_dim_param_split_another_way_is_left_as_written(tmp_path: Path) -> None:
+    """x (n, 6) as (2n, 3), transposed to (3, 2n), then read as (3, 2, n): the (n, 2) merged by the first
+    Reshape is split as (2, n), which no permutation of whole atoms gives at every n, so nothing changes."""
+    dims: list[int | str] = ["n", 6]
+    steps: list[Step] = [
+        ("Reshape", {"target": [-1, 3]}),
+        ("Transpose", {"perm": [1, 0]}),
+        ("Reshape", {"target": [3, 2, -1]}),
+    ]
+    src = _model(tmp_path, dims, steps)
+    out, before, after = _composed(tmp_path, src)
+    assert before == after == 3
+    _same_at(src, out, dims)
+
+
+def test_a_link_read_elsewhere_ends_the_chain(tmp_path: Path) -> None:
+    """A move whose output another node also reads stays: composing past it would compute it twice."""
+    steps: list[Step] = [("Transpose", {"perm": [1, 0]}), ("Transpose", {"perm": [1, 0]})]
+    src = _model(tmp_path, [2, 3], steps)
+    model = onnx.load(str(src))
+    model.graph.node.append(helper.make_node("Relu", ["v0"], ["r"]))
+    model.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [3, 2]))
+    onnx.save(model, str(src))
+    g = onnx_io.load_model(src)
+    assert compose_views(g) == (g, 0)
