@@ -2,9 +2,9 @@
 
 Each pass (`Pass`) is a function from the run so far (`Run`) to the next: it reads what earlier passes made and
 adds its part to the one result, the `Report`. `PASSES` lists them in order: import; the rewrites that need no
-cost (weight-only nodes precomputed, shape arithmetic folded, the ``always`` rules); the cost model and the
-search it guides (rules, PET mutants); the end-to-end guard; export, check, write. `optimize` runs the list,
-timing each pass into the report and showing its progress.
+cost (weight-only nodes precomputed, shape arithmetic folded, chains of axis moves composed, the ``always``
+rules); the cost model and the search it guides (rules, PET mutants); the end-to-end guard; export, check,
+write. `optimize` runs the list, timing each pass into the report and showing its progress.
 
 The output file appears only after the check passed: the model is staged in a temp folder beside the target
 and moved into place at the end, so a failure of any kind leaves nothing half-written.
