@@ -62,11 +62,11 @@ def _run(path: Path, x: np.ndarray) -> np.ndarray:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
-def _same_at(src: Path, out: Path, dims: list[int | str], sizes: tuple[int, ...] = (1, 2, 3)) -> None:
-    """Both give the same y, shape and every element, for x = 0, 1, 2, ... at each size of n: a chain only
-    moves elements, so equal results on distinct elements mean each element lands in the same place."""
-    for n in sizes:
-        shape = tuple(n if d == "n" else d for d in dims)
+def _same_at(src: Path, out: Path, dims: list[int | str]) -> None:
+    """Both give the same y, shape and every element, for x = 0, 1, 2, ... at three sizes of the dim params: a
+    chain only moves elements, so equal results on distinct elements mean each element lands in the same place."""
+    for n, m in ((1, 2), (2, 3), (3, 1)):
+        shape = tuple({"n": n, "m": m}.get(d, d) if isinstance(d, str) else d for d in dims)
         x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
         want, got = _run(src, x), _run(out, x)
         assert want.shape == got.shape and np.array_equal(want, got), (n, want.shape, got.shape)
@@ -74,14 +74,16 @@ def _same_at(src: Path, out: Path, dims: list[int | str], sizes: tuple[int, ...]
 
 @st.composite
 def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
-    """An input of up to four axes (one of them, maybe, the dim param n) and two to five moves, each valid at
-    every size of n: Reshapes regroup the static factors freely (aligned with the axes or not), with -1 for
-    the axis that holds n."""
+    """An input of up to four axes (up to two of them the dim params n and m) and two to five moves, each valid
+    at every size of n and m: a Reshape keeps a leading run of axes as they are (0, as BERT's ``[0, 0, 12, 64]``)
+    and regroups the static factors of the rest freely (aligned with the axes or not), the dim params left
+    there merged into one axis written -1."""
     sizes = st.sampled_from([1, 2, 3, 4, 6])
     dims: list[int | str] = [draw(sizes) for _ in range(draw(st.integers(1, 4)))]
-    if draw(st.booleans()):
-        dims[draw(st.integers(0, len(dims) - 1))] = "n"
-    shape = [(1, True) if d == "n" else (d, False) for d in dims]  # (static factor, holds n) per axis
+    for param in draw(st.sampled_from([(), ("n",), ("n", "m")]))[: len(dims)]:
+        dims[draw(st.sampled_from([k for k, d in enumerate(dims) if isinstance(d, int)]))] = param
+    Axis = tuple[int, tuple[str, ...]]  # static factor, dim params multiplied in
+    shape: list[Axis] = [(1, (d,)) if isinstance(d, str) else (d, ()) for d in dims]
     steps: list[Step] = []
     count = draw(st.integers(2, 5))
     while len(steps) < count:
@@ -92,31 +94,36 @@ def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
             shape = [shape[p] for p in perm]
             steps.append((op, {"perm": perm} if draw(st.booleans()) or perm != perm[::-1] else {}))
         elif op == "Reshape":
-            left, holds = math.prod(s for s, _ in shape), any(h for _, h in shape)
-            new = []
-            for _ in range(draw(st.integers(0, 3))):
+            kept, rest = shape[: (keep := draw(st.integers(0, rank)))], shape[keep:]
+            left, params = math.prod(s for s, _ in rest), tuple(sorted(p for _, ps in rest for p in ps))
+            new: list[Axis] = []
+            for _ in range(draw(st.integers(0, 3)) if rest else 0):
                 factor = draw(st.sampled_from([f for f in range(1, left + 1) if left % f == 0]))
-                new.append((factor, False))
+                new.append((factor, ()))
                 left //= factor
-            new.append((left, False))
-            if holds:
+            if rest:
+                new.append((left, ()))
+            if params:
                 k = draw(st.integers(0, len(new) - 1))
-                new[k] = (new[k][0], True)
-            shape = draw(st.permutations(new))
-            steps.append((op, {"target": [-1 if h else s for s, h in shape]}))
-        elif op == "Squeeze" and (ones := [k for k, d in enumerate(shape) if d == (1, False)]):
+                new[k] = (new[k][0], params)
+            new = draw(st.permutations(new))
+            shape = [*kept, *new]
+            steps.append((op, {"target": [0] * keep + [-1 if ps else f for f, ps in new]}))
+        elif op == "Squeeze" and (ones := [k for k, d in enumerate(shape) if d == (1, ())]):
             k = draw(st.sampled_from(ones))
             shape = shape[:k] + shape[k + 1 :]
             steps.append((op, {"axes": [k - rank if draw(st.booleans()) else k]}))
         elif op == "Unsqueeze":
             k = draw(st.integers(0, rank))
-            shape = [*shape[:k], (1, False), *shape[k:]]
+            shape = [*shape[:k], (1, ()), *shape[k:]]
             steps.append((op, {"axes": [k - rank - 1 if draw(st.booleans()) else k]}))
         elif op == "Flatten":
             k = draw(st.integers(-rank, rank))
             cut = k + rank if k < 0 else k
-            head, tail = shape[:cut], shape[cut:]
-            shape = [(math.prod(s for s, _ in p), any(h for _, h in p)) for p in (head, tail)]
+            shape = [
+                (math.prod(s for s, _ in p), tuple(sorted(x for _, ps in p for x in ps)))
+                for p in (shape[:cut], shape[cut:])
+            ]
             steps.append((op, {"axis": k}))
     return dims, steps
 
