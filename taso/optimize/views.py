@@ -59,17 +59,15 @@ class _Layout:
     dims: list[list[int]]
 
     @classmethod
-    def of(cls, shape: tuple[Dim, ...]) -> _Layout:
+    def of(cls, shape: list[Size]) -> _Layout:
         sizes: dict[int, Size] = {}
         dims: list[list[int]] = []
         for d in shape:
-            if d is None or (isinstance(d, int) and d < 1):
-                raise _Uncomposable
-            if d == 1:
+            if d == ONE:
                 dims.append([])
-                continue
-            sizes[len(sizes)] = (d, ()) if isinstance(d, int) else (1, (d,))
-            dims.append([len(sizes) - 1])
+            else:
+                sizes[len(sizes)] = d
+                dims.append([len(sizes) - 1])
         return cls(sizes, [a for d in dims for a in d], dims)
 
     def size(self, atoms: list[int]) -> Size:
@@ -100,7 +98,7 @@ class _Layout:
                     _over(want, _times(have, size))
                 except _Uncomposable:  # the axis ends inside this atom: split off the part it takes
                     need = _over(want, have)
-                    if need[1] or size[1] or need[0] < 2 or size[0] % need[0]:
+                    if need[1] or size[1] or size[0] % need[0]:
                         raise
                     outer, inner = self._split(atom, need[0])
                     queue.insert(0, inner)
@@ -199,7 +197,8 @@ def _composed(
     t = g.types.get(x)
     if t is None or t.shape is None or g.types.get(y) is None:
         raise _Uncomposable
-    layout = _Layout.of(t.shape)
+    shape = [_size(d) for d in t.shape]
+    layout = _Layout.of(shape)
     for n in chain:
         FOLLOW[n.op](layout, n, g)
     atoms = [layout.sizes[a] for a in layout.order]
@@ -210,7 +209,6 @@ def _composed(
     final = layout.shape()
     made: list[Node] = []
     value = x
-    shape = [_size(d) for d in t.shape]
     name = chain[-1].name or chain[-1].op
     if perm != sorted(perm):
         if shape != atoms:
@@ -301,7 +299,9 @@ def _target(layout: _Layout, target: np.ndarray, allowzero: bool) -> list[Size]:
 
 
 def _size(d: Dim) -> Size:
-    if d is None:
+    """An IR dim as a size; an unknown one (or a negative one, as some exporters write) cannot be told from
+    another, so no atom stands for it."""
+    if d is None or (isinstance(d, int) and d < 1):
         raise _Uncomposable
     return (d, ()) if isinstance(d, int) else (1, (d,))
 

@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from conftest import write_graph
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx as onnx_io
+from taso.ir import parse_graph
 from taso.optimize.views import compose_views
 
 Step = tuple[str, dict]
@@ -177,6 +179,38 @@ def test_a_merged_dim_param_split_another_way_is_left_as_written(tmp_path: Path)
     out, before, after = _composed(tmp_path, src)
     assert before == after == 3
     _same_at(src, out, dims)
+
+
+LEFT = {
+    "nine atoms, past the 8 axes onnxruntime's CUDA kernels take": (
+        [2] * 9,
+        [("Transpose", {"perm": list(reversed(range(9)))}), ("Transpose", {"perm": [1, 0, *range(2, 9)]})],
+    ),
+    "a Squeeze of every size-1 axis, which the run decides": (
+        [1, "n", 3],
+        [("Transpose", {"perm": [1, 0, 2]}), ("Squeeze", {})],
+    ),
+    "a Squeeze of a dim param's axis": (["n", 3], [("Transpose", {"perm": [1, 0]}), ("Squeeze", {"axes": [1]})]),
+}
+
+
+@pytest.mark.parametrize("case", LEFT)
+def test_chains_the_atoms_cannot_follow_are_left_as_written(tmp_path: Path, case: str) -> None:
+    dims, steps = LEFT[case]
+    g = onnx_io.load_model(_model(tmp_path, dims, steps))
+    assert compose_views(g) == (g, 0)
+
+
+def test_a_dim_no_one_knows_is_left_as_written() -> None:
+    """Shape inference can leave a dim neither a size nor a dim param: it cannot be told from another unknown
+    dim, so no atom stands for it, and two Transposes that would make one stay two."""
+    g = parse_graph(
+        """graph(%x: float32[2,?,3]):
+          %r = Transpose(%x) {perm=[1,0,2]} : float32[?,2,3]
+          %y = Transpose(%r) {perm=[0,2,1]} : float32[?,3,2]
+          return %y"""
+    )
+    assert compose_views(g) == (g, 0)
 
 
 def test_a_link_read_elsewhere_ends_the_chain(tmp_path: Path) -> None:
