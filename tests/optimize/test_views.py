@@ -213,13 +213,18 @@ def test_a_dim_no_one_knows_is_left_as_written() -> None:
     assert compose_views(g) == (g, 0)
 
 
-def test_a_link_read_elsewhere_ends_the_chain(tmp_path: Path) -> None:
-    """A move whose output another node also reads stays: composing past it would compute it twice."""
+@pytest.mark.parametrize("reader", ["a Relu", "the graph's outputs"])
+def test_a_link_read_elsewhere_ends_the_chain(tmp_path: Path, reader: str) -> None:
+    """A move whose output something else reads stays (a node, or the model's user): composing past it would
+    compute it twice, or lose it."""
     steps: list[Step] = [("Transpose", {"perm": [1, 0]}), ("Transpose", {"perm": [1, 0]})]
     src = _model(tmp_path, [2, 3], steps)
     model = onnx.load(str(src))
-    model.graph.node.append(helper.make_node("Relu", ["v0"], ["r"]))
-    model.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [3, 2]))
+    if reader == "a Relu":
+        model.graph.node.append(helper.make_node("Relu", ["v0"], ["r"]))
+    model.graph.output.append(
+        helper.make_tensor_value_info("r" if reader == "a Relu" else "v0", TensorProto.FLOAT, [3, 2])
+    )
     onnx.save(model, str(src))
     g = onnx_io.load_model(src)
     assert compose_views(g) == (g, 0)
