@@ -102,7 +102,7 @@ def per_mode(
         for c in costs:
             out["costs"].setdefault(c.key, {"label": c.label})[mode] = c.ms
         try:
-            measured = first if i == 0 else cost.interleaved_rounds([path], [g], device, rounds, model.mode)[0]
+            measured = first if i == 0 else cost.medians(cost.interleaved_timings([path], [g], device, rounds, model.mode))[0]
         except Exception as e:  # a CUDA graph cannot capture a model with a node on the CPU
             measured = str(e).splitlines()[0][:160]
         out["measured"][mode] = measured

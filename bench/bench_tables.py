@@ -113,7 +113,7 @@ def main() -> int:
                     onnx_io.save_model(hand, variants[key])
                     chosen[key] = {"rules": done, "predicted_speedup": None}
             graphs = [onnx_io.load_model(p) for p in variants.values()]
-            rounds = cost.interleaved_rounds(list(variants.values()), graphs, device, args.rounds)
+            rounds = cost.medians(cost.interleaved_timings(list(variants.values()), graphs, device, args.rounds))
             ms = {k: statistics.median(r) for k, r in zip(variants, rounds)}
             row = {
                 "model": name,

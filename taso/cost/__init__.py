@@ -13,9 +13,9 @@ from taso.cost.host import HOST_ELASTICITY
 from taso.cost.latency import (
     clearly_faster,
     interleaved_latency,
-    interleaved_rounds,
     interleaved_timings,
     lost_for_good,
+    medians,
     model_latency,
     won_for_good,
 )
@@ -42,10 +42,10 @@ __all__ = [
     "fused_when_read",
     "graph_digest",
     "interleaved_latency",
-    "interleaved_rounds",
     "interleaved_timings",
     "lost_for_good",
     "measure_marginal",
+    "medians",
     "model_latency",
     "read_on",
     "reference_model",

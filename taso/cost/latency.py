@@ -58,7 +58,7 @@ def interleaved_timings(
         timed = time_sessions(opened[turn], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)
-        done = r + 1 if until is None or not until([[t.median_ms for t in ts] for ts in per]) else rounds
+        done = r + 1 if until is None or not until(medians(per)) else rounds
         if progress is not None:
             progress(done, rounds)
         if done == rounds:
@@ -66,20 +66,8 @@ def interleaved_timings(
     return per
 
 
-def interleaved_rounds(
-    paths: Sequence[str | os.PathLike],
-    graphs: Sequence[Graph],
-    device: Device,
-    rounds: int = 3,
-    mode: Mode = DEFAULT_MODE,
-    progress: Callable[[int, int], None] | None = None,
-    inputs: Mapping[str, np.ndarray] | None = None,
-    budget_s: float | None = None,
-    until: Callable[[list[list[float]]], bool] | None = None,
-    sessions: int | None = None,
-) -> list[list[float]]:
-    """Each model's median latency in every round of `interleaved_timings`."""
-    timings = interleaved_timings(paths, graphs, device, rounds, mode, progress, inputs, budget_s, until, sessions)
+def medians(timings: Sequence[Sequence[Timing]]) -> list[list[float]]:
+    """Each model's median latency in every round of `interleaved_timings`: what the guard compares."""
     return [[t.median_ms for t in ts] for ts in timings]
 
 
@@ -90,8 +78,8 @@ def interleaved_latency(
     rounds: int = 3,
     mode: Mode = DEFAULT_MODE,
 ) -> list[float]:
-    """Each model's median latency over `interleaved_rounds`."""
-    return [statistics.median(v) for v in interleaved_rounds(paths, graphs, device, rounds, mode)]
+    """Each model's median latency over the rounds of `interleaved_timings`."""
+    return [statistics.median(v) for v in medians(interleaved_timings(paths, graphs, device, rounds, mode))]
 
 
 def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:

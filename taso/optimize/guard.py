@@ -18,7 +18,7 @@ from taso.ir import Graph, TensorType
 GUARD_ROUNDS = 5
 """Rounds the end-to-end guard times original and result in (see `cost.clearly_faster`)."""
 GUARD_SESSIONS = 2
-"""Sets of sessions the rounds take turns in (`cost.interleaved_rounds`): a session's first run can cost seconds
+"""Sets of sessions the rounds take turns in (`cost.interleaved_timings`): a session's first run can cost seconds
 (ShuffleNet-v2 on the H100: the guard took 30 s of its 34 s cold run, most of it in the first runs of its ten
 sessions), and with two sets, each opened in another order, a rewrite kept must still have won in both (it wins
 all rounds but one)."""
@@ -48,16 +48,18 @@ def confirm_speedup(
     if inputs is None:
         inputs = check.choose_inputs(files[0], graphs[0], seeds=(0,), dims=model.dims or {}).sets[0]
     progress("timing end to end", 0, GUARD_ROUNDS)
-    before, after = cost.interleaved_rounds(
-        files,
-        graphs,
-        model.device,
-        rounds=GUARD_ROUNDS,
-        progress=lambda done, rounds: progress("timing end to end", done, rounds),
-        inputs=inputs,
-        budget_s=GUARD_BUDGET_S,
-        until=lambda per: cost.lost_for_good(*per) or cost.won_for_good(*per, GUARD_ROUNDS),
-        sessions=GUARD_SESSIONS,
+    before, after = cost.medians(
+        cost.interleaved_timings(
+            files,
+            graphs,
+            model.device,
+            rounds=GUARD_ROUNDS,
+            progress=lambda done, rounds: progress("timing end to end", done, rounds),
+            inputs=inputs,
+            budget_s=GUARD_BUDGET_S,
+            until=lambda per: cost.lost_for_good(*per) or cost.won_for_good(*per, GUARD_ROUNDS),
+            sessions=GUARD_SESSIONS,
+        )
     )
     measured = {"before_ms": statistics.median(before), "after_ms": statistics.median(after)}
     return measured if cost.clearly_faster(before, after) else {**measured, "kept_original": True}
