@@ -89,6 +89,12 @@ def bert(
             y = b.one("MatMul", [inp, b.weight(f"{p}.{name}.w", (n_in, n_out))], f"{p}.{name}.matmul")
             return b.one("Add", [y, b.weight(f"{p}.{name}.b", (n_out,), 0.1)], f"{p}.{name}.bias")
 
+        def add_norm(y: str, residual: str, name: str, p: str = p) -> str:
+            """The residual sum and the LayerNorm after it (BERT is post-norm)."""
+            added = b.one("Add", [y, residual], f"{p}.{name}.residual")
+            w, bias = b.weight(f"{p}.{name}.ln.w", (hidden,), 0.1), b.weight(f"{p}.{name}.ln.b", (hidden,), 0.1)
+            return b.one("LayerNormalization", [added, w, bias], f"{p}.{name}.ln", axis=-1, epsilon=1e-12)
+
         def split_heads(t: str, name: str, perm: list[int], p: str = p) -> str:
             r = b.one("Reshape", [t, heads_shape], f"{p}.{name}.reshape")
             return b.one("Transpose", [r], f"{p}.{name}.transpose", perm=perm)
@@ -104,17 +110,7 @@ def bert(
         ctx = b.one("Transpose", [ctx], f"{p}.attn.merge_transpose", perm=[0, 2, 1, 3])
         ctx = b.one("Reshape", [ctx, merge_shape], f"{p}.attn.merge_reshape")
         a = dense(ctx, "attn.out", hidden, hidden)
-        x = b.one(
-            "LayerNormalization",
-            [
-                b.one("Add", [a, x], f"{p}.attn.residual"),
-                b.weight(f"{p}.attn.ln.w", (hidden,), 0.1),
-                b.weight(f"{p}.attn.ln.b", (hidden,), 0.1),
-            ],
-            f"{p}.attn.ln",
-            axis=-1,
-            epsilon=1e-12,
-        )
+        x = add_norm(a, x, "attn")
         h = dense(x, "ffn.in", hidden, ffn)
         e = b.one(
             "Erf",
@@ -128,17 +124,7 @@ def bert(
             f"{p}.gelu.half",
         )
         f = dense(h, "ffn.out", ffn, hidden)
-        x = b.one(
-            "LayerNormalization",
-            [
-                b.one("Add", [f, x], f"{p}.ffn.residual"),
-                b.weight(f"{p}.ffn.ln.w", (hidden,), 0.1),
-                b.weight(f"{p}.ffn.ln.b", (hidden,), 0.1),
-            ],
-            f"{p}.ffn.ln",
-            axis=-1,
-            epsilon=1e-12,
-        )
+        x = add_norm(f, x, "ffn")
     b.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output.hidden"))
     cls = b.one("Gather", [x, b.const("cls_index", np.array(0, np.int64))], "pooler.cls", axis=1)
     pooled = b.one(

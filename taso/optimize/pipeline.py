@@ -113,8 +113,9 @@ def fold_shape_arithmetic(run: Run) -> Run:
 
 
 def compose_axis_moves(run: Run) -> Run:
-    """Chains of Reshapes, Transposes, Squeezes and Unsqueezes as at most a Reshape, a Transpose and a Reshape:
-    fewer nodes moving the same elements, so never costlier."""
+    """Chains of Reshapes, Transposes, Squeezes and Unsqueezes as at most a Reshape, a Transpose and a Reshape,
+    where that takes fewer nodes: at most one copy (Transpose) where the chain made one or more, none where it
+    made none."""
     composed, removed = compose_views(run.graph)
     return run.rewritten(composed, Counter({"compose chains of axis moves": removed}))
 

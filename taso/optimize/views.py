@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class _Layout:
             else:
                 sizes[len(sizes)] = d
                 dims.append([len(sizes) - 1])
-        return cls(sizes, [a for d in dims for a in d], dims)
+        return cls(sizes, _flat(dims), dims)
 
     def size(self, atoms: list[int]) -> Size:
         return _product(self.sizes[a] for a in atoms)
@@ -84,7 +84,7 @@ class _Layout:
     def reshape(self, target: list[Size]) -> None:
         """Regroup the atoms, in their current order, into axes of the ``target`` sizes, splitting an int atom
         where an axis ends inside it."""
-        queue = [a for d in self.dims for a in d]
+        queue = _flat(self.dims)
         dims: list[list[int]] = []
         for want in target:
             group: list[int] = []
@@ -98,7 +98,7 @@ class _Layout:
                     _over(want, _times(have, size))
                 except _Uncomposable:  # the axis ends inside this atom: split off the part it takes
                     need = _over(want, have)
-                    if need[1] or size[1] or size[0] % need[0]:
+                    if need[1] or size[0] % need[0]:  # a dim param's atom (1, (p,)) divides by no int
                         raise
                     outer, inner = self._split(atom, need[0])
                     queue.insert(0, inner)
@@ -139,17 +139,15 @@ def compose_views(g: Graph) -> tuple[Graph, int]:
     replaced: dict[int, list[Node]] = {}  # id of a chain's last node -> the nodes that take its place
     dropped: set[int] = set()
     for chain in _chains(g, keep):
-        new_data: dict[str, WeightData] = {}
-        new_types: dict[str, TensorType] = {}
         try:
-            made = _composed(g, chain, fresh, new_data, new_types)
+            written = _composed(g, chain, fresh)
         except _Uncomposable:
             continue
-        if len(made) < len(chain):
-            data.update(new_data)
-            types.update({v: t for v, t in new_types.items() if v not in types})
-            weights += [i for n in made for i in n.inputs[1:]]
-            replaced[id(chain[-1])] = made
+        if len(written.nodes) < len(chain):
+            data.update(written.data)
+            types.update(written.types)
+            weights += written.data
+            replaced[id(chain[-1])] = written.nodes
             dropped.update(id(n) for n in chain)
     if not replaced:
         return g, 0
@@ -172,8 +170,7 @@ def _chains(g: Graph, keep: set[str]) -> list[list[Node]]:
         readers = g.consumers.get(out, ())
         if out in keep or len(readers) != 1:
             return None
-        reader = readers[0]
-        return reader if _movable(reader, g) and reader.inputs[0] == out and out not in reader.inputs[1:] else None
+        return readers[0] if _movable(readers[0], g) else None  # a move's other inputs are data: it reads ``out`` first
 
     linked = {id(m) for n in g.nodes if _movable(n, g) and (m := next_move(n)) is not None}
     chains = []
@@ -188,11 +185,45 @@ def _chains(g: Graph, keep: set[str]) -> list[list[Node]]:
     return chains
 
 
-def _composed(
-    g: Graph, chain: list[Node], fresh: Iterator[str], data: dict[str, WeightData], types: dict[str, TensorType]
-) -> list[Node]:
+@dataclass
+class _Written:
+    """The nodes a composition writes, with the targets and the types of the values it makes (fresh names;
+    the chain's output keeps its name and type)."""
+
+    fresh: Iterator[str]
+    dtype: str
+    nodes: list[Node] = field(default_factory=list)
+    data: dict[str, WeightData] = field(default_factory=dict)
+    types: dict[str, TensorType] = field(default_factory=dict)
+
+    def _out(self, out: str | None, shape: list[Size]) -> str:
+        if out is None:
+            out = next(self.fresh)
+            self.types[out] = TensorType(self.dtype, tuple(_dim(s) for s in shape))
+        return out
+
+    def transpose(self, x: str, perm: list[int], shape: list[Size], name: str, out: str | None = None) -> str:
+        out = self._out(out, shape)
+        self.nodes.append(Node("Transpose", (x,), (out,), (("perm", tuple(perm)),), name=name))
+        return out
+
+    def reshape(self, x: str, shape: list[Size], target: list[Size], name: str, out: str | None = None) -> str:
+        """A Reshape of ``x`` (of ``shape``) to ``target``, written so that it holds at every size: a static
+        size as itself, an axis equal to the input's at its index copied (0), one other axis inferred (-1)."""
+        entries = [s[0] if not s[1] else 0 if k < len(shape) and shape[k] == s else -1 for k, s in enumerate(target)]
+        if entries.count(-1) > 1:
+            raise _Uncomposable
+        w = next(self.fresh)
+        self.data[w] = WeightData(np.array(entries, np.int64))
+        self.types[w] = TensorType("int64", (len(entries),))
+        out = self._out(out, target)
+        self.nodes.append(Node("Reshape", (x, w), (out,), (("allowzero", 0),), name=name))
+        return out
+
+
+def _composed(g: Graph, chain: list[Node], fresh: Iterator[str]) -> _Written:
     """The chain's composition: Reshape to the atoms, Transpose them, Reshape to the chain's output shape, each
-    left out where it changes nothing. Adds the targets to ``data`` and the new values' types to ``types``."""
+    left out where it changes nothing."""
     x, y = chain[0].inputs[0], chain[-1].outputs[0]
     t = g.types.get(x)
     if t is None or t.shape is None or g.types.get(y) is None:
@@ -202,27 +233,21 @@ def _composed(
     for n in chain:
         FOLLOW[n.op](layout, n, g)
     atoms = [layout.sizes[a] for a in layout.order]
-    after = [a for d in layout.dims for a in d]
-    perm = [layout.order.index(a) for a in after]
+    perm = [layout.order.index(a) for a in _flat(layout.dims)]
     if len(perm) > MAX_RANK:
         raise _Uncomposable
     final = layout.shape()
-    made: list[Node] = []
+    written = _Written(fresh, t.dtype)
     value = x
     name = chain[-1].name or chain[-1].op
     if perm != sorted(perm):
         if shape != atoms:
-            split = next(fresh)
-            _emit_reshape(value, shape, atoms, split, f"{name}/atoms", made, fresh, data, types, t.dtype)
-            value, shape = split, atoms
+            value, shape = written.reshape(value, shape, atoms, f"{name}/atoms"), atoms
         shape = [shape[p] for p in perm]
-        out = y if shape == final else next(fresh)
-        made.append(Node("Transpose", (value,), (out,), (("perm", tuple(perm)),), name=f"{name}/moved"))
-        types.setdefault(out, TensorType(t.dtype, tuple(_dim(s) for s in shape)))
-        value = out
+        value = written.transpose(value, perm, shape, f"{name}/moved", y if shape == final else None)
     if value != y:
-        _emit_reshape(value, shape, final, y, f"{name}/regrouped", made, fresh, data, types, t.dtype)
-    return made
+        written.reshape(value, shape, final, f"{name}/regrouped", y)
+    return written
 
 
 def _transpose(layout: _Layout, n: Node, g: Graph) -> None:
@@ -242,17 +267,15 @@ def _reshape_to(layout: _Layout, n: Node, g: Graph) -> None:
 
 
 def _axes(n: Node, g: Graph) -> list[int]:
-    """Squeeze's or Unsqueeze's axes, an input from opset 13 (import upgrades older models)."""
-    if len(n.inputs) < 2 or not n.inputs[1]:
-        raise _Uncomposable  # Squeeze of every size-1 axis: which those are can depend on the run
-    return [int(a) for a in g.data[n.inputs[1]].array.ravel()]
+    """Squeeze's or Unsqueeze's axes, an input from opset 13 (import upgrades older models); none if not given."""
+    return [int(a) for a in g.data[n.inputs[1]].array.ravel()] if len(n.inputs) > 1 and n.inputs[1] else []
 
 
 def _squeeze(layout: _Layout, n: Node, g: Graph) -> None:
     rank = len(layout.dims)
-    at = {a % rank for a in _axes(n, g)} if rank else {0}
-    if any(a >= rank or layout.dims[a] for a in at):
-        raise _Uncomposable  # an axis not known to be 1
+    at = {a % rank for a in _axes(n, g)} if rank else set()
+    if not at or any(layout.dims[a] for a in at):
+        raise _Uncomposable  # every size-1 axis (which the run decides), or an axis not known to be 1
     layout.dims = [d for k, d in enumerate(layout.dims) if k not in at]
 
 
@@ -310,35 +333,4 @@ def _dim(s: Size) -> Dim:
     """A size as an IR dim: an int, a lone dim param, or unknown (a product with a dim param)."""
     if not s[1]:
         return s[0]
-    return s[1][0] if s == (1, s[1]) and len(s[1]) == 1 else None
-
-
-def _emit_reshape(
-    x: str,
-    shape: list[Size],
-    target: list[Size],
-    out: str,
-    name: str,
-    made: list[Node],
-    fresh: Iterator[str],
-    data: dict[str, WeightData],
-    types: dict[str, TensorType],
-    dtype: str,
-) -> None:
-    """A Reshape of ``x`` (of ``shape``) to ``target``, written so that it holds at every size: a static
-    size as itself, an axis equal to the input's at its index copied (0), one other axis inferred (-1)."""
-    entries = []
-    for k, s in enumerate(target):
-        if not s[1]:
-            entries.append(s[0])
-        elif k < len(shape) and shape[k] == s:
-            entries.append(0)
-        else:
-            entries.append(-1)
-    if entries.count(-1) > 1:
-        raise _Uncomposable
-    w = next(fresh)
-    data[w] = WeightData(np.array(entries, np.int64))
-    types[w] = TensorType("int64", (len(entries),))
-    made.append(Node("Reshape", (x, w), (out,), (("allowzero", 0),), name=name))
-    types.setdefault(out, TensorType(dtype, tuple(_dim(s) for s in target)))
+    return s[1][0] if s[0] == 1 and len(s[1]) == 1 else None
