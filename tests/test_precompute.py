@@ -275,6 +275,35 @@ def test_a_dim_is_copied_only_at_its_own_index(tmp_path: Path) -> None:
         assert compare(src, out, g, dims={"batch": batch, "n": n}).ok
 
 
+def test_a_zero_size_in_an_allowzero_target_is_never_a_copy(tmp_path: Path) -> None:
+    """With ``allowzero`` a 0 in the target is a size: an x [2, batch, 0] reshaped to (0, batch, 2) is empty.
+    Written as a constant the 0 would copy x's 2, so the target stays computed; with its 0 a size computed
+    too, the target is folded and both run."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["b"], axis=0),
+        helper.make_node("Concat", ["zero", "b", "two"], ["t"], axis=0),
+        helper.make_node("Reshape", ["x", "t"], ["y"], allowzero=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "empty",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "batch", 0])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, "batch", 2])],
+        initializer=[
+            numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("zero", 0), ("one", 1), ("two", 2))
+        ],
+    )
+    src = write_graph(graph, tmp_path / "empty.onnx")
+    g = onnx_io.load_model(src)
+    folded, removed = fold_shapes(g)
+    assert removed == 0
+    out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
+    for batch in (1, 3):
+        result = compare(src, out, g, dims={"batch": batch})
+        assert result.ok, result.summary()
+
+
 @given(a=st.integers(-19, 19), b=st.integers(-7, 7).filter(bool), data=st.data())
 @settings(max_examples=20, deadline=None)
 def test_integer_division_truncates_and_mod_follows_onnx(tmp_path_factory, a: int, b: int, data) -> None:
@@ -312,7 +341,8 @@ def test_integer_division_truncates_and_mod_follows_onnx(tmp_path_factory, a: in
 def _shape_programs(draw: st.DrawFn) -> tuple[onnx.GraphProto, list[str]]:
     """A random program of shape arithmetic over an x whose dims are some static, some named: Slice (any
     starts, ends, steps), Gather, Concat, Unsqueeze, Casts and integer Add/Sub/Mul/Div/Mod, their values
-    each an output of its own; and a Reshape of x whose target multiplies the dims on either side of a split."""
+    each an output of its own; and a Reshape of x whose target multiplies the dims on either side of a split,
+    with or without ``allowzero`` (the dynamo exporter sets it)."""
     dims = [draw(st.integers(1, 4) | st.sampled_from(["a", "b"])) for _ in range(4)]
     nodes, inits = [helper.make_node("Shape", ["x"], ["v0"])], []
     vectors, scalars = {"v0": 4}, []  # value -> its length; scalars
@@ -369,7 +399,7 @@ def _shape_programs(draw: st.DrawFn) -> tuple[onnx.GraphProto, list[str]]:
         nodes.append(helper.make_node("Identity", [prev], [side]))
     nodes += [
         helper.make_node("Concat", ["l", "r"], ["target"], axis=0),
-        helper.make_node("Reshape", ["x", "target"], ["z"]),
+        helper.make_node("Reshape", ["x", "target"], ["z"], allowzero=draw(st.sampled_from([0, 1]))),
     ]
     graph = helper.make_graph(
         nodes,

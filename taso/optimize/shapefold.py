@@ -109,7 +109,9 @@ def _constant_targets(g: Graph, values: Mapping[str, Abstract]) -> Graph:
     -1 (inferred from the size) where every other entry is a known nonzero size. The -1 is what the computed
     entry was wherever the original reshape succeeds, except on an empty tensor: beside a 0 onnxruntime cannot
     infer it (batch 0: [0, -1, 3] fails where [0, 2, 3] ran), so a copied or zero entry rules -1 out. The
-    computation of the target is then dead (Swin-T's window reshapes all read the batch)."""
+    computation of the target is then dead (Swin-T's window reshapes all read the batch). A Reshape with
+    ``allowzero`` (the dynamo exporter's) is written without it where its target has no 0 size, the one entry
+    whose meaning the flag changes."""
     fresh = fresh_names(g.values(), "shapefold_")
     nodes, data, types, weights = [], dict(g.data), dict(g.types), list(g.weights)
     for n in g.nodes:
@@ -119,7 +121,7 @@ def _constant_targets(g: Graph, values: Mapping[str, Abstract]) -> Graph:
             data[name] = WeightData(np.array(target, np.int64))
             types[name] = TensorType("int64", (len(target),))
             weights.append(name)
-            n = replace(n, inputs=(n.inputs[0], name))
+            n = replace(n, inputs=(n.inputs[0], name), attrs=n.attrs if n.is_opaque else (("allowzero", 0),))
         nodes.append(n)
     if len(weights) == len(g.weights):
         return g
@@ -128,17 +130,13 @@ def _constant_targets(g: Graph, values: Mapping[str, Abstract]) -> Graph:
 
 def _target(n: Node, g: Graph, values: Mapping[str, Abstract]) -> list[int] | None:
     """The constant that `_constant_targets` puts in for Reshape ``n``'s computed target, if there is one."""
-    if (
-        n.op != "Reshape"
-        or n.domain
-        or len(n.inputs) != 2
-        or n.inputs[1] in g.data
-        or onnx_io.int_attrs(n).get("allowzero")
-    ):
+    if n.op != "Reshape" or n.domain or len(n.inputs) != 2 or n.inputs[1] in g.data:
         return None
     value = values.get(n.inputs[1])
     if value is None or len(value[0]) != 1 or g.types[n.inputs[1]].dtype != "int64":
         return None
+    if onnx_io.int_attrs(n).get("allowzero") and (n.is_opaque or 0 in value[1]):
+        return None  # its 0 is a size, which the constant's 0 would not be
     dims = (g.types[n.inputs[0]].shape if n.inputs[0] in g.types else None) or ()
     target: list[int | None] = []
     for k, e in enumerate(value[1]):
