@@ -10,18 +10,23 @@ atoms once, regroup them into the output's axes.
 The composition is exact, at every size of the dynamic dims: an atom is a whole input axis or an int-sized piece
 of one, a dim param is never split, and a step that would cut an atom other than by an exact int factor stops
 the chain being composed (the chain stays as written). A chain is replaced only where that takes fewer nodes.
+
+A step's parameters need not be constants: the dynamo exporter computes BERT's and GPT-2's head reshapes from
+``Shape`` (``[-1, seq, 64]``), and each entry of such a target is known as shape inference names it
+(`taso.optimize.shapefold.abstract_values`): an int, or a dim param, the size of that dim wherever it appears.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from taso import onnx as onnx_io
 from taso.ir import Dim, Graph, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
+from taso.optimize.shapefold import Abstract, Elem, abstract_values
 
 Size = tuple[int, tuple[str, ...]]
 """A size as a product: an int factor and the dim params multiplied in (sorted), e.g. ``(12, ("batch",))``."""
@@ -134,13 +139,14 @@ def compose_views(g: Graph) -> tuple[Graph, int]:
     """``g`` with each chain of axis moves (`FOLLOW`) that takes more nodes than its composition composed;
     returns the graph and how many nodes that removed (``g`` itself where none)."""
     keep = set(g.outputs)
+    values = abstract_values(g)
     fresh = fresh_names(g.values(), "view_")
     data, types, weights = dict(g.data), dict(g.types), list(g.weights)
     replaced: dict[int, list[Node]] = {}  # id of a chain's last node -> the nodes that take its place
     dropped: set[int] = set()
-    for chain in _chains(g, keep):
+    for chain in _chains(g, keep, values):
         try:
-            written = _composed(g, chain, fresh)
+            written = _composed(g, chain, fresh, values)
         except _Uncomposable:
             continue
         if len(written.nodes) < len(chain):
@@ -156,12 +162,23 @@ def compose_views(g: Graph) -> tuple[Graph, int]:
     return out, len(g.nodes) - len(out.nodes)
 
 
-def _movable(n: Node, g: Graph) -> bool:
-    """A move whose parameters are all constants (a Reshape target, Squeeze or Unsqueeze axes)."""
-    return n.op in FOLLOW and not n.domain and not n.implicit and all(v in g.data for v in n.inputs[1:] if v)
+def _params(n: Node, values: Mapping[str, Abstract]) -> list[tuple[Elem, ...] | None] | None:
+    """The entries of a move's parameters (a Reshape target, Squeeze or Unsqueeze axes; None where not given),
+    or None if one is not known entry by entry."""
+    params: list[tuple[Elem, ...] | None] = []
+    for v in n.inputs[1:]:
+        value = values.get(v) if v else None
+        if v and (value is None or len(value[0]) != 1 or None in value[1]):
+            return None
+        params.append(value[1] if value is not None else None)
+    return params
 
 
-def _chains(g: Graph, keep: set[str]) -> list[list[Node]]:
+def _movable(n: Node, values: Mapping[str, Abstract]) -> bool:
+    return n.op in FOLLOW and not n.domain and not n.implicit and _params(n, values) is not None
+
+
+def _chains(g: Graph, keep: set[str], values: Mapping[str, Abstract]) -> list[list[Node]]:
     """Each maximal run of moves where every link's output is read by the next move alone (and is no graph
     output), of two moves or more."""
 
@@ -170,12 +187,14 @@ def _chains(g: Graph, keep: set[str]) -> list[list[Node]]:
         readers = g.consumers.get(out, ())
         if out in keep or len(readers) != 1:
             return None
-        return readers[0] if _movable(readers[0], g) else None  # a move's other inputs are data: it reads ``out`` first
+        return (
+            readers[0] if _movable(readers[0], values) else None
+        )  # its other inputs are known: it reads ``out`` first
 
-    linked = {id(m) for n in g.nodes if _movable(n, g) and (m := next_move(n)) is not None}
+    linked = {id(m) for n in g.nodes if _movable(n, values) and (m := next_move(n)) is not None}
     chains = []
     for n in g.nodes:
-        if not _movable(n, g) or id(n) in linked:
+        if not _movable(n, values) or id(n) in linked:
             continue
         chain = [n]
         while (m := next_move(chain[-1])) is not None:
@@ -221,7 +240,7 @@ class _Written:
         return out
 
 
-def _composed(g: Graph, chain: list[Node], fresh: Iterator[str]) -> _Written:
+def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], values: Mapping[str, Abstract]) -> _Written:
     """The chain's composition: Reshape to the atoms, Transpose them, Reshape to the chain's output shape, each
     left out where it changes nothing."""
     x, y = chain[0].inputs[0], chain[-1].outputs[0]
@@ -231,7 +250,7 @@ def _composed(g: Graph, chain: list[Node], fresh: Iterator[str]) -> _Written:
     shape = [_size(d) for d in t.shape]
     layout = _Layout.of(shape)
     for n in chain:
-        FOLLOW[n.op](layout, n, g)
+        FOLLOW[n.op](layout, n, _params(n, values))  # type: ignore[arg-type]
     atoms = [layout.sizes[a] for a in layout.order]
     perm = [layout.order.index(a) for a in _flat(layout.dims)]
     if len(perm) > MAX_RANK:
@@ -250,42 +269,49 @@ def _composed(g: Graph, chain: list[Node], fresh: Iterator[str]) -> _Written:
     return written
 
 
-def _transpose(layout: _Layout, n: Node, g: Graph) -> None:
+Params = Sequence[tuple[Elem, ...] | None]
+"""A move's parameters, entry by entry (`_params`)."""
+
+
+def _transpose(layout: _Layout, n: Node, params: Params) -> None:
     perm = onnx_io.int_attrs(n).get("perm")
     layout.transpose(list(perm) if perm is not None else list(reversed(range(len(layout.dims)))))  # type: ignore[arg-type]
 
 
-def _flatten(layout: _Layout, n: Node, g: Graph) -> None:
+def _flatten(layout: _Layout, n: Node, params: Params) -> None:
     axis = int(onnx_io.int_attrs(n).get("axis", 1))  # type: ignore[arg-type]
     axis = axis + len(layout.dims) if axis < 0 else axis
     layout.reshape([layout.size(_flat(layout.dims[:axis])), layout.size(_flat(layout.dims[axis:]))])
 
 
-def _reshape_to(layout: _Layout, n: Node, g: Graph) -> None:
+def _reshape_to(layout: _Layout, n: Node, params: Params) -> None:
     allowzero = bool(onnx_io.int_attrs(n).get("allowzero"))
-    layout.reshape(_target(layout, g.data[n.inputs[1]].array, allowzero))
+    layout.reshape(_target(layout, params[0], allowzero))  # type: ignore[arg-type]
 
 
-def _axes(n: Node, g: Graph) -> list[int]:
+def _axes(params: Params) -> list[int]:
     """Squeeze's or Unsqueeze's axes, an input from opset 13 (import upgrades older models); none if not given."""
-    return [int(a) for a in g.data[n.inputs[1]].array.ravel()] if len(n.inputs) > 1 and n.inputs[1] else []
+    axes = params[0] if params else None
+    if axes is not None and not all(isinstance(a, int) for a in axes):
+        raise _Uncomposable  # an axis that is a dim's size: no model means that
+    return list(axes) if axes is not None else []  # type: ignore[arg-type]
 
 
-def _squeeze(layout: _Layout, n: Node, g: Graph) -> None:
+def _squeeze(layout: _Layout, n: Node, params: Params) -> None:
     rank = len(layout.dims)
-    at = {a % rank for a in _axes(n, g)} if rank else set()
+    at = {a % rank for a in _axes(params)} if rank else set()
     if not at or any(layout.dims[a] for a in at):
         raise _Uncomposable  # every size-1 axis (which the run decides), or an axis not known to be 1
     layout.dims = [d for k, d in enumerate(layout.dims) if k not in at]
 
 
-def _unsqueeze(layout: _Layout, n: Node, g: Graph) -> None:
-    axes = _axes(n, g)
+def _unsqueeze(layout: _Layout, n: Node, params: Params) -> None:
+    axes = _axes(params)
     for a in sorted(a % (len(layout.dims) + len(axes)) for a in axes):
         layout.dims.insert(a, [])
 
 
-FOLLOW: dict[str, Callable[[_Layout, Node, Graph], None]] = {
+FOLLOW: dict[str, Callable[[_Layout, Node, Params], None]] = {
     "Reshape": _reshape_to,
     "Transpose": _transpose,
     "Squeeze": _squeeze,
@@ -300,12 +326,15 @@ def _flat(dims: list[list[int]]) -> list[int]:
     return [a for d in dims for a in d]
 
 
-def _target(layout: _Layout, target: np.ndarray, allowzero: bool) -> list[Size]:
-    """A Reshape's target as sizes: 0 copies the input's axis (unless ``allowzero``), -1 takes what is left."""
+def _target(layout: _Layout, target: tuple[Elem, ...], allowzero: bool) -> list[Size]:
+    """A Reshape's target as sizes: 0 copies the input's axis (unless ``allowzero``), -1 takes what is left, a dim
+    param is that dim's size."""
     current = layout.shape()
     sizes: list[Size | None] = []
-    for k, d in enumerate(int(v) for v in target.ravel()):
-        if d == 0 and not allowzero and k < len(current):
+    for k, d in enumerate(target):
+        if isinstance(d, str):
+            sizes.append((1, (d,)))
+        elif d == 0 and not allowzero and k < len(current):
             sizes.append(current[k])
         elif d == -1:
             sizes.append(None)

@@ -20,7 +20,24 @@ from taso.ir import parse_graph
 from taso.optimize.views import compose_views
 
 Step = tuple[str, dict]
-"""An op and what it is given: ``perm``, ``axis`` (attributes) or ``target``, ``axes`` (int64 inputs)."""
+"""An op and what it is given: ``perm``, ``axis``, ``allowzero`` (attributes), ``target``, ``axes`` (int64
+inputs) or ``computed``, a target computed at run time as the dynamo exporter writes it: each entry an int or the
+name of a dim param of x, read from ``Shape(x)``."""
+
+
+def _computed(k: int, entries: list[int | str], dims: list[int | str]) -> tuple[list, list]:
+    """The nodes and initializers computing ``entries`` from x's shape into the value ``computed{k}``."""
+    nodes, inits, parts = [helper.make_node("Shape", ["x"], [f"shape{k}"])], [], []
+    for j, e in enumerate(entries):
+        part = f"part{k}_{j}"
+        if isinstance(e, str):
+            inits.append(numpy_helper.from_array(np.array([dims.index(e)], np.int64), f"at{k}_{j}"))
+            nodes.append(helper.make_node("Gather", [f"shape{k}", f"at{k}_{j}"], [part], axis=0))
+        else:
+            inits.append(numpy_helper.from_array(np.array([e], np.int64), part))
+        parts.append(part)
+    nodes.append(helper.make_node("Concat", parts, [f"computed{k}"], axis=0))
+    return nodes, inits
 
 
 def _model(tmp: Path, dims: list[int | str], steps: list[Step], name: str = "chain") -> Path:
@@ -28,7 +45,7 @@ def _model(tmp: Path, dims: list[int | str], steps: list[Step], name: str = "cha
     nodes, inits = [], []
     value, rank = "x", len(dims)
     for k, (op, given_) in enumerate(steps):
-        rank = {"Reshape": len(given_.get("target", ())), "Flatten": 2}.get(op, rank)
+        rank = {"Reshape": len(given_.get("target", given_.get("computed", ()))), "Flatten": 2}.get(op, rank)
         rank += {"Squeeze": -1, "Unsqueeze": 1}.get(op, 0) * len(given_.get("axes", ()))
         out = "y" if k == len(steps) - 1 else f"v{k}"
         inputs = [value]
@@ -36,7 +53,12 @@ def _model(tmp: Path, dims: list[int | str], steps: list[Step], name: str = "cha
             if key in given_:
                 inits.append(numpy_helper.from_array(np.array(given_[key], np.int64), f"{key}{k}"))
                 inputs.append(f"{key}{k}")
-        attrs = {key: given_[key] for key in ("perm", "axis") if key in given_}
+        if "computed" in given_:
+            more_nodes, more_inits = _computed(k, given_["computed"], dims)
+            nodes += more_nodes
+            inits += more_inits
+            inputs.append(f"computed{k}")
+        attrs = {key: given_[key] for key in ("perm", "axis", "allowzero") if key in given_}
         nodes.append(helper.make_node(op, inputs, [out], name=f"{op}{k}", **attrs))
         value = out
     graph = helper.make_graph(
@@ -79,7 +101,8 @@ def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
     """An input of up to four axes (up to two of them the dim params n and m) and two to five moves, each valid
     at every size of n and m: a Reshape keeps a leading run of axes as they are (0, as BERT's ``[0, 0, 12, 64]``)
     and regroups the static factors of the rest freely (aligned with the axes or not), the dim params left
-    there merged into one axis written -1."""
+    there merged into one axis written -1; or its target is computed from x's shape, a lone dim param's axis
+    read from it, with or without ``allowzero``."""
     sizes = st.sampled_from([1, 2, 3, 4, 6])
     dims: list[int | str] = [draw(sizes) for _ in range(draw(st.integers(1, 4)))]
     for param in draw(st.sampled_from([(), ("n",), ("n", "m")]))[: len(dims)]:
@@ -110,7 +133,13 @@ def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
                 new[k] = (new[k][0], params)
             new = draw(st.permutations(new))
             shape = [*kept, *new]
-            steps.append((op, {"target": [0] * keep + [-1 if ps else f for f, ps in new]}))
+            if draw(st.booleans()):
+                steps.append((op, {"target": [0] * keep + [-1 if ps else f for f, ps in new]}))
+            else:
+                entries = [p[0] if f == 1 and len(p) == 1 else 0 for f, p in kept]
+                entries += [p[0] if f == 1 and len(p) == 1 else -1 if p else f for f, p in new]
+                allowzero = {"allowzero": 1} if 0 not in entries and draw(st.booleans()) else {}
+                steps.append((op, {"computed": entries, **allowzero}))
         elif op == "Squeeze" and (ones := [k for k, d in enumerate(shape) if d == (1, ())]):
             k = draw(st.sampled_from(ones))
             shape = shape[:k] + shape[k + 1 :]
@@ -138,7 +167,8 @@ def test_a_composed_chain_moves_every_element_where_the_chain_did(tmp_path_facto
     src = _model(tmp, dims, steps)
     out, before, after = _composed(tmp, src)
     assert after <= before
-    event("composed" if after < before else "left as written")
+    computed = any("computed" in given_ for _, given_ in steps)
+    event(("composed" if after < before else "left as written") + (", a target computed" if computed else ""))
     _same_at(src, out, dims)
 
 
@@ -181,6 +211,38 @@ def test_a_merged_dim_param_split_another_way_is_left_as_written(tmp_path: Path)
     _same_at(src, out, dims)
 
 
+def test_bert_dynamo_key_head_takes_one_transpose_where_it_took_three_nodes(tmp_path: Path) -> None:
+    """BERT's key head as the dynamo exporter writes it, batch n and sequence m: (n, 12, m, 64) read as
+    (-1, m, 64) and back as (n, 12, 64, m), both targets computed from the shape; the three moves are one
+    Transpose, and the shape arithmetic dies with them."""
+    dims: list[int | str] = ["n", 12, "m", 64]
+    steps: list[Step] = [
+        ("Reshape", {"computed": [-1, "m", 64], "allowzero": 1}),
+        ("Transpose", {"perm": [0, 2, 1]}),
+        ("Reshape", {"computed": ["n", 12, 64, "m"], "allowzero": 1}),
+    ]
+    src = _model(tmp_path, dims, steps)
+    out, _, _ = _composed(tmp_path, src)
+    (node,) = onnx.load(str(out)).graph.node
+    assert (node.op_type, list(node.attribute[0].ints)) == ("Transpose", [0, 1, 3, 2])
+    _same_at(src, out, dims)
+
+
+def test_a_computed_entry_no_dim_param_names_leaves_the_chain(tmp_path: Path) -> None:
+    """x (n, 6) read as (2n, 3) with the 2n computed (Mul): shape inference names no dim 2n, so the entry is
+    unknown, and the chain stays as written."""
+    steps: list[Step] = [("Reshape", {"computed": ["n", 3]}), ("Transpose", {"perm": [1, 0]})]
+    src = _model(tmp_path, ["n", 6], steps)
+    model = onnx.load(str(src))
+    model.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "two"))
+    model.graph.node.insert(2, helper.make_node("Mul", ["part0_0", "two"], ["twice"]))
+    model.graph.node[3].input[0] = "twice"
+    onnx.save(model, str(src))
+    g = onnx_io.load_model(src)
+    assert [n.op for n in g.nodes] == ["Shape", "Gather", "Mul", "Concat", "Reshape", "Transpose"]
+    assert compose_views(g) == (g, 0)
+
+
 LEFT = {
     "nine atoms, past the 8 axes onnxruntime's CUDA kernels take": (
         [2] * 9,
@@ -215,14 +277,14 @@ UNREAD = {
       %r = Transpose(%x) {perm=[1,0,2]} : float32[?,2,3]
       %y = Transpose(%r) {perm=[0,2,1]} : float32[?,3,2]
       return %y""",
-    "a Reshape target computed at run time": """graph(%x: float32[2,3], %t: int64[2]):
+    "a Reshape target the model's user gives": """graph(%x: float32[2,3], %t: int64[2]):
       %r = Transpose(%x) {perm=[1,0]} : float32[3,2]
       %s = Reshape(%r, %t) : float32[?,?]
       %y = Transpose(%s) {perm=[1,0]} : float32[?,?]
       return %y""",
 }
 """Chains whose sizes the atoms cannot read: a dim shape inference left neither a size nor a dim param (it
-cannot be told from another unknown dim), a Reshape target that is no constant."""
+cannot be told from another unknown dim), a Reshape target known only to the run."""
 
 
 @pytest.mark.parametrize("case", UNREAD)
