@@ -137,7 +137,19 @@ def _product(sizes: Iterable[Size]) -> Size:
 
 def compose_views(g: Graph) -> tuple[Graph, int]:
     """``g`` with each chain of axis moves (`FOLLOW`) that takes more nodes than its composition composed;
-    returns the graph and how many nodes that removed (``g`` itself where none)."""
+    returns the graph and how many nodes that removed (``g`` itself where none). Repeats while a round removes
+    nodes: a composed chain leaves dead the shape program its targets were computed from, and a Shape that read
+    a link made it a link of two readers (GPT-2's key head after its split: Reshape, Transpose, then, past the
+    Shape, Reshape, Transpose, Reshape)."""
+    out, removed = _compose_once(g)
+    total = removed
+    while removed:
+        out, removed = _compose_once(out)
+        total += removed
+    return out, total
+
+
+def _compose_once(g: Graph) -> tuple[Graph, int]:
     keep = set(g.outputs)
     values = abstract_values(g)
     fresh = fresh_names(g.values(), "view_")

@@ -228,6 +228,38 @@ def test_bert_dynamo_key_head_takes_one_transpose_where_it_took_three_nodes(tmp_
     _same_at(src, out, dims)
 
 
+def test_gpt2_key_head_composes_once_its_shape_program_is_dead(tmp_path: Path) -> None:
+    """GPT-2's key head as the dynamo exporter writes it, batch n and sequence m: the split-off key (n, m, 768) is
+    read as (n, m, 12, 64) and transposed, and that value's Shape computes the next two targets: (-1, m, 64),
+    a Transpose, then (n, 12, 64, m). The Shape is a second reader, so the first round composes only the second
+    chain; the Shape dies with it, and the next round composes all five moves into a Reshape and a Transpose."""
+    const = {"first": [0, 0, 12, 64], "at2": [2], "at0": [0], "minus1": [-1], "twelve": [12], "d64": [64]}
+    nodes = [
+        helper.make_node("Reshape", ["x", "first"], ["heads"]),
+        helper.make_node("Transpose", ["heads"], ["key"], perm=[0, 2, 1, 3]),
+        helper.make_node("Shape", ["key"], ["shape"]),
+        helper.make_node("Gather", ["shape", "at2"], ["seq"], axis=0),
+        helper.make_node("Gather", ["shape", "at0"], ["batch"], axis=0),
+        helper.make_node("Concat", ["minus1", "seq", "d64"], ["flat"], axis=0),
+        helper.make_node("Reshape", ["key", "flat"], ["stack"], allowzero=1),
+        helper.make_node("Transpose", ["stack"], ["stack_t"], perm=[0, 2, 1]),
+        helper.make_node("Concat", ["batch", "twelve", "d64", "seq"], ["back"], axis=0),
+        helper.make_node("Reshape", ["stack_t", "back"], ["y"], allowzero=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gpt2_key",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "m", 768])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 12, 64, "m"])],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), k) for k, v in const.items()],
+    )
+    src = write_graph(graph, tmp_path / "gpt2_key.onnx", opset=18)
+    out, before, after = _composed(tmp_path, src)
+    assert (before, after) == (10, 2)
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["Reshape", "Transpose"]
+    _same_at(src, out, ["n", "m", 768])
+
+
 def test_a_computed_entry_no_dim_param_names_leaves_the_chain(tmp_path: Path) -> None:
     """x (n, 6) read as (2n, 3) with the 2n computed (Mul): shape inference names no dim 2n, so the entry is
     unknown, and the chain stays as written."""
