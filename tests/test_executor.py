@@ -59,6 +59,24 @@ def test_a_failing_task_stops_the_local_map_and_its_workers() -> None:
     assert not multiprocessing.active_children()
 
 
+def test_a_process_that_loaded_ray_spawns_its_local_workers_and_gets_the_same_rules() -> None:
+    """A child forked while one of Ray's threads holds a lock waits for it for ever (a make test worker that had
+    run Ray hung so at its next local generation): once Ray is loaded, the local workers are spawned instead,
+    and give the same rules. In a fresh interpreter, so that this process's modules do not decide it."""
+    pytest.importorskip("ray")
+    code = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from taso.generate import executor\n"
+        "assert executor.can_fork()\n"
+        "import ray\n"
+        "assert not executor.can_fork()\n"
+        "import test_executor as t\n"
+        "print(t._rules(executor.LocalExecutor(2)) == t._rules())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "True", p.stderr[-2000:]
+
+
 def test_ray_missing_is_one_line_and_exit_2(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     code = (

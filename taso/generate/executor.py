@@ -3,7 +3,7 @@
 Every map has read-only `Inputs` (the settings, how many evaluations a worker's `_Context` holds, and one large
 block of data, such as a level's frontier) that reach each worker once, and small jobs that name ranges of that
 data. `LocalExecutor` (the default) forks processes of this machine after the inputs are in place, so they share
-them page for page; `taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is
+them page for page (spawns them, handing each the inputs, in a process that has loaded Ray); `taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is
 the one a columnar generator needs: map over parent ranges, and later, shuffle blocks by fingerprint bucket and
 reduce per bucket as further maps.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -107,14 +108,21 @@ class LocalExecutor:
 
 
 def _fork_pool(workers: int) -> Any:
-    """Worker processes, forked where the platform can (cheap start, inputs shared). The parent's objects are
-    frozen out of the garbage collector first (`LocalExecutor.map` unfreezes them after): a collection in a child
-    would otherwise touch, and so copy, every page."""
+    """Worker processes, forked where that is safe (cheap start, inputs shared), else spawned. The parent's
+    objects are frozen out of the garbage collector first (`LocalExecutor.map` unfreezes them after): a
+    collection in a child would otherwise touch, and so copy, every page."""
     gc.freeze()
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    if method is None:  # spawned workers inherit nothing: hand them the inputs
-        return multiprocessing.get_context().Pool(workers, _adopt, (_INPUTS["inputs"],))
-    return multiprocessing.get_context(method).Pool(workers)
+    if can_fork():
+        return multiprocessing.get_context("fork").Pool(workers)
+    # spawned workers inherit nothing: hand them the inputs
+    return multiprocessing.get_context("spawn").Pool(workers, _adopt, (_INPUTS["inputs"],))
+
+
+def can_fork() -> bool:
+    """Whether a child may be forked from this process: the platform has fork, and this process never loaded
+    Ray. Ray's threads live on after ``ray.shutdown``, and a child forked while one holds a lock waits for it for
+    ever (a test worker that had run Ray in process hung so, forking its next generation's pool)."""
+    return "fork" in multiprocessing.get_all_start_methods() and "ray" not in sys.modules
 
 
 def _adopt(inputs: Inputs) -> None:
