@@ -3,9 +3,10 @@
 Every map has read-only `Inputs` (the settings, how many evaluations a worker's `_Context` holds, and one large
 block of data, such as a level's frontier) that reach each worker once, and small jobs that name ranges of that
 data. `LocalExecutor` (the default) forks processes of this machine after the inputs are in place, so they share
-them page for page (spawns them, handing each the inputs, in a process that has loaded Ray); `taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is
-the one a columnar generator needs: map over parent ranges, and later, shuffle blocks by fingerprint bucket and
-reduce per bucket as further maps.
+them page for page (in a process that has loaded Ray it spawns them, handing each the inputs);
+`taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is the one a columnar
+generator needs: map over parent ranges, and later, shuffle blocks by fingerprint bucket and reduce per bucket as
+further maps.
 """
 
 from __future__ import annotations

@@ -31,19 +31,20 @@ def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
         return types
     hidden = onnx.ModelProto()
     hidden.CopyFrom(model)
-    for k, n in enumerate(hidden.graph.node):
-        if k in overruns:  # its ends fed from an input of no known value: no size along its axes is inferred
-            ends = f"{n.output[0]}__unknown_ends"
-            hidden.graph.input.append(helper.make_tensor_value_info(ends, onnx.TensorProto.INT64, [len(overruns[k])]))
-            n.input[2] = ends
+    unknown = []
+    for k, count in overruns.items():  # their ends fed from an input of no known value: no size is inferred
+        n = hidden.graph.node[k]
+        unknown.append(f"{n.output[0]}__unknown_ends")
+        hidden.graph.input.append(helper.make_tensor_value_info(unknown[-1], onnx.TensorProto.INT64, [count]))
+        n.input[2] = unknown[-1]
     types = _inferred_types(hidden)
-    for ends in (f"{n.output[0]}__unknown_ends" for k, n in enumerate(hidden.graph.node) if k in overruns):
-        types.pop(ends, None)
+    for name in unknown:
+        types.pop(name, None)
     return types
 
 
-def _reversed_overruns(model: onnx.ModelProto, types: Mapping[str, TensorType]) -> dict[int, list[int]]:
-    """The Slices (by index, with their ends) that step backwards from an end at or past the axis's last
+def _reversed_overruns(model: onnx.ModelProto, types: Mapping[str, TensorType]) -> dict[int, int]:
+    """The Slices (by index, with how many ends they take) that step backwards from an end at or past the axis's last
     element. The spec clamps that end to the last element and takes none of it (``x[0:MAX:-1]`` is empty), and
     shape inference says so, but onnxruntime takes one: a rewrite that trusted the inferred size would change
     what onnxruntime computes (a Transpose of the result, padded, read as a Reshape moves other elements)."""
@@ -53,7 +54,7 @@ def _reversed_overruns(model: onnx.ModelProto, types: Mapping[str, TensorType]) 
         t = inits.get(n.input[i]) if i < len(n.input) and n.input[i] else None
         return [int(v) for v in numpy_helper.to_array(t).ravel()] if t is not None else None
 
-    found: dict[int, list[int]] = {}
+    found: dict[int, int] = {}
     for k, n in enumerate(model.graph.node):
         if n.op_type != "Slice" or n.domain not in _DEFAULT_DOMAINS or len(n.input) < 5:
             continue
@@ -63,7 +64,7 @@ def _reversed_overruns(model: onnx.ModelProto, types: Mapping[str, TensorType]) 
         axes = const(n, 3) or list(range(len(steps)))
         sizes = [data.shape[a % len(data.shape)] if -len(data.shape) <= a < len(data.shape) else None for a in axes]
         if any(s < 0 and e >= 0 and (not isinstance(d, int) or e >= d) for s, e, d in zip(steps, ends, sizes)):
-            found[k] = ends
+            found[k] = len(ends)
     return found
 
 
