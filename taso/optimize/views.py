@@ -152,13 +152,18 @@ def compose_views(g: Graph) -> tuple[Graph, int]:
 def _compose_once(g: Graph) -> tuple[Graph, int]:
     keep = set(g.outputs)
     values = abstract_values(g)
+    moves = {
+        id(n): p
+        for n in g.nodes
+        if n.op in FOLLOW and not n.domain and not n.implicit and (p := _params(n, values)) is not None
+    }
     fresh = fresh_names(g.values(), "view_")
     data, types, weights = dict(g.data), dict(g.types), list(g.weights)
     replaced: dict[int, list[Node]] = {}  # id of a chain's last node -> the nodes that take its place
     dropped: set[int] = set()
-    for chain in _chains(g, keep, values):
+    for chain in _chains(g, keep, moves):
         try:
-            written = _composed(g, chain, fresh, values)
+            written = _composed(g, chain, fresh, moves)
         except _Uncomposable:
             continue
         if len(written.nodes) < len(chain):
@@ -174,7 +179,11 @@ def _compose_once(g: Graph) -> tuple[Graph, int]:
     return out, len(g.nodes) - len(out.nodes)
 
 
-def _params(n: Node, values: Mapping[str, Abstract]) -> list[tuple[Elem, ...] | None] | None:
+Params = Sequence[tuple[Elem, ...] | None]
+"""A move's parameters, entry by entry (`_params`)."""
+
+
+def _params(n: Node, values: Mapping[str, Abstract]) -> Params | None:
     """The entries of a move's parameters (a Reshape target, Squeeze or Unsqueeze axes; None where not given),
     or None if one is not known entry by entry."""
     params: list[tuple[Elem, ...] | None] = []
@@ -186,27 +195,21 @@ def _params(n: Node, values: Mapping[str, Abstract]) -> list[tuple[Elem, ...] | 
     return params
 
 
-def _movable(n: Node, values: Mapping[str, Abstract]) -> bool:
-    return n.op in FOLLOW and not n.domain and not n.implicit and _params(n, values) is not None
-
-
-def _chains(g: Graph, keep: set[str], values: Mapping[str, Abstract]) -> list[list[Node]]:
-    """Each maximal run of moves where every link's output is read by the next move alone (and is no graph
-    output), of two moves or more."""
+def _chains(g: Graph, keep: set[str], moves: Mapping[int, Params]) -> list[list[Node]]:
+    """Each maximal run of ``moves`` (nodes by id, with their parameters) where every link's output is read by
+    the next move alone (and is no graph output), of two moves or more."""
 
     def next_move(n: Node) -> Node | None:
         out = n.outputs[0]
         readers = g.consumers.get(out, ())
-        if out in keep or len(readers) != 1:
+        if out in keep or len(readers) != 1 or id(readers[0]) not in moves:
             return None
-        return (
-            readers[0] if _movable(readers[0], values) else None
-        )  # its other inputs are known: it reads ``out`` first
+        return readers[0]  # its parameters are known, so its data input is ``out``
 
-    linked = {id(m) for n in g.nodes if _movable(n, values) and (m := next_move(n)) is not None}
+    linked = {id(m) for n in g.nodes if id(n) in moves and (m := next_move(n)) is not None}
     chains = []
     for n in g.nodes:
-        if not _movable(n, values) or id(n) in linked:
+        if id(n) not in moves or id(n) in linked:
             continue
         chain = [n]
         while (m := next_move(chain[-1])) is not None:
@@ -252,7 +255,7 @@ class _Written:
         return out
 
 
-def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], values: Mapping[str, Abstract]) -> _Written:
+def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], moves: Mapping[int, Params]) -> _Written:
     """The chain's composition: Reshape to the atoms, Transpose them, Reshape to the chain's output shape, each
     left out where it changes nothing."""
     x, y = chain[0].inputs[0], chain[-1].outputs[0]
@@ -262,7 +265,7 @@ def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], values: Mapping
     shape = [_size(d) for d in t.shape]
     layout = _Layout.of(shape)
     for n in chain:
-        FOLLOW[n.op](layout, n, _params(n, values))  # type: ignore[arg-type]
+        FOLLOW[n.op](layout, n, moves[id(n)])
     atoms = [layout.sizes[a] for a in layout.order]
     perm = [layout.order.index(a) for a in _flat(layout.dims)]
     if len(perm) > MAX_RANK:
@@ -279,10 +282,6 @@ def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], values: Mapping
     if value != y:
         written.reshape(value, shape, final, f"{name}/regrouped", y)
     return written
-
-
-Params = Sequence[tuple[Elem, ...] | None]
-"""A move's parameters, entry by entry (`_params`)."""
 
 
 def _transpose(layout: _Layout, n: Node, params: Params) -> None:

@@ -260,6 +260,26 @@ def test_gpt2_key_head_composes_once_its_shape_program_is_dead(tmp_path: Path) -
     _same_at(src, out, ["n", "m", 768])
 
 
+def test_unsqueeze_axes_read_from_a_dim_leave_the_chain(tmp_path: Path) -> None:
+    """Unsqueeze axes computed from x's shape, known only as the dim param n: no axis can be read from that, so
+    the chain stays as written (and runs at sizes where n names an axis)."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["axes"], axis=0),
+        helper.make_node("Unsqueeze", ["t", "axes"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "axes_from_a_dim",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["y0", "y1", "y2"])],
+        initializer=[numpy_helper.from_array(np.array([0], np.int64), "zero")],
+    )
+    g = onnx_io.load_model(write_graph(graph, tmp_path / "axes.onnx", opset=18))
+    assert compose_views(g) == (g, 0)
+
+
 def test_a_computed_entry_no_dim_param_names_leaves_the_chain(tmp_path: Path) -> None:
     """x (n, 6) read as (2n, 3) with the 2n computed (Mul): shape inference names no dim 2n, so the entry is
     unknown, and the chain stays as written."""
