@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from taso.errors import BadInput
-from taso.ir import Graph
-from taso.onnx.export import to_proto
+from taso.ir import Graph, TensorType
+from taso.onnx.export import _value_info, to_proto
 from taso.onnx.importer import from_proto
 
 
@@ -57,12 +57,15 @@ def _light(g: Graph) -> Graph:
     )
 
 
-def reinfer(g: Graph, outputs: bool = False) -> Graph:
+def reinfer(g: Graph, outputs: bool = False, known: Mapping[str, TensorType] | None = None) -> Graph:
     """``g`` with every intermediate value's type inferred afresh: after a fold has made a Reshape's target
     a constant, the dims it sets become static (the annotations the IR kept would hold them unknown). With
-    ``outputs``, the outputs' shapes too: what the inputs' types and the weights alone say of them."""
+    ``outputs``, the outputs' shapes too: what the inputs' types and the weights alone say of them. ``known``
+    types are what the caller has proved of values inference cannot size (a Range over a dim): inference
+    starts from them and carries their dims on."""
     model = to_proto(_light(g))
     del model.graph.value_info[:]
+    model.graph.value_info.extend(_value_info(v, t) for v, t in (known or {}).items())
     if outputs:
         for vi in model.graph.output:
             vi.type.tensor_type.ClearField("shape")

@@ -2,9 +2,9 @@
 
 Each pass (`Pass`) is a function from the run so far (`Run`) to the next: it reads what earlier passes made and
 adds its part to the one result, the `Report`. `PASSES` lists them in order: import; the rewrites that need no
-cost (weight-only nodes precomputed, shape arithmetic folded, chains of axis moves composed, the ``always``
-rules); the cost model and the search it guides (rules, PET mutants); the end-to-end guard; export, check,
-write. `optimize` runs the list, timing each pass into the report and showing its progress.
+cost (weight-only nodes precomputed, shape arithmetic folded, idle operations dropped, chains of axis moves
+composed, the ``always`` rules); the cost model and the search it guides (rules, PET mutants); the end-to-end
+guard; export, check, write. `optimize` runs the list, timing each pass into the report and showing its progress.
 
 The output file appears only after the check passed: the model is staged in a temp folder beside the target
 and moved into place at the end, so a failure of any kind leaves nothing half-written.
@@ -29,6 +29,7 @@ from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph
 from taso.optimize import guard
+from taso.optimize.content import drop_idle
 from taso.optimize.report import Progress, Report, named, quiet
 from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
@@ -107,9 +108,16 @@ def fold_shape_arithmetic(run: Run) -> Run:
     """Shape arithmetic over static dims folded: onnxruntime leaves it to the run, so it is a gain, not baseline."""
     shaped, shape_folded = fold_shapes(run.graph)
     run = run.rewritten(shaped, Counter({"fold shape arithmetic over static dims": shape_folded}))
-    if shape_folded:  # re-inferred: its inner dims have names of their own, to be sized
+    if shaped is not run.graph:  # re-inferred: its inner dims have names of their own, to be sized
         run = replace(run, folded_dims=onnx_io.dim_sizes(shaped, run.settings.dims))
     return run
+
+
+def drop_idle_operations(run: Run) -> Run:
+    """Operations an operand's known content makes idle (an And with all-true) replaced by their other operand:
+    the test for packed sequences in transformers' masks, true at every size, is not computed."""
+    dropped, removed = drop_idle(run.graph)
+    return run.rewritten(dropped, Counter({"drop operations their operand's content makes idle": removed}))
 
 
 def compose_axis_moves(run: Run) -> Run:
@@ -318,6 +326,7 @@ REWRITE = (
     Pass("read the rules", read_rules, "start-up", shows="reading rules"),
     Pass("precompute weight-only nodes", precompute_weights, "start-up", when=_has_rules),
     Pass("fold shape arithmetic", fold_shape_arithmetic, "start-up", when=_has_rules),
+    Pass("drop idle operations", drop_idle_operations, "start-up", when=_has_rules),
     Pass("compose chains of axis moves", compose_axis_moves, "start-up", when=_has_rules),
     Pass("apply the always rules", apply_always, "start-up", when=_has_rules),
 )

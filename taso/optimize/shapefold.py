@@ -39,19 +39,38 @@ INTEGER = frozenset({"int64", "int32"})
 
 
 def fold_shapes(g: Graph) -> tuple[Graph, int]:
-    """``g`` with its shape arithmetic folded wherever the dims it reads are static, and the nodes that then
-    hand on their input dropped (`taso.nops`); returns the graph and how many nodes that removed (``g`` itself
-    where none). Repeats to a fixpoint: each round's folds make more shapes static."""
+    """``g`` with its shape arithmetic folded wherever the dims it reads are static, the nodes that then
+    hand on their input dropped (`taso.nops`), and the Ranges over a dim sized by it (`_range_types`); returns
+    the graph and how many nodes that removed (``g`` itself where it changed nothing). Repeats to a fixpoint:
+    each round's folds make more shapes static."""
     g0 = g
     for _ in range(ROUNDS):
         values = abstract_values(g)
         folded = _constant_targets(_fold_known(g, values), values)
         folded = drop_nops(precompute(folded)[0])  # zero pads and whole crops, once their sizes are folded
-        if folded is g:
+        ranges = _range_types(folded, values)
+        if folded is g and not ranges:
             break
-        g = onnx_io.reinfer(folded)
-    removed = len(g0.nodes) - len(g.nodes)
-    return (_own_dims(g, g0), removed) if removed else (g0, 0)
+        g = onnx_io.reinfer(folded, known=ranges)
+    return (g0, 0) if g is g0 else (_own_dims(g, g0), len(g0.nodes) - len(g.nodes))
+
+
+def _range_types(g: Graph, values: Mapping[str, Abstract]) -> dict[str, TensorType]:
+    """The type of each ``Range(0, d, 1)`` over a dim ``d`` that inference left unnamed: ``[d]``. onnx sizes
+    a Range only from constants, so GPT-2's positions were ``[unk__0]``, and so was every tensor they reach: its
+    causal mask and the sequence dim of the activations it is added to could not be told equal."""
+    named = {}
+    for n in g.nodes:
+        if n.op != "Range" or n.domain or len(n.inputs) != 3:
+            continue
+        start, limit, delta = (values.get(i) for i in n.inputs)
+        t = g.types.get(n.outputs[0])
+        if t is None or start is None or limit is None or delta is None:
+            continue
+        if start[1] == (0,) and delta[1] == (1,) and len(limit[1]) == 1 and isinstance(limit[1][0], str):
+            if t.shape != (limit[1][0],):
+                named[n.outputs[0]] = TensorType(t.dtype, (limit[1][0],))
+    return named
 
 
 def _own_dims(g: Graph, before: Graph) -> Graph:
@@ -146,7 +165,24 @@ def _target(n: Node, g: Graph, values: Mapping[str, Abstract]) -> list[int] | No
             target.append(0 if isinstance(e, str) and k < len(dims) and dims[k] == e else None)
     if target.count(None) > 1 or (None in target and (0 in target or -1 in target)):
         return None  # a -1 the original has is its own: beside a 0 it fails on an empty tensor there too
+    if 0 in target and -1 in target:  # the original's -1 beside a size (allowzero) ran on an empty tensor
+        return _sized(target, dims)
     return [-1 if e is None else e for e in target]  # type: ignore[misc]
+
+
+def _sized(target: list[int | None], dims: tuple) -> list[int] | None:
+    """``target`` with its -1 spelt as the size it stands for, where the dims it does not copy are static:
+    beside a copied 0, onnxruntime cannot infer a -1 on an empty tensor (GPT-2's ``[0, 0, -1, 64]`` failed at
+    batch 0, where the exporter's ``[batch, seq, -1, 64]`` with ``allowzero`` ran)."""
+    copied = {k for k, e in enumerate(target) if e == 0}
+    rest = [d for k, d in enumerate(dims) if k not in copied]
+    sizes = [e for e in target if e not in (0, -1)]
+    if copied - set(range(len(dims))) or not all(isinstance(d, int) for d in rest) or 0 in sizes:
+        return None
+    whole, part = math.prod(rest), math.prod(sizes)  # type: ignore[arg-type]
+    if whole % part:
+        return None
+    return [whole // part if e == -1 else e for e in target]  # type: ignore[misc]
 
 
 def abstract_values(g: Graph) -> dict[str, Abstract]:

@@ -1,0 +1,215 @@
+"""Operations made idle by their operand's content (taso.optimize.content): the test for packed sequences that
+the dynamo exporter writes into transformers' causal masks is dropped where it holds at every size, kept where it
+does not, and onnxruntime computes the same either way, empty tensors included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from taso import onnx as onnx_io
+from taso.execute.precompute import precompute
+from taso.optimize.content import _contents, drop_idle
+from taso.optimize.shapefold import fold_shapes
+
+
+def _mask_model(tmp: Path, start: int = 0, delta: int = 1, gap: int = 1, op: str = "And", form: str = "packed") -> Path:
+    """scores [batch, seq, seq] plus a causal mask ``op``-ed with the packed-sequence test as transformers
+    writes it: positions ``start + delta * arange(seq)``, each row's steps compared with ``gap``, the count of
+    breaks so far equal between query and key. ``form`` "direct" tests each key's step itself instead (no
+    count); "counted" also outputs how many entries the mask lets through (a reader no broadcast absorbs)."""
+    c = {
+        "zero": 0,
+        "one": 1,
+        "i0": [0],
+        "i1": [1],
+        "neg1": [-1],
+        "gap": gap,
+        "start": start,
+        "delta": delta,
+        "big": -1e9,
+        "fzero": 0.0,
+    }
+    inits = [
+        numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), k) for k, v in c.items()
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["ids"], ["b"], start=0, end=1),
+        n("Shape", ["ids"], ["s"], start=1, end=2),
+        n("Squeeze", ["s"], ["seq"]),
+        n("Range", ["zero", "seq", "one"], ["r"]),
+        n("Mul", ["r", "delta"], ["steps"]),
+        n("Add", ["steps", "start"], ["pos"]),
+        n("Unsqueeze", ["pos", "i0"], ["pos1"]),
+        n("Concat", ["b", "i1"], ["bs"], axis=0),
+        n("Expand", ["pos1", "bs"], ["ids_pos"]),
+        n("Slice", ["ids_pos", "i0", "i1", "i1"], ["first"]),
+        n("Sub", ["first", "one"], ["before"]),
+        n("Concat", ["before", "ids_pos"], ["cat"], axis=-1),
+        n("Add", ["s", "i1"], ["s1"]),
+        n("Slice", ["cat", "i0", "s", "neg1"], ["lo"]),
+        n("Slice", ["cat", "i1", "s1", "neg1"], ["hi"]),
+        n("Sub", ["hi", "lo"], ["step"]),
+        n("Equal", ["step", "gap"], ["same"]),
+        n("Not", ["same"], ["breaks"]),
+        n("Cast", ["breaks"], ["breaks_i"], to=TensorProto.INT64),
+        n("CumSum", ["breaks_i", "neg1"], ["seqno"]),
+        n("Gather", ["seqno", "r"], ["picked"], axis=1),  # read at each query and key index, as transformers does
+        n("Unsqueeze", ["picked", "neg1"], ["q"]),
+        n("Unsqueeze", ["picked", "i1"], ["k"]),
+        n("Equal", ["q", "k"], ["packed"]),
+        n("Unsqueeze", ["r", "i0"], ["rk"]),
+        n("Unsqueeze", ["r", "neg1"], ["rq"]),
+        n("LessOrEqual", ["rk", "rq"], ["causal"]),
+        n("Unsqueeze", ["same", "i1"], ["direct"]),
+        n(op, ["causal", "direct" if form == "direct" else "packed"], ["mask"]),
+        n("Where", ["mask", "fzero", "big"], ["bias"]),
+        n("Add", ["scores", "bias"], ["y"]),
+        n("Cast", ["mask"], ["mask_i"], to=TensorProto.INT64),
+        n("ReduceSum", ["mask_i"], ["count"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq", "seq"]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", "seq"]),
+            *([helper.make_tensor_value_info("count", TensorProto.INT64, [])] if form == "counted" else []),
+        ],
+        inits,
+    )
+    path = tmp / f"mask-{start}-{delta}-{gap}-{op}-{form}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def _dropped(path: Path) -> tuple[Path, int]:
+    """The model as `optimize`'s passes before it leave it: weights precomputed, shapes folded, idle ops dropped."""
+    g, _ = onnx_io.import_model(path)
+    g, _ = fold_shapes(precompute(g)[0])
+    g, removed = drop_idle(g)
+    out = path.with_suffix(".dropped.onnx")
+    onnx_io.save_model(g, out)
+    return out, removed
+
+
+def _run(path: Path, batch: int, seq: int) -> list[np.ndarray]:
+    rng = np.random.default_rng([batch, seq])
+    feeds = {
+        "ids": rng.integers(0, 100, (batch, seq)).astype(np.int64),
+        "scores": rng.standard_normal((batch, seq, seq)).astype(np.float32),
+    }
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+SIZES = [(1, 16), (2, 7), (1, 1), (3, 2), (0, 4), (2, 0)]
+
+
+def test_the_packed_sequence_test_of_consecutive_positions_is_dropped(tmp_path: Path) -> None:
+    path = _mask_model(tmp_path)
+    out, removed = _dropped(path)
+    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
+    assert removed >= 10 and "CumSum" not in ops and "Not" not in ops
+    _same_everywhere(path, out)
+
+
+def _same_everywhere(path: Path, out: Path) -> None:
+    for batch, seq in SIZES:
+        for a, b in zip(_run(path, batch, seq), _run(out, batch, seq), strict=True):
+            assert a.shape == b.shape and np.array_equal(a, b), (batch, seq)
+
+
+@settings(max_examples=16, deadline=None)
+@given(
+    start=st.sampled_from([0, 1, 5]),
+    delta=st.sampled_from([1, 2]),
+    gap=st.sampled_from([0, 1, 2]),
+    op=st.sampled_from(["And", "Or"]),
+    form=st.sampled_from(["packed", "direct", "counted"]),
+)
+def test_dropping_is_exact_and_happens_only_where_the_test_holds(
+    tmp_path_factory, start: int, delta: int, gap: int, op: str, form: str
+) -> None:
+    """Positions stepping by ``delta`` compared with ``gap``: past the first step (from the -1 put before the
+    row) the test is all-true at every size exactly where the two agree, and only an And hands on its other
+    operand then (an Or's identity is false); tested directly, the first step must agree too. The pass drops
+    it only then, always for the exporter's form (steps of 1), and never where a reader would count the
+    mask's entries."""
+    path = _mask_model(tmp_path_factory.mktemp("mask"), start, delta, gap, op, form)
+    out, _ = _dropped(path)
+    dropped = not {"And", "Or"} & {n.op_type for n in onnx.load(str(out)).graph.node}
+    holds = delta == gap and op == "And" and (form != "direct" or gap == 1)
+    assert not dropped or (holds and form != "counted")
+    assert dropped or not (delta == gap == 1 and op == "And" and form != "counted")
+    _same_everywhere(path, out)
+
+
+def test_a_length_taken_from_a_dim_is_assumed_only_where_the_dim_is_at_least_one(tmp_path: Path) -> None:
+    """``cat[:, :1]`` is one long only where seq is not 0: its content says so, and the mask's test, which
+    is empty where seq is 0, may rely on it."""
+    g, _ = onnx_io.import_model(_mask_model(tmp_path))
+    g, _ = fold_shapes(precompute(g)[0])
+    contents = _contents(g)
+    assert contents["first"].assumes == {"seq"} and contents["first"].lengths[1] == (1, ())
+    assert contents["pos"].assumes == frozenset() and contents["pos"].coefs == (1,) and contents["pos"].offset == 0
+    assert contents["packed"].splat and contents["packed"].offset == 1
+    assert "seq" in g.types["packed"].shape
+
+
+def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_the_dim(tmp_path: Path) -> None:
+    """``arange(seq)[:1] == 0`` is all-true, but only one long where seq is not 0. Typed ``[batch, 1]`` (as an
+    exporter may annotate it), an And with it would pass for idle: at seq 0 it empties the And's output, so
+    it stays."""
+    n = helper.make_node
+    inits = [
+        numpy_helper.from_array(np.array(v, np.int64), k)
+        for k, v in {"zero": 0, "one": 1, "i0": [0], "i1": [1]}.items()
+    ]
+    nodes = [
+        n("Shape", ["ids"], ["b"], start=0, end=1),
+        n("Shape", ["ids"], ["s"], start=1, end=2),
+        n("Squeeze", ["s"], ["seq"]),
+        n("Range", ["zero", "seq", "one"], ["r"]),
+        n("Unsqueeze", ["r", "i0"], ["r1"]),
+        n("Concat", ["b", "i1"], ["bs"], axis=0),
+        n("Expand", ["r1", "bs"], ["pos"]),
+        n("Slice", ["pos", "i0", "i1", "i1"], ["first"]),
+        n("Equal", ["first", "zero"], ["starts"]),
+        n("And", ["w", "starts"], ["both"]),
+        n("Not", ["both"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "first",
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("w", TensorProto.BOOL, ["batch", 1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.BOOL, ["batch", "any"])],
+        inits,
+        value_info=[helper.make_tensor_value_info("starts", TensorProto.BOOL, ["batch", 1])],
+    )
+    path = tmp_path / "first.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    g, _ = onnx_io.import_model(path)
+    assert g.types["starts"].shape == ("batch", 1)
+    dropped, removed = drop_idle(g)
+    assert removed == 0
+    out = tmp_path / "first.dropped.onnx"
+    onnx_io.save_model(dropped, out)
+    for seq in (0, 3):
+        feeds = {"ids": np.zeros((2, seq), np.int64), "w": np.ones((2, 1), bool)}
+        runs = [
+            ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in (path, out)
+        ]
+        assert runs[0].shape == runs[1].shape and np.array_equal(*runs), seq
