@@ -334,19 +334,23 @@ def _unsqueeze(n: Node, t: TensorType, ins: list[Content | None], values: Scalar
 
 
 def _reshape(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:
-    """A Reshape that only adds or drops unit axes: the other axes keep their order and their coefs."""
+    """A Reshape that only adds or drops unit axes: the other axes keep their order and their coefs. A vector
+    made a column (``[1, 1, -1, 1]``, a length the type leaves unknown) keeps its length: it holds every
+    element."""
     c = ins[0]
-    out = _type_lengths(t)
-    if c is None or None in out:
+    out = list(_type_lengths(t))
+    if c is None or None in c.lengths:
         return None
     kept_in = [(n_, k) for n_, k in zip(c.lengths, c.coefs) if n_ != ONE]
     kept_out = [k for k, n_ in enumerate(out) if n_ != ONE]
-    if [n_ for n_, _ in kept_in] != [out[k] for k in kept_out]:
+    if len(kept_in) != len(kept_out) or (None in out and len(kept_out) != 1):
+        return None
+    if any(out[k] not in (None, n_) for (n_, _), k in zip(kept_in, kept_out)):
         return None
     coefs = [0] * len(out)
-    for (_, coef), k in zip(kept_in, kept_out):
-        coefs[k] = coef
-    return Content(out, tuple(coefs), c.offset)
+    for (n_, coef), k in zip(kept_in, kept_out):
+        out[k], coefs[k] = n_, coef
+    return Content(tuple(out), tuple(coefs), c.offset)
 
 
 def _expand(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:
@@ -427,8 +431,8 @@ def _concat(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) 
 
 def _binary(op: Callable[[int, int], int], kind: str) -> Rule:
     """An op on two aligned contents: ``linear`` ones (Add, Sub) combine coefs; ``shifts`` ones (Max, And) commute
-    with adding the same coefs to both, so they need equal coefs; ``compares`` ones on equal coefs hold
-    everywhere or nowhere (a splat)."""
+    with adding the same coefs to both, so they need equal coefs; ``compares`` ones (`_compared`) are splats
+    where they hold everywhere or nowhere."""
 
     def rule(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:
         if len(ins) != 2 or ins[0] is None or ins[1] is None:
@@ -440,11 +444,30 @@ def _binary(op: Callable[[int, int], int], kind: str) -> Rule:
         offset = int(op(ins[0].offset, ins[1].offset))
         if kind == "linear":
             return Content(lengths, tuple(op(x, y) for x, y in zip(a, b)), offset)
-        if a != b:
-            return None
-        return Content(lengths, a if kind == "shifts" else (0,) * len(a), offset)
+        if kind == "compares":
+            known = _compared(op, tuple(x - y for x, y in zip(a, b)), ins[0].offset - ins[1].offset)
+            return None if known is None else Content(lengths, (0,) * len(a), known)
+        return Content(lengths, a, offset) if a == b else None
 
     return rule
+
+
+def _compared(op: Callable[[int, int], int], coefs: tuple[int, ...], offset: int) -> int | None:
+    """``op(x, y)`` where ``x - y`` is ``offset + sum(coefs * index)``, if it is the same everywhere. That
+    difference is ``offset`` at index 0 and only grows (all coefs at least 0) or only falls from there; a
+    comparison true at ``offset`` stays true as it grows if it is Greater or GreaterOrEqual (``op(1, 0)``), and
+    false as it falls; Less and LessOrEqual the other way round; Equal only where nothing moves, or where it
+    moves away from 0."""
+    here = bool(op(offset, 0))
+    if not any(coefs):
+        return int(here)
+    rises = all(k >= 0 for k in coefs)
+    if not rises and not all(k <= 0 for k in coefs):
+        return None
+    if op(0, 0) and not op(1, 0) and not op(-1, 0):  # Equal: true at 0 only
+        return 0 if (offset > 0 if rises else offset < 0) else None
+    grows_true = bool(op(1, 0))  # Greater, GreaterOrEqual: false below, true above
+    return int(here) if here == (grows_true == rises) else None
 
 
 def _mul(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:

@@ -143,14 +143,14 @@ def test_dropping_is_exact_and_happens_only_where_the_test_holds(
     """Positions stepping by ``delta`` compared with ``gap``: past the first step (from the -1 put before the
     row) the test is all-true at every size exactly where the two agree, and only an And hands on its other
     operand then (an Or's identity is false); tested directly, the first step must agree too. The pass drops
-    it only then, always for the exporter's form (steps of 1), and never where a reader would count the
-    mask's entries."""
+    it only then, always for the exporter's form (steps of 1; the direct test's type names no dim the
+    analysis may assume), and never where a reader would count the mask's entries."""
     path = _mask_model(tmp_path_factory.mktemp("mask"), start, delta, gap, op, form)
     out, _ = _dropped(path)
     dropped = not {"And", "Or"} & {n.op_type for n in onnx.load(str(out)).graph.node}
     holds = delta == gap and op == "And" and (form != "direct" or gap == 1)
     assert not dropped or (holds and form != "counted")
-    assert dropped or not (delta == gap == 1 and op == "And" and form != "counted")
+    assert dropped or not (delta == gap == 1 and op == "And" and form == "packed")
     _same_everywhere(path, out)
 
 
@@ -213,3 +213,71 @@ def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_th
             ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in (path, out)
         ]
         assert runs[0].shape == runs[1].shape and np.array_equal(*runs), seq
+
+
+COMPARISONS = {"Greater": int.__gt__, "GreaterOrEqual": int.__ge__, "Less": int.__lt__, "LessOrEqual": int.__le__}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from([*COMPARISONS, "Equal"]),
+    coefs=st.lists(st.integers(-3, 3), min_size=1, max_size=3),
+    offset=st.integers(-5, 5),
+)
+def test_a_comparison_is_known_only_where_every_index_agrees(op: str, coefs: list[int], offset: int) -> None:
+    """`_compared` of ``offset + sum(coefs * index) <op> 0``: where it says true or false, so is every element
+    of an index box; and where the difference only grows or falls from its value at index 0 and that value
+    decides, it says so."""
+    from taso.optimize.content import _compared
+
+    fn = COMPARISONS.get(op, int.__eq__)
+    known = _compared(fn, tuple(coefs), offset)
+    box = np.indices((5,) * len(coefs)).reshape(len(coefs), -1).T
+    seen = {bool(fn(int(offset + box_row @ np.array(coefs)), 0)) for box_row in box}
+    if known is not None:
+        assert seen == {bool(known)}
+    if not any(coefs) or (all(k >= 0 for k in coefs) and op in ("Greater", "GreaterOrEqual") and fn(offset, 0)):
+        assert known is not None
+
+
+@settings(max_examples=16, deadline=None)
+@given(op=st.sampled_from([*COMPARISONS, "Equal"]), scale=st.sampled_from([-1, 1, 2]), shift=st.integers(-2, 2))
+def test_a_mask_of_positions_against_a_bound_is_dropped_where_it_is_constant(
+    tmp_path_factory, op: str, scale: int, shift: int
+) -> None:
+    """``Where(scale * arange(seq) <op> shift, scores, -1e9)``, as encoders write their padding masks over
+    positions: onnxruntime computes the same with the mask dropped, at every size tried, 0 and 1 included."""
+    c = {"zero": 0, "one": 1, "scale": scale, "shift": shift, "i0": [0], "big": -1e9}
+    inits = [
+        numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), k) for k, v in c.items()
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["scores"], ["s"], start=1, end=2),
+        n("Squeeze", ["s"], ["seq"]),
+        n("Range", ["zero", "seq", "one"], ["r"]),
+        n("Mul", ["r", "scale"], ["pos"]),
+        n("Unsqueeze", ["pos", "i0"], ["row"]),
+        n(op, ["row", "shift"], ["keep"]),
+        n("Where", ["keep", "scores", "big"], ["masked"]),
+        n("Neg", ["masked"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bound",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])],
+        inits,
+    )
+    path = tmp_path_factory.mktemp("bound") / "bound.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    out, _ = _dropped(path)
+    for batch, seq in [(1, 1), (2, 5), (1, 0), (0, 3), (3, 40)]:
+        feeds = {"scores": np.random.default_rng([batch, seq]).standard_normal((batch, seq)).astype(np.float32)}
+        runs = [
+            ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in (path, out)
+        ]
+        assert runs[0].shape == runs[1].shape and np.array_equal(*runs), (batch, seq)
+    dropped = "Where" not in {node.op_type for node in onnx.load(str(out)).graph.node}
+    never = {"GreaterOrEqual": shift <= 0 <= scale, "Greater": shift < 0 <= scale, "LessOrEqual": scale <= 0 <= shift}
+    assert dropped == never.get(op, op == "Less" and scale <= 0 < shift)
