@@ -15,7 +15,7 @@ CONSTANT = "constant"
 """A zero-input op making a fixed tensor whose ``shape`` attribute a rewrite recomputes from the model's dims."""
 ELEMENTWISE = "elementwise"
 """Each output element depends on the inputs' elements at its own position only (``OpDef.elementwise``), the
-inputs broadcast numpy-style: the output's shape is their broadcast (`taso.optimize.content` relies on it)."""
+inputs broadcast numpy-style: the output's shape is their broadcast (`taso.optimize.idle` relies on it)."""
 COMMUTATIVE = "commutative"
 """The inputs may be swapped (``OpDef.commutative``); the matcher and the generator expand the swap."""
 FIELD_EXACT = "field-exact"

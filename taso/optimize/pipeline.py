@@ -29,7 +29,7 @@ from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph
 from taso.optimize import guard
-from taso.optimize.content import drop_idle
+from taso.optimize.idle import drop_idle
 from taso.optimize.report import Progress, Report, named, quiet
 from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes

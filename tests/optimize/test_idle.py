@@ -1,4 +1,4 @@
-"""Operations made idle by their operand's content (taso.optimize.content): the test for packed sequences that
+"""Operations made idle by their operand's content (taso.optimize.content, taso.optimize.idle): the test for packed sequences that
 the dynamo exporter writes into transformers' causal masks is dropped where it holds at every size, kept where it
 does not, and onnxruntime computes the same either way, empty tensors included."""
 
@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx as onnx_io
 from taso.execute.precompute import precompute
-from taso.optimize.content import _contents, drop_idle
+from taso.optimize.content import _compared, contents
+from taso.optimize.idle import drop_idle
 from taso.optimize.shapefold import fold_shapes
 
 
@@ -159,10 +160,10 @@ def test_a_length_taken_from_a_dim_is_assumed_only_where_the_dim_is_at_least_one
     is empty where seq is 0, may rely on it."""
     g, _ = onnx_io.import_model(_mask_model(tmp_path))
     g, _ = fold_shapes(precompute(g)[0])
-    contents = _contents(g)
-    assert contents["first"].assumes == {"seq"} and contents["first"].lengths[1] == (1, ())
-    assert contents["pos"].assumes == frozenset() and contents["pos"].coefs == (1,) and contents["pos"].offset == 0
-    assert contents["packed"].splat and contents["packed"].offset == 1
+    known = contents(g)
+    assert known["first"].assumes == {"seq"} and known["first"].lengths[1] == (1, ())
+    assert known["pos"].assumes == frozenset() and known["pos"].coefs == (1,) and known["pos"].offset == 0
+    assert known["packed"].splat and known["packed"].offset == 1
     assert "seq" in g.types["packed"].shape
 
 
@@ -228,7 +229,6 @@ def test_a_comparison_is_known_only_where_every_index_agrees(op: str, coefs: lis
     """`_compared` of ``offset + sum(coefs * index) <op> 0``: where it says true or false, so is every element
     of an index box; and where the difference only grows or falls from its value at index 0 and that value
     decides, it says so."""
-    from taso.optimize.content import _compared
 
     fn = COMPARISONS.get(op, int.__eq__)
     known = _compared(fn, tuple(coefs), offset)
