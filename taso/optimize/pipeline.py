@@ -107,10 +107,9 @@ def precompute_weights(run: Run) -> Run:
 def fold_shape_arithmetic(run: Run) -> Run:
     """Shape arithmetic over static dims folded: onnxruntime leaves it to the run, so it is a gain, not baseline."""
     shaped, shape_folded = fold_shapes(run.graph)
-    run = run.rewritten(shaped, Counter({"fold shape arithmetic over static dims": shape_folded}))
     if shaped is not run.graph:  # re-inferred: its inner dims have names of their own, to be sized
         run = replace(run, folded_dims=onnx_io.dim_sizes(shaped, run.settings.dims))
-    return run
+    return run.rewritten(shaped, Counter({"fold shape arithmetic over static dims": shape_folded}))
 
 
 def drop_idle_operations(run: Run) -> Run:

@@ -281,3 +281,33 @@ def test_a_mask_of_positions_against_a_bound_is_dropped_where_it_is_constant(
     dropped = "Where" not in {node.op_type for node in onnx.load(str(out)).graph.node}
     never = {"GreaterOrEqual": shift <= 0 <= scale, "Greater": shift < 0 <= scale, "LessOrEqual": scale <= 0 <= shift}
     assert dropped == never.get(op, op == "Less" and scale <= 0 < shift)
+
+
+def test_the_dims_the_fold_names_anew_are_sized_for_the_cost_model(tmp_path: Path) -> None:
+    """The shape fold re-infers, and inference names inner dims afresh (``folded__3``): the run must size every
+    one of them, or the cost model costs those units at size 1 and the search chooses by it (ViT-B/16's GELU
+    scale moved into a weight, which onnxruntime then cannot fuse)."""
+    from taso.optimize.pipeline import fold_shape_arithmetic
+    from taso.optimize.report import Report, quiet
+    from taso.optimize.run import Checking, Run, Settings
+
+    path = _mask_model(tmp_path)
+    g, _ = onnx_io.import_model(path)
+    report = Report(str(path), "", len(g.nodes), 0, opaque_nodes=0, proved_rules=0)
+    run = Run(
+        path,
+        tmp_path / "out.onnx",
+        tmp_path / "store.db",
+        Settings(dims={"batch": 1, "seq": 16}),
+        Checking(),
+        tmp_path,
+        quiet,
+        report,
+        imported=g,
+        graph=g,
+    )
+    folded = fold_shape_arithmetic(run)
+    named = {d for t in folded.graph.types.values() if t.shape for d in t.shape if isinstance(d, str)}
+    assert any(d.startswith("folded__") for d in named)
+    assert named <= set(folded.folded_dims) | {"batch", "seq"}
+    assert folded.folded_dims["seq"] == 16
