@@ -99,7 +99,8 @@ def _same_at(src: Path, out: Path, dims: list[int | str]) -> None:
 @st.composite
 def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
     """An input of up to four axes (up to two of them the dim params n and m) and two to five moves, each valid
-    at every size of n and m: a Reshape keeps a leading run of axes as they are (0, as BERT's ``[0, 0, 12, 64]``)
+    at every size of n and m, none leaving a scalar (an empty target is not spelt by a Concat, nor a perm by
+    make_node): a Reshape keeps a leading run of axes as they are (0, as BERT's ``[0, 0, 12, 64]``)
     and regroups the static factors of the rest freely (aligned with the axes or not), the dim params left
     there merged into one axis written -1; or its target is computed from x's shape, a lone dim param's axis
     read from it, with or without ``allowzero``."""
@@ -140,7 +141,7 @@ def chains(draw: st.DrawFn) -> tuple[list[int | str], list[Step]]:
                 entries += [p[0] if f == 1 and len(p) == 1 else -1 if p else f for f, p in new]
                 allowzero = {"allowzero": 1} if 0 not in entries and draw(st.booleans()) else {}
                 steps.append((op, {"computed": entries, **allowzero}))
-        elif op == "Squeeze" and (ones := [k for k, d in enumerate(shape) if d == (1, ())]):
+        elif op == "Squeeze" and rank > 1 and (ones := [k for k, d in enumerate(shape) if d == (1, ())]):
             k = draw(st.sampled_from(ones))
             shape = shape[:k] + shape[k + 1 :]
             steps.append((op, {"axes": [k - rank if draw(st.booleans()) else k]}))
