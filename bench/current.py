@@ -263,7 +263,7 @@ METRICS: list[Metric] = [
         "optimize: every corpus model cold, H100, the run of each model at the latest commit that changed its output, the shipped prior",
         32,
         Target("<=", 30, "<= 30 s"),
-        "2026-11-27/cold-h100-4c4ec75.json",
+        "2026-11-27/cold-h100-idle.json",
         _cold_within,
     ),
     Metric(
@@ -410,7 +410,7 @@ METRICS: list[Metric] = [
         "corpus: geomean speed-up, `subst optimize --device cuda` as an H100 user runs it",
         32,
         Target(">=", 1.20, ">= 1.20x"),
-        "2026-11-27/corpus-h100-4c4ec75.json",
+        "2026-11-27/corpus-h100-9bd5a50.json",
         _corpus_geomean("subst_device"),
     ),
     Metric(
@@ -418,14 +418,14 @@ METRICS: list[Metric] = [
         "transformers optimizer, subst on its output), same run",
         32,
         None,
-        "2026-11-27/corpus-h100-4c4ec75.json",
+        "2026-11-27/corpus-h100-9bd5a50.json",
         _corpus_ceiling,
     ),
     Metric(
         "corpus: models `--device cuda` made slower than the noise band",
         32,
         Target("==", 0, "0"),
-        "2026-11-27/corpus-h100-4c4ec75.json",
+        "2026-11-27/corpus-h100-9bd5a50.json",
         _corpus_slow("subst_device"),
     ),
     Metric(
@@ -439,7 +439,7 @@ METRICS: list[Metric] = [
         "corpus: models CI's table-made output made slower than the noise band",
         32,
         None,
-        "2026-11-27/corpus-h100-4c4ec75.json",
+        "2026-11-27/corpus-h100-9bd5a50.json",
         _corpus_slow("subst"),
     ),
     Metric(
