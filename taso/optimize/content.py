@@ -198,10 +198,13 @@ def _range(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -
 
 
 def _same(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:
-    """Identity, and a Cast between integers and bools: a bool is known only from a splat."""
+    """Identity, and a Cast between integers and bools: a bool is known only from a splat, and an int32 only from
+    a splat it holds (elsewhere the index could reach past what it holds, and wrap)."""
     c = ins[0]
-    if c is None or t.dtype != "bool":
+    if c is None or t.dtype == "int64":
         return c
+    if t.dtype == "int32":
+        return c if c.splat and -(2**31) <= c.offset < 2**31 else None
     return replace(c, offset=int(c.offset != 0)) if c.splat else None
 
 

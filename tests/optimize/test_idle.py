@@ -20,6 +20,24 @@ from taso.optimize.idle import drop_idle
 from taso.optimize.shapefold import fold_shapes
 
 
+def _constants(values: dict[str, int | float | list[int]]) -> list[TensorProto]:
+    """Initializers named by ``values``' keys: floats as float32, the rest int64."""
+    return [
+        numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), k)
+        for k, v in values.items()
+    ]
+
+
+def _positions() -> list[onnx.NodeProto]:
+    """``r = arange(seq)`` over ``ids`` [batch, seq], ``b`` its batch as a one-element shape, as exporters read them."""
+    return [
+        helper.make_node("Shape", ["ids"], ["b"], start=0, end=1),
+        helper.make_node("Shape", ["ids"], ["s"], start=1, end=2),
+        helper.make_node("Squeeze", ["s"], ["seq"]),
+        helper.make_node("Range", ["zero", "seq", "one"], ["r"]),
+    ]
+
+
 def _mask_model(tmp: Path, start: int = 0, delta: int = 1, gap: int = 1, op: str = "And", form: str = "packed") -> Path:
     """scores [batch, seq, seq] plus a causal mask ``op``-ed with the packed-sequence test as transformers
     writes it: positions ``start + delta * arange(seq)``, each row's steps compared with ``gap``, the count of
@@ -37,15 +55,10 @@ def _mask_model(tmp: Path, start: int = 0, delta: int = 1, gap: int = 1, op: str
         "big": -1e9,
         "fzero": 0.0,
     }
-    inits = [
-        numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), k) for k, v in c.items()
-    ]
+    inits = _constants(c)
     n = helper.make_node
     nodes = [
-        n("Shape", ["ids"], ["b"], start=0, end=1),
-        n("Shape", ["ids"], ["s"], start=1, end=2),
-        n("Squeeze", ["s"], ["seq"]),
-        n("Range", ["zero", "seq", "one"], ["r"]),
+        *_positions(),
         n("Mul", ["r", "delta"], ["steps"]),
         n("Add", ["steps", "start"], ["pos"]),
         n("Unsqueeze", ["pos", "i0"], ["pos1"]),
@@ -172,15 +185,9 @@ def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_th
     exporter may annotate it), an And with it would pass for idle: at seq 0 it empties the And's output, so
     it stays."""
     n = helper.make_node
-    inits = [
-        numpy_helper.from_array(np.array(v, np.int64), k)
-        for k, v in {"zero": 0, "one": 1, "i0": [0], "i1": [1]}.items()
-    ]
+    inits = _constants({"zero": 0, "one": 1, "i0": [0], "i1": [1]})
     nodes = [
-        n("Shape", ["ids"], ["b"], start=0, end=1),
-        n("Shape", ["ids"], ["s"], start=1, end=2),
-        n("Squeeze", ["s"], ["seq"]),
-        n("Range", ["zero", "seq", "one"], ["r"]),
+        *_positions(),
         n("Unsqueeze", ["r", "i0"], ["r1"]),
         n("Concat", ["b", "i1"], ["bs"], axis=0),
         n("Expand", ["r1", "bs"], ["pos"]),
@@ -248,9 +255,7 @@ def test_a_mask_of_positions_against_a_bound_is_dropped_where_it_is_constant(
     """``Where(scale * arange(seq) <op> shift, scores, -1e9)``, as encoders write their padding masks over
     positions: onnxruntime computes the same with the mask dropped, at every size tried, 0 and 1 included."""
     c = {"zero": 0, "one": 1, "scale": scale, "shift": shift, "i0": [0], "big": -1e9}
-    inits = [
-        numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), k) for k, v in c.items()
-    ]
+    inits = _constants(c)
     n = helper.make_node
     nodes = [
         n("Shape", ["scores"], ["s"], start=1, end=2),
@@ -311,3 +316,32 @@ def test_the_dims_the_fold_names_anew_are_sized_for_the_cost_model(tmp_path: Pat
     assert any(d.startswith("folded__") for d in named)
     assert named <= set(folded.folded_dims) | {"batch", "seq"}
     assert folded.folded_dims["seq"] == 16
+
+
+def test_an_int32_is_known_only_from_a_splat_it_holds(tmp_path: Path) -> None:
+    """A Cast to int32 wraps what it cannot hold: positions scaled past 2**31 are not followed through it, a
+    splat that fits is."""
+    n = helper.make_node
+    inits = _constants({"zero": 0, "one": 1, "big": 2**31, "i0": [0]})
+    nodes = [
+        n("Shape", ["x"], ["s"], start=0, end=1),
+        n("Squeeze", ["s"], ["seq"]),
+        n("Range", ["zero", "seq", "one"], ["r"]),
+        n("Mul", ["r", "big"], ["far"]),
+        n("Cast", ["far"], ["far32"], to=TensorProto.INT32),
+        n("Cast", ["one"], ["one32"], to=TensorProto.INT32),
+        n("Add", ["far32", "one32"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "wrap",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["seq"])],
+        inits,
+    )
+    path = tmp_path / "wrap.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    g, _ = onnx_io.import_model(path)
+    known = contents(fold_shapes(precompute(g)[0])[0])
+    assert known["far"].coefs == (2**31,) and "far32" not in known
+    assert known["one32"].splat and known["one32"].offset == 1
