@@ -249,14 +249,14 @@ METRICS: list[Metric] = [
         "optimize: ResNet-50 and BERT-base cold, CPU defaults",
         32,
         Target("<=", 60, "<= 60 s"),
-        "2026-11-27/cold-cpu-head.json",
+        "2026-11-27/cold-cpu-14c3f13.json",
         _cold("cold"),
     ),
     Metric(
         "optimize: ResNet-50 and BERT-base warm, CPU defaults",
         32,
         Target("<=", 10, "<= 10 s"),
-        "2026-11-27/cold-cpu-head.json",
+        "2026-11-27/cold-cpu-14c3f13.json",
         _cold("warm"),
     ),
     Metric(
