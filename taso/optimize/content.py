@@ -34,7 +34,7 @@ class Content:
     offset: int
     assumes: frozenset[str] = frozenset()
     """Dims this holds for only at sizes of at least 1 (``x[:1]`` is one long only then): a rewrite may
-    use it where an empty tensor is all the dims at 0 could make (`_handed_on`)."""
+    use it where an empty tensor is all the dims at 0 could make (`taso.optimize.idle`)."""
 
     @property
     def splat(self) -> bool:
@@ -47,27 +47,27 @@ class Content:
 def contents(g: Graph) -> dict[str, Content]:
     """The content of every integer or bool tensor ``g`` holds or computes, where it is known."""
     values = Scalars.of(g)
-    contents: dict[str, Content] = {}
+    known: dict[str, Content] = {}
     for w in g.weights:
         t = g.types.get(w)
         if w in g.data and t is not None and t.dtype in INTEGERS and t.shape is not None:
             array = g.data[w].array
             if 0 < array.size <= SPLAT_ELEMENTS and (array == array.flat[0]).all():
-                contents[w] = _norm(Content(_type_lengths(t), (0,) * array.ndim, int(array.flat[0])))
+                known[w] = _norm(Content(_type_lengths(t), (0,) * array.ndim, int(array.flat[0])))
     for n in g.nodes:
         rule = _RULES.get(n.op)
         t = g.types.get(n.outputs[0]) if n.outputs else None
         if rule is None or n.domain or len(n.outputs) != 1 or t is None or t.dtype not in INTEGERS or t.shape is None:
             continue
         try:
-            c = rule(n, t, [contents.get(i) for i in n.inputs], values)
+            c = rule(n, t, [known.get(i) for i in n.inputs], values)
         except (IndexError, ValueError):  # malformed here: onnxruntime will say so, not us
             c = None
         if c is not None and len(c.coefs) == len(t.shape):
             lengths = tuple(a if a is not None else b for a, b in zip(c.lengths, _type_lengths(t)))
-            assumes = c.assumes.union(*(contents[i].assumes for i in n.inputs if i in contents))
-            contents[n.outputs[0]] = _norm(replace(c, lengths=lengths, assumes=assumes))
-    return contents
+            assumes = c.assumes.union(*(known[i].assumes for i in n.inputs if i in known))
+            known[n.outputs[0]] = _norm(replace(c, lengths=lengths, assumes=assumes))
+    return known
 
 
 def _type_lengths(t: TensorType) -> tuple[Length | None, ...]:
