@@ -275,6 +275,39 @@ def test_a_dim_is_copied_only_at_its_own_index(tmp_path: Path) -> None:
         assert compare(src, out, g, dims={"batch": batch, "n": n}).ok
 
 
+def test_a_minus_one_beside_copied_dims_is_spelt_as_its_size(tmp_path: Path) -> None:
+    """The dynamo exporter's head split, ``[batch, seq, -1, 64]`` with ``allowzero``, runs at batch 0: there a 0
+    is a size and the -1 is inferred from it. Folded, the batch and seq entries are copies (0), and beside a
+    copy onnxruntime cannot infer a -1 on an empty tensor: the -1 is written as the 2 it stands for."""
+    import onnxruntime as ort
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+        helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+        helper.make_node("Concat", ["b", "s", "minus_one", "width"], ["t"], axis=0),
+        helper.make_node("Reshape", ["x", "t"], ["y"], allowzero=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "heads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 2, 64])],
+        initializer=[
+            numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("minus_one", -1), ("width", 64))
+        ],
+    )
+    src = write_graph(graph, tmp_path / "heads.onnx")
+    folded, removed = fold_shapes(onnx_io.load_model(src))
+    assert removed > 0
+    out = onnx_io.save_model(folded, tmp_path / "folded.onnx")
+    for batch, seq in ((0, 5), (2, 3)):
+        x = np.random.default_rng(0).standard_normal((batch, seq, 128)).astype(np.float32)
+        runs = [
+            ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0] for p in (src, out)
+        ]
+        assert runs[0].shape == runs[1].shape == (batch, seq, 2, 64) and np.array_equal(*runs)
+
+
 def test_a_zero_size_in_an_allowzero_target_is_never_a_copy(tmp_path: Path) -> None:
     """With ``allowzero`` a 0 in the target is a size: an x [2, batch, 0] reshaped to (0, batch, 2) is empty.
     Written as a constant the 0 would copy x's 2, so the target stays computed; with its 0 a size computed
