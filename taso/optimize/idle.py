@@ -34,7 +34,7 @@ def drop_idle(g: Graph) -> tuple[Graph, int]:
     types = dict(g.types)
     for n in g.nodes:
         kept = _handed_on(n, known, g)
-        if kept is None or n.outputs[0] in g.outputs:
+        if kept is None:
             continue
         kept = renames.get(kept, kept)
         reshaped: dict[str, TensorType] = {}

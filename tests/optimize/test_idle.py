@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -180,12 +181,15 @@ def test_a_length_taken_from_a_dim_is_assumed_only_where_the_dim_is_at_least_one
     assert "seq" in g.types["packed"].shape
 
 
-def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_the_dim(tmp_path: Path) -> None:
+@pytest.mark.parametrize("op", ["And", "Where"])
+def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_the_dim(tmp_path: Path, op: str) -> None:
     """``arange(seq)[:1] == 0`` is all-true, but only one long where seq is not 0. Typed ``[batch, 1]`` (as an
-    exporter may annotate it), an And with it would pass for idle: at seq 0 it empties the And's output, so
-    it stays."""
+    exporter may annotate it), an And with it, or a Where on it, would pass for idle: at seq 0 it empties the
+    op's output, so it stays."""
     n = helper.make_node
     inits = _constants({"zero": 0, "one": 1, "i0": [0], "i1": [1]})
+    inits.append(numpy_helper.from_array(np.zeros((1, 1), np.float32), "never"))
+    kind, np_kind = (TensorProto.BOOL, bool) if op == "And" else (TensorProto.FLOAT, np.float32)
     nodes = [
         *_positions(),
         n("Unsqueeze", ["r", "i0"], ["r1"]),
@@ -193,30 +197,30 @@ def test_a_test_that_holds_only_at_nonzero_sizes_is_kept_where_its_type_hides_th
         n("Expand", ["r1", "bs"], ["pos"]),
         n("Slice", ["pos", "i0", "i1", "i1"], ["first"]),
         n("Equal", ["first", "zero"], ["starts"]),
-        n("And", ["w", "starts"], ["both"]),
-        n("Not", ["both"], ["y"]),
+        n("And", ["w", "starts"], ["both"]) if op == "And" else n("Where", ["starts", "w", "never"], ["both"]),
+        n("Not" if op == "And" else "Neg", ["both"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,
         "first",
         [
             helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("w", TensorProto.BOOL, ["batch", 1]),
+            helper.make_tensor_value_info("w", kind, ["batch", 1]),
         ],
-        [helper.make_tensor_value_info("y", TensorProto.BOOL, ["batch", "any"])],
+        [helper.make_tensor_value_info("y", kind, ["batch", "any"])],
         inits,
         value_info=[helper.make_tensor_value_info("starts", TensorProto.BOOL, ["batch", 1])],
     )
-    path = tmp_path / "first.onnx"
+    path = tmp_path / f"first-{op}.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     g, _ = onnx_io.import_model(path)
     assert g.types["starts"].shape == ("batch", 1)
     dropped, removed = drop_idle(g)
     assert removed == 0
-    out = tmp_path / "first.dropped.onnx"
+    out = tmp_path / f"first-{op}.dropped.onnx"
     onnx_io.save_model(dropped, out)
     for seq in (0, 3):
-        feeds = {"ids": np.zeros((2, seq), np.int64), "w": np.ones((2, 1), bool)}
+        feeds = {"ids": np.zeros((2, seq), np.int64), "w": np.ones((2, 1), np_kind)}
         runs = [
             ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in (path, out)
         ]
@@ -345,3 +349,29 @@ def test_an_int32_is_known_only_from_a_splat_it_holds(tmp_path: Path) -> None:
     known = contents(fold_shapes(precompute(g)[0])[0])
     assert known["far"].coefs == (2**31,) and "far32" not in known
     assert known["one32"].splat and known["one32"].offset == 1
+
+
+def test_a_narrower_operand_never_narrows_a_graph_output(tmp_path: Path) -> None:
+    """A Where on an all-true mask hands on its scalar 0, but the Neg that reads it writes the model's output,
+    whose shape would shrink to a scalar with it: the Where stays."""
+    inits = _constants({"zero": 0, "one": 1, "i0": [0], "fzero": 0.0, "big": -1e9})
+    graph = helper.make_graph(
+        [
+            helper.make_node("Shape", ["scores"], ["s"], start=1, end=2),
+            helper.make_node("Squeeze", ["s"], ["seq"]),
+            helper.make_node("Range", ["zero", "seq", "one"], ["r"]),
+            helper.make_node("Unsqueeze", ["r", "i0"], ["row"]),
+            helper.make_node("GreaterOrEqual", ["row", "zero"], ["keep"]),
+            helper.make_node("Where", ["keep", "fzero", "big"], ["bias"]),
+            helper.make_node("Neg", ["bias"], ["y"]),
+        ],
+        "output",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq"])],
+        inits,
+    )
+    path = tmp_path / "output.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    g, _ = onnx_io.import_model(path)
+    dropped, removed = drop_idle(fold_shapes(g)[0])
+    assert removed == 0 and dropped.types["y"].shape == (1, "seq")
