@@ -35,12 +35,13 @@ MAX_ELEMENTS = 64
 """The longest value followed: shape arithmetic is short; longer integer tensors are data."""
 ROUNDS = 8
 """Fold-and-re-infer rounds at most; each costs a shape inference of the whole model (Swin-T's settles in 4)."""
-INTEGER = frozenset({"int64", "int32"})
+INTEGER = frozenset({"int64", "int32", "bool"})
+"""The dtypes followed; a bool element is 0 or 1 (torch's ``expand(-1)`` tests each entry against -1)."""
 
 
 def fold_shapes(g: Graph) -> tuple[Graph, int]:
     """``g`` with its shape arithmetic folded wherever the dims it reads are static, the nodes that then
-    hand on their input dropped (`taso.nops`), and the Ranges over a dim sized by it (`_range_types`); returns
+    hand on their input dropped (`taso.nops`), and the types the values name (`_named_types`); returns
     the graph and how many nodes that removed (``g`` itself where it changed nothing). Repeats to a fixpoint:
     each round's folds make more shapes static."""
     g0 = g
@@ -48,29 +49,56 @@ def fold_shapes(g: Graph) -> tuple[Graph, int]:
         values = abstract_values(g)
         folded = _constant_targets(_fold_known(g, values), values)
         folded = drop_nops(precompute(folded)[0])  # zero pads and whole crops, once their sizes are folded
-        ranges = _range_types(folded, values)
-        if folded is g and not ranges:
+        named = _named_types(folded, values)  # all of them: inference would forget an earlier round's
+        if folded is g and all(g.types.get(v) == t for v, t in named.items()):
             break
-        g = onnx_io.reinfer(folded, known=ranges)
+        g = onnx_io.reinfer(folded, known=named)
     return (g0, 0) if g is g0 else (_own_dims(g, g0), len(g0.nodes) - len(g.nodes))
 
 
-def _range_types(g: Graph, values: Mapping[str, Abstract]) -> dict[str, TensorType]:
-    """The type of each ``Range(0, d, 1)`` over a dim ``d`` that inference left unnamed: ``[d]``. onnx sizes
-    a Range only from constants, so GPT-2's positions were ``[unk__0]``, and so was every tensor they reach: its
-    causal mask and the sequence dim of the activations it is added to could not be told equal."""
+def _named_types(g: Graph, values: Mapping[str, Abstract]) -> dict[str, TensorType]:
+    """The types inference left unnamed that the abstract values name: a ``Range(0, d, 1)`` over a dim ``d``
+    is ``[d]``, and an Expand to a computed shape is the broadcast of its input to that shape's value. onnx
+    sizes a Range or Expand only from constants, so GPT-2's positions were ``[unk__0]``, and T5's attention
+    mask (TorchScript) ``[unk__0, unk__1, unk__2, unk__3]``, and so was every tensor they reach: the sequence
+    dims of the activations they meet could not be told equal, nor the reshapes of those folded."""
     named = {}
     for n in g.nodes:
-        if n.op != "Range" or n.domain or len(n.inputs) != 3:
+        t = g.types.get(n.outputs[0]) if n.outputs else None
+        if n.domain or t is None:
             continue
-        start, limit, delta = (values.get(i) for i in n.inputs)
-        t = g.types.get(n.outputs[0])
-        if t is None or start is None or limit is None or delta is None:
-            continue
-        if start[1] == (0,) and delta[1] == (1,) and len(limit[1]) == 1 and isinstance(limit[1][0], str):
-            if t.shape != (limit[1][0],):
-                named[n.outputs[0]] = TensorType(t.dtype, (limit[1][0],))
+        shape = None
+        if n.op == "Range" and len(n.inputs) == 3:
+            start, limit, delta = (values.get(i) for i in n.inputs)
+            if start and delta and limit and start[1] == (0,) and delta[1] == (1,) and len(limit[1]) == 1:
+                shape = (limit[1][0],) if isinstance(limit[1][0], str) else None
+        elif n.op == "Expand" and len(n.inputs) == 2:
+            source, target = g.types.get(n.inputs[0]), values.get(n.inputs[1])
+            if source is not None and source.shape is not None and target is not None and None not in target[1]:
+                shape = _expanded(source.shape, target[1])
+        if shape is not None:
+            named[n.outputs[0]] = TensorType(t.dtype, shape)
     return named
+
+
+def _expanded(shape: tuple, target: tuple[int | str, ...]) -> tuple | None:
+    """Expand's output shape, ``shape`` broadcast with ``target``, where the dims decide it at every size: a
+    dim broadcast against 1 is itself, and two that are not 1 must be equal (a size beside a dim param is that
+    size wherever the Expand runs); two different dim params may be 1 either of them, and decide nothing."""
+    rank = max(len(shape), len(target))
+    a = (1,) * (rank - len(shape)) + tuple(shape)
+    b = (1,) * (rank - len(target)) + tuple(target)
+    out: list[int | str] = []
+    for x, y in zip(a, b):
+        if x == 1 or x == y:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif isinstance(x, int) and isinstance(y, str) or isinstance(x, str) and isinstance(y, int):
+            out.append(x if isinstance(x, int) else y)
+        else:
+            return None
+    return None if None in out else tuple(out)
 
 
 def _own_dims(g: Graph, before: Graph) -> Graph:
@@ -254,8 +282,12 @@ def _size(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
 
 
 def _same(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
-    """Identity, and a Cast between integer types (shape values are small: no wrap-around)."""
-    return _input(n, 0, values)
+    """Identity, and a Cast between integer types (shape values are small: no wrap-around); a Cast to bool
+    is whether an entry is nonzero (a dim param may be 0: unknown)."""
+    v = _input(n, 0, values)
+    if v is None or n.op != "Cast" or g.types[n.outputs[0]].dtype != "bool":
+        return v
+    return v[0], tuple(int(e != 0) if isinstance(e, int) else None for e in v[1])
 
 
 def _gather(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
@@ -323,27 +355,50 @@ def _mod(fmod: bool) -> Callable[[int, int], int]:
 
 
 def _arithmetic(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
-    a, b = _input(n, 0, values), _input(n, 1, values)
-    if a is None or b is None or len(n.inputs) != 2:
-        return None
     if n.op == "Mod":
         op = _mod(bool(onnx_io.int_attrs(n).get("fmod", 0)))
     else:
         op = {"Add": int.__add__, "Sub": int.__sub__, "Mul": int.__mul__, "Div": _trunc_div}[n.op]
-    (sa, ea), (sb, eb) = a, b
-    if sa == sb or (len(ea) == 1 and len(sa) <= len(sb)):
-        shape = sb
-    elif len(eb) == 1 and len(sb) <= len(sa):
-        shape = sa
-    else:
+    divides = n.op in ("Div", "Mod")
+    return _elementwise(
+        n, values, lambda x, y: op(x, y) if isinstance(x, int) and isinstance(y, int) and (y or not divides) else None
+    )
+
+
+def _equal(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
+    """Equal as 0 or 1 where the entries decide it: a dim param equals itself, and never a negative int (a
+    size is at least 0), which is how torch's ``expand(-1)`` keeps a dim."""
+
+    def eq(x: Elem, y: Elem) -> Elem:
+        if isinstance(x, int) and isinstance(y, int) or x == y and x is not None:
+            return int(x == y)
+        size = (
+            x if isinstance(x, int) and isinstance(y, str) else y if isinstance(y, int) and isinstance(x, str) else None
+        )
+        return 0 if size is not None and size < 0 else None
+
+    return _elementwise(n, values, eq)
+
+
+def _where(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
+    return _elementwise(n, values, lambda c, x, y: None if not isinstance(c, int) else x if c else y)
+
+
+def _elementwise(n: Node, values: Mapping[str, Abstract], op: Callable[..., Elem]) -> Abstract | None:
+    """``op`` on each entry of the inputs, where they broadcast as shape values do: all of one shape, or of
+    one element against the rest."""
+    parts = [values.get(i) if i else None for i in n.inputs]
+    if not parts or any(p is None for p in parts):
+        return None
+    many = {p[0] for p in parts if len(p[1]) != 1}  # type: ignore[index]
+    if len(many) > 1:
+        return None
+    shape = many.pop() if many else max((p[0] for p in parts), key=len)  # type: ignore[index]
+    if any(len(p[0]) > len(shape) for p in parts):  # type: ignore[index]
         return None
     count = math.prod(shape)
-    ea, eb = (ea * count if len(ea) == 1 else ea), (eb * count if len(eb) == 1 else eb)
-    elems = tuple(
-        op(x, y) if isinstance(x, int) and isinstance(y, int) and (y or n.op not in ("Div", "Mod")) else None
-        for x, y in zip(ea, eb)
-    )
-    return shape, elems
+    columns = [p[1] * count if len(p[1]) == 1 else p[1] for p in parts]  # type: ignore[index]
+    return shape, tuple(op(*entries) for entries in zip(*columns))
 
 
 _RULES: dict[str, Callable[[Node, Graph, Mapping[str, Abstract]], Abstract | None]] = {
@@ -361,5 +416,7 @@ _RULES: dict[str, Callable[[Node, Graph, Mapping[str, Abstract]], Abstract | Non
     "Mul": _arithmetic,
     "Div": _arithmetic,
     "Mod": _arithmetic,
+    "Equal": _equal,
+    "Where": _where,
 }
 """How each op computes its abstract value from its inputs'; an op not here gives no value."""
