@@ -33,6 +33,7 @@ import layout  # noqa: E402
 import peers  # noqa: E402
 import regress  # noqa: E402
 
+from taso import cost  # noqa: E402
 from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
 from taso.execute import check  # noqa: E402
@@ -74,7 +75,18 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
             variants["ort_transformers+subst"] = both
         except Exception as e:
             print(f"subst on ort_transformers failed on {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    return {**row, "variants": {k: str(v) for k, v in variants.items()}}
+    return {**row, "variants": {k: str(v) for k, v in variants.items()}, "unchanged": _unchanged(variants)}
+
+
+def _unchanged(variants: dict[str, Path]) -> list[str]:
+    """The variants that are the original model itself (the guard kept it, or a peer changed nothing): timing one
+    is timing the original against itself again, a draw of the run's noise band like "again"."""
+    digest = cost.graph_digest(onnx_io.load_model(variants["original"]))
+    return [
+        k
+        for k, p in variants.items()
+        if k not in ("original", "again") and cost.graph_digest(onnx_io.load_model(p)) == digest
+    ]
 
 
 def time_variants(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
