@@ -3,6 +3,7 @@ only where that holds at every size of the dynamic dims, checked against onnxrun
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx as onnx_io
-from taso.ir import Graph
+from taso.ir import Graph, Node
 from taso.optimize.nops import WHOLE, drop_nops
 from taso.optimize.shapefold import fold_shapes
 
@@ -326,3 +327,40 @@ def test_random_view_chains_fold_to_what_onnxruntime_computes(tmp_path_factory, 
         _same_at(src, out, shape)
     zero_pads = [n for n in folded.nodes if n.op == "Pad" and not folded.data[n.inputs[1]].array.any()]
     assert not zero_pads
+
+
+@given(
+    op=st.sampled_from(["Mul", "Div"]),
+    dtype=st.sampled_from([np.float32, np.float16, np.int64]),
+    one_rank=st.integers(0, 3),
+    x_rank=st.integers(1, 3),
+    first=st.booleans(),
+)
+@settings(max_examples=25, deadline=None)
+def test_a_product_by_one_is_its_other_operand(
+    tmp_path_factory: pytest.TempPathFactory, op: str, dtype: type, one_rank: int, x_rank: int, first: bool
+) -> None:
+    """Mul by a constant 1 (either side) and Div by it hand the other operand on bit for bit, NaN, infinities and
+    -0 included; a 1 of more axes than x widens it, and 1 / x is not x: those stay, and the model computes what
+    onnxruntime computes from the original either way."""
+    tmp = tmp_path_factory.mktemp("one")
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inputs = ["one", "x"] if first else ["x", "one"]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"])],
+        "one",
+        [helper.make_tensor_value_info("x", elem, ["n", *[3] * (x_rank - 1)])],
+        [helper.make_tensor_value_info("y", elem, [f"y{k}" for k in range(max(x_rank, one_rank))])],
+        initializer=[numpy_helper.from_array(np.ones((1,) * one_rank, dtype), "one")],
+    )
+    src = write_graph(graph, tmp / "one.onnx")
+    g = onnx_io.load_model(src)
+    dropped = drop_nops(replace(g, outputs=("z",), nodes=(*g.nodes, Node("Identity", ("y",), ("z",)))))
+    drops = one_rank <= x_rank and not (op == "Div" and first)
+    assert ("y" not in {o for n in dropped.nodes for o in n.outputs}) == drops
+    special = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5] if dtype != np.int64 else [5, -7, 9, 2**40, -1, 3]
+    x = np.resize(np.array(special, dtype), (2, *[3] * (x_rank - 1)))
+    (want,) = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    if drops:
+        assert want.shape == x.shape and want.dtype == x.dtype
+        assert np.array_equal(want.view(np.uint8), x.view(np.uint8))  # bit for bit: -0 and NaN included

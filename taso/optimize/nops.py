@@ -61,8 +61,9 @@ def drop_nops(g: Graph) -> Graph:
                     types[name] = TensorType("int64", (len(values),))
                 weights += names
                 n = replace(n, inputs=(made[n.inputs[0]].inputs[0], *names))
-        if _hands_on(n, data, types):
-            alias[n.outputs[0]] = n.inputs[0]
+        handed = _handed_on(n, data, types)
+        if handed is not None:
+            alias[n.outputs[0]] = handed
             continue
         made[n.outputs[0]] = n
         nodes.append(n)
@@ -82,6 +83,27 @@ def _constant(data: Mapping[str, WeightData], n: Node, i: int) -> list[int] | No
         return None
     array = data[n.inputs[i]].array
     return [int(v) for v in array.ravel()] if array.dtype.kind in "iu" else None
+
+
+def _handed_on(n: Node, data: Mapping[str, WeightData], types: Mapping[str, TensorType]) -> str | None:
+    """The input ``n`` outputs unchanged at every size, if there is one."""
+    if n.op in ("Mul", "Div") and len(n.inputs) == 2:
+        for k in (0, 1) if n.op == "Mul" else (0,):
+            if _unit_factor(data, n.inputs[1 - k], _shape(types, n.inputs[k])):
+                return n.inputs[k]
+        return None
+    return n.inputs[0] if _hands_on(n, data, types) else None
+
+
+def _unit_factor(data: Mapping[str, WeightData], value: str, shape: tuple[Dim, ...] | None) -> bool:
+    """Whether ``value`` is a constant 1 that broadcasts to no wider than ``shape``: a product with it, or a
+    quotient by it, is the other operand bit for bit (IEEE multiplication and division by one are exact; a NaN
+    stays a NaN, -0 stays -0). torch's exporters scale both query and key by the square root of an attention
+    scale of 1 (T5, TorchScript)."""
+    if value not in data or shape is None:
+        return False
+    array = data[value].array
+    return array.ndim <= len(shape) and array.size == 1 and array.dtype.kind in "fiu" and bool(array.ravel()[0] == 1)
 
 
 def _hands_on(n: Node, data: Mapping[str, WeightData], types: Mapping[str, TensorType]) -> bool:
