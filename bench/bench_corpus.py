@@ -36,6 +36,7 @@ import regress  # noqa: E402
 from taso import cost  # noqa: E402
 from taso import onnx as onnx_io  # noqa: E402
 from taso.cost import profiler  # noqa: E402
+from taso.errors import BadInput  # noqa: E402
 from taso.execute import check  # noqa: E402
 from taso.optimize import optimize  # noqa: E402
 from taso.rules import store  # noqa: E402
@@ -81,12 +82,17 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
 def _unchanged(variants: dict[str, Path]) -> list[str]:
     """The variants that are the original model itself (the guard kept it, or a peer changed nothing): timing one
     is timing the original against itself again, a draw of the run's noise band like "again"."""
-    digest = cost.graph_digest(onnx_io.load_model(variants["original"]))
-    return [
-        k
-        for k, p in variants.items()
-        if k not in ("original", "again") and cost.graph_digest(onnx_io.load_model(p)) == digest
-    ]
+    digest = _digest(variants["original"])
+    return [k for k, p in variants.items() if k not in ("original", "again") and _digest(p) == digest]
+
+
+def _digest(path: Path) -> str | None:
+    """The graph digest of the model at ``path``; None where subst cannot read it (ORT's transformers optimizer
+    writes its contrib ops into the default domain: onnx refuses such a model, onnxruntime runs it)."""
+    try:
+        return cost.graph_digest(onnx_io.load_model(path))
+    except BadInput:
+        return None
 
 
 def time_variants(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
