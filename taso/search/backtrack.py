@@ -47,6 +47,7 @@ from taso.search.regions import (
     outside_links,
     regions,
     splice,
+    surely_cycles,
     windows,
     with_context,
 )
@@ -301,6 +302,9 @@ def _rewrites(
     """Each match applied (counting why a match was declined), then ``mutate``'s rewrites; none that would
     close a cycle with the ``outside`` paths."""
     for m in found:
+        if surely_cycles(g, m, outside):
+            declined[CYCLE] += 1
+            continue
         try:
             new = apply(g, m, folds)
         except Declined as e:
