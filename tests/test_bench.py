@@ -65,7 +65,9 @@ def test_every_result_file_is_in_the_dated_layout() -> None:
 def test_bench_holds_no_result_outside_the_dated_layout() -> None:
     """A result dropped beside the scripts (the old results-*.json, or a diary) is one current.py never reads."""
     loose = [p.name for p in (ROOT / "bench").iterdir() if p.is_file() and p.suffix not in (".py", ".sh")]
-    assert sorted(loose) == ["CORPUS.md", "README.md"], "results go to bench/results/YYYY-MM-DD/, configs to bench/configs/"
+    assert sorted(loose) == ["CORPUS.md", "README.md"], (
+        "results go to bench/results/YYYY-MM-DD/, configs to bench/configs/"
+    )
 
 
 def test_a_hand_edit_of_a_result_file_stales_the_table(results: Path) -> None:
@@ -149,3 +151,32 @@ def test_a_bench_writes_its_result_into_the_dated_layout_by_default(
     assert record["meta"]["date"][:10] == path.parent.name
     assert "--max-ops 1" in record["meta"]["command"]
     assert record["rows"][0]["settings"]["max_ops"] == 1
+
+
+def _corpus_row(model: str, again: float, device: float, unchanged: tuple[str, ...] = ()) -> dict:
+    return {"model": model, "speedup": {"again": again, "subst_device": device}, "unchanged": list(unchanged)}
+
+
+def test_an_unchanged_output_widens_the_noise_band_and_a_changed_one_below_it_counts() -> None:
+    """The original kept by the guard, timed below every "again", is a draw of the band, not a model made
+    slower; a rewritten output below that widened band still counts."""
+    slow = current._corpus_slow("subst_device")
+    kept = _corpus_row("kept", 0.99, 0.90, ("subst_device",))
+    assert slow({"rows": [kept, _corpus_row("rewritten", 0.98, 1.20)]})[0] == 0
+    assert slow({"rows": [kept, _corpus_row("rewritten", 0.98, 0.89)]})[0] == 1
+    assert slow({"rows": [{**kept, "unchanged": []}, _corpus_row("rewritten", 0.98, 1.20)]})[0] == 1
+
+
+def test_a_variant_subst_cannot_read_is_not_the_original(tmp_path: Path) -> None:
+    """onnxruntime's transformers optimizer writes contrib ops into the default domain: subst refuses such a
+    file, and the corpus bench must go on with it marked changed, not stop (as a lease's first try did)."""
+    sys.path[:0] = [str(ROOT / "models")]
+    import bench_corpus
+
+    original = ROOT / "models" / "bert_tiny.onnx"
+    copy = tmp_path / "copy.onnx"
+    shutil.copy(original, copy)
+    unreadable = tmp_path / "contrib.onnx"
+    unreadable.write_bytes(b"not an onnx model")
+    variants = {"original": original, "again": original, "subst": copy, "ort_transformers": unreadable}
+    assert bench_corpus._unchanged(variants) == ["subst"]

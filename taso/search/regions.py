@@ -9,7 +9,8 @@ from its outputs to its inputs (`outside_links`) are what a rewrite of it must n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, fresh_names, lint, topological_order
@@ -34,15 +35,7 @@ def outside_links(g: Graph, region: Graph) -> tuple[Node, ...]:
     inputs = set(region.inputs)
     made_from: dict[str, list[str]] = {}
     for o in region.outputs:
-        reached, frontier = set(), [o]
-        while frontier:
-            for c in g.consumers.get(frontier.pop(), ()):
-                if id(c) in inside:
-                    continue
-                fresh = [v for v in c.outputs if v and v not in reached]
-                reached.update(fresh)
-                frontier.extend(fresh)
-        for i in sorted(inputs & reached):
+        for i in sorted(inputs & set(_downstream(g, o, inside))):
             made_from.setdefault(i, []).append(o)
     return tuple(Node("outside", tuple(os), (i,)) for i, os in sorted(made_from.items()))
 
@@ -62,18 +55,25 @@ def surely_cycles(g: Graph, match: Match, outside: Sequence[Node]) -> bool:
         return False
     dst = match.rule.dst
     made = {o: n for n in dst.nodes for o in n.outputs}
-    links: dict[str, list[str]] = {}
-    for n in outside:
-        for i in n.inputs:
-            links.setdefault(i, []).extend(n.outputs)
+    links = _links(tuple(outside))
     matched = {id(n) for n in match.nodes.values()}
     for s, d in zip(match.rule.src.outputs, dst.outputs):
         if d not in made:
             continue  # the target hands one of its inputs on: nothing new computes it
         targets = {match.values[v] for v in _reads(dst, d, made) if v in match.values}
-        if targets and _reaches(g, match.values[s], targets, matched, links):
+        if targets and any(v in targets for v in _downstream(g, match.values[s], matched, links)):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=64)
+def _links(outside: tuple[Node, ...]) -> dict[str, tuple[str, ...]]:
+    """The outside paths as edges, value read -> values made: one region's, asked for at each of its matches."""
+    links: dict[str, tuple[str, ...]] = {}
+    for n in outside:
+        for i in n.inputs:
+            links[i] = (*links.get(i, ()), *n.outputs)
+    return links
 
 
 def _reads(dst: Graph, value: str, made: dict[str, Node]) -> set[str]:
@@ -91,19 +91,20 @@ def _reads(dst: Graph, value: str, made: dict[str, Node]) -> set[str]:
     return found
 
 
-def _reaches(g: Graph, start: str, targets: set[str], skip: set[int], links: dict[str, list[str]]) -> bool:
-    """Whether a value in ``targets`` is computed from ``start`` by nodes not in ``skip`` or the outside links."""
+def _downstream(
+    g: Graph, start: str, skip: set[int], links: Mapping[str, tuple[str, ...]] | None = None
+) -> Iterator[str]:
+    """The values computed from ``start``, nearest first along each path, through nodes of ``g`` not in ``skip``
+    (by identity) and the ``links`` (value read -> values made) that stand for paths outside ``g``."""
     seen, stack = {start}, [start]
     while stack:
         v = stack.pop()
-        if v in targets:
-            return True
-        nexts = [o for c in g.consumers.get(v, ()) if id(c) not in skip for o in c.outputs if o]
-        for o in (*nexts, *links.get(v, ())):
+        made = [o for c in g.consumers.get(v, ()) if id(c) not in skip for o in c.outputs if o]
+        for o in (*made, *(links or {}).get(v, ())):
             if o not in seen:
                 seen.add(o)
                 stack.append(o)
-    return False
+                yield o
 
 
 def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
