@@ -108,7 +108,12 @@ def _downstream(
 
 
 def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
-    """Groups of connected nodes whose op some rule mentions; everything else is a cut point."""
+    """Groups of connected nodes whose op some rule mentions; everything else is a cut point. A value connects
+    its producer to each reader, and two readers only where neither depends on the other: a rule that matches
+    two readers of one value and not the path between them would make one read its own result. Llama's layers
+    all read the rotary cos and sin and the attention mask: joined by them, four layers' rotary Muls were one
+    window of 64 nodes whose search spent its work on cross-layer merges `surely_cycles` turns down; apart,
+    each layer is a region of one form, searched once and replayed."""
     touchable = [
         n for n in g.nodes if not n.is_opaque and n.op in rule_ops and g.kinds.get(n.outputs[0]) is not Kind.CONSTANT
     ]
@@ -120,19 +125,40 @@ def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
             i = parent[i]
         return i
 
-    owner: dict[str, int] = {}
+    made: dict[str, int] = {}
+    readers: dict[str, list[int]] = {}
     for i, n in enumerate(touchable):
-        for v in (*n.reads, *n.outputs):
-            if g.kinds.get(v) is not Kind.ACTIVATION:
-                continue  # sharing a weight does not connect two places
-            if v in owner:
-                parent[find(i)] = find(owner[v])
-            else:
-                owner[v] = i
+        made.update((o, i) for o in n.outputs if g.kinds.get(o) is Kind.ACTIVATION)
+        for v in dict.fromkeys(n.reads):
+            if g.kinds.get(v) is Kind.ACTIVATION:  # sharing a weight does not connect two places
+                readers.setdefault(v, []).append(i)
+    below = _ancestors(g)
+    for v, idx in readers.items():
+        if v in made:
+            for i in idx:
+                parent[find(i)] = find(made[v])
+        for k, i in enumerate(idx):
+            for j in idx[k + 1 :]:
+                if find(i) != find(j) and not below[id(touchable[j])] >> g.positions[id(touchable[i])] & 1:
+                    parent[find(j)] = find(i)  # graph order: only the later of two readers can depend on the other
     groups: dict[int, list[Node]] = {}
     for i, n in enumerate(touchable):
         groups.setdefault(find(i), []).append(n)
     return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
+
+
+def _ancestors(g: Graph) -> dict[int, int]:
+    """Each node (by id) -> the nodes it depends on, as a bit set of their positions in ``g.nodes``."""
+    below: dict[int, int] = {}
+    producers, positions = g.producers, g.positions
+    for n in g.nodes:
+        bits = 0
+        for v in n.reads:
+            p = producers.get(v)
+            if p is not None:
+                bits |= below[id(p)] | 1 << positions[id(p)]
+        below[id(n)] = bits
+    return below
 
 
 def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth: int = 6) -> list[Node]:
