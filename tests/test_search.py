@@ -208,3 +208,40 @@ def test_prefetch_hears_every_candidate_before_it_is_costed_and_changes_nothing(
     # costed unheard: the graphs searched from and spliced, never a candidate heard only after it was costed
     unheard = {s for s, was in costed if not was}
     assert unheard and not unheard & heard
+
+
+REASSOCIATE = Rule(
+    parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %s: float32[] weight):
+          %a = Mul(%x, %y) : float32[2,4]
+          %b = Mul(%a, %s) : float32[2,4]
+          return %b"""
+    ),
+    parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %s: float32[] weight):
+          %c = Mul(%x, %s) : float32[2,4]
+          %b = Mul(%y, %c) : float32[2,4]
+          return %b"""
+    ),
+    name="reassociate",
+    status="proved",
+)
+
+
+def test_a_rewrite_cheaper_only_by_rounding_is_no_gain_and_earns_no_second_pass() -> None:
+    """The same units summed in another order cost a few ulps apart (GPT-2's GELU Muls reassociated: 5e-17 ms
+    "cheaper", which bought a second pass of a 66-node region's search): such a graph is not the result."""
+    g = parse_graph(
+        """graph(%x: float32[2,4], %y: float32[2,4], %s: float32[] = 0.25):
+          %a = Mul(%x, %y) : float32[2,4]
+          %b = Mul(%a, %s) : float32[2,4]
+          return %b"""
+    )
+    start = (0.1 + 0.2) + 0.3  # 0.6000000000000001
+
+    def rounding(h: Graph) -> float:
+        return start if h.structure == g.structure else 0.1 + (0.2 + 0.3)
+
+    found = optimize_graph(g, [REASSOCIATE], rounding, alpha=1.0, budget=3, time_limit=1e9)
+    assert found.candidates > 0 and not found.applied and found.graph is g
+    assert found.expanded <= 3
