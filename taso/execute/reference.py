@@ -43,7 +43,9 @@ class Reference:
     graph: Graph
     float32_ops: set[str] = field(default_factory=set)
     """Ops outside the catalogue that ran in their own (float32) types: onnxruntime has no double kernel."""
-    _sessions: dict[int, tuple[object, bool]] = field(default_factory=dict)
+    _sessions: dict[tuple, tuple[object, bool]] = field(default_factory=dict)
+    """Sessions by what a node's run depends on (`_signature`): Swin-T's 2,300 pass-through nodes (its shape
+    arithmetic, each Reshape of a layer) need a few dozen, and a session took longer to make than to run."""
 
     @classmethod
     def of(cls, g: Graph) -> Reference:
@@ -56,10 +58,10 @@ class Reference:
         g = self.graph
         values = {k: _double(v) for k, v in feeds.items()}
         values.update((k, _double(d.array)) for k, d in g.data.items())
-        for i, n in enumerate(g.nodes):
+        for n in g.nodes:
             try:  # numpy's errors (on a sequence-typed value, say) mean no reference, not a crash
                 if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
-                    outs = self._run_opaque(i, n, values)
+                    outs = self._run_opaque(n, values)
                 else:
                     outs = _run_numpy(n, [values[v] for v in n.inputs if v])
                 values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
@@ -67,15 +69,19 @@ class Reference:
                 raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
         return {o: values[o] for o in g.outputs}
 
-    def _run_opaque(self, index: int, n: Node, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    def _run_opaque(self, n: Node, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """One node in onnxruntime: in doubles where it has a kernel for them, else in the model's types."""
         reads = [v for v in dict.fromkeys((*n.inputs, *n.implicit)) if v]
-        if index not in self._sessions:
-            self._sessions[index] = self._session(n, reads, values)
-        session, in_double = self._sessions[index]
-        feeds = {v: values[v] if in_double else values[v].astype(self._model_dtype(v, values[v])) for v in reads}
+        args = [values[v] for v in reads]
+        own = [self._model_dtype(v, a) for v, a in zip(reads, args)]
+        one, names = _by_position(n, reads)
+        key = (one, tuple((a.dtype.str, a.shape) for a in args), tuple(d.str for d in own))
+        if key not in self._sessions:
+            self._sessions[key] = self._session(one, names, args, own)
+        session, in_double = self._sessions[key]
+        feeds = {name: a if in_double else a.astype(d) for name, a, d in zip(names, args, own)}
         try:
-            return session.run([o for o in n.outputs if o], feeds)  # type: ignore[attr-defined]
+            return session.run([o for o in one.outputs if o], feeds)  # type: ignore[attr-defined]
         except Exception as e:  # onnxruntime raises its own exception types
             raise NoReference(f"{n.op} cannot run in onnxruntime ({str(e).splitlines()[0][:200]})") from None
 
@@ -84,7 +90,7 @@ class Reference:
         t = self.graph.types.get(name)
         return np.dtype(t.dtype) if t is not None and a.dtype.kind == "f" and np.dtype(t.dtype).kind == "f" else a.dtype
 
-    def _session(self, n: Node, reads: list[str], values: Mapping[str, np.ndarray]) -> tuple[object, bool]:
+    def _session(self, n: Node, names: list[str], args: list[np.ndarray], own: list[np.dtype]) -> tuple[object, bool]:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -95,12 +101,9 @@ class Reference:
         outputs = tuple(o for o in n.outputs if o)
         reason = ""
         for in_double in (True, False):
-            types = {
-                v: TensorType(str(values[v].dtype if in_double else self._model_dtype(v, values[v])), values[v].shape)
-                for v in reads
-            }
+            types = {v: TensorType(str(a.dtype if in_double else d), a.shape) for v, a, d in zip(names, args, own)}
             one = replace(
-                self.graph, nodes=(n,), inputs=tuple(reads), outputs=outputs, weights=(), data={}, types=types
+                self.graph, nodes=(n,), inputs=tuple(names), outputs=outputs, weights=(), data={}, types=types
             )
             try:
                 session = ort.InferenceSession(onnx_io.model_bytes(one), opts, providers=["CPUExecutionProvider"])
@@ -111,6 +114,18 @@ class Reference:
                 self.float32_ops.add(n.op)
             return session, in_double
         raise NoReference(f"{n.op} cannot run in onnxruntime ({reason})")
+
+
+def _by_position(n: Node, reads: list[str]) -> tuple[Node, list[str]]:
+    """``n`` with its values named by position and no name of its own, so that nodes alike (each layer's
+    Reshape) are one node to a session, and the names its reads have there. A node with a subgraph keeps its
+    value names: the subgraph reads outer values by name."""
+    n = replace(n, name="", doc="")
+    if n.implicit:
+        return n, reads
+    names = {v: f"in{k}" for k, v in enumerate(reads)}
+    outputs = tuple(f"out{k}" if o else "" for k, o in enumerate(n.outputs))
+    return replace(n, inputs=tuple(names.get(i, "") for i in n.inputs), outputs=outputs), list(names.values())
 
 
 def _run_numpy(n: Node, args: list[np.ndarray]) -> tuple[np.ndarray, ...]:
