@@ -132,14 +132,16 @@ def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
         for v in dict.fromkeys(n.reads):
             if g.kinds.get(v) is Kind.ACTIVATION:  # sharing a weight does not connect two places
                 readers.setdefault(v, []).append(i)
-    below = _ancestors(g)
+    shared = sorted({i for idx in readers.values() if len(idx) > 1 for i in idx})
+    below = _ancestors(g, [touchable[i] for i in shared])
+    bit = {i: 1 << k for k, i in enumerate(shared)}
     for v, idx in readers.items():
         if v in made:
             for i in idx:
                 parent[find(i)] = find(made[v])
         for k, i in enumerate(idx):
             for j in idx[k + 1 :]:
-                if find(i) != find(j) and not below[id(touchable[j])] >> g.positions[id(touchable[i])] & 1:
+                if find(i) != find(j) and not below[id(touchable[j])] & bit[i]:
                     parent[find(j)] = find(i)  # graph order: only the later of two readers can depend on the other
     groups: dict[int, list[Node]] = {}
     for i, n in enumerate(touchable):
@@ -147,16 +149,18 @@ def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
     return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
 
 
-def _ancestors(g: Graph) -> dict[int, int]:
-    """Each node (by id) -> the nodes it depends on, as a bit set of their positions in ``g.nodes``."""
+def _ancestors(g: Graph, among: list[Node]) -> dict[int, int]:
+    """Each node of ``g`` (by id) -> which of ``among`` it depends on, as a bit set of their places in
+    ``among`` (bits for these few, not for every node: a graph of 50,000 nodes would need 300 MB)."""
+    bit = {id(n): 1 << k for k, n in enumerate(among)}
     below: dict[int, int] = {}
-    producers, positions = g.producers, g.positions
+    producers = g.producers
     for n in g.nodes:
         bits = 0
         for v in n.reads:
             p = producers.get(v)
             if p is not None:
-                bits |= below[id(p)] | 1 << positions[id(p)]
+                bits |= below[id(p)] | bit.get(id(p), 0)
         below[id(n)] = bits
     return below
 
