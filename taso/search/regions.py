@@ -10,7 +10,7 @@ from its outputs to its inputs (`outside_links`) are what a rewrite of it must n
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from taso.ir import Graph, Kind, Node, eliminate_dead, fresh_names, lint, topological_order
@@ -132,27 +132,26 @@ def regions(g: Graph, rule_ops: set[str]) -> list[list[Node]]:
         for v in dict.fromkeys(n.reads):
             if g.kinds.get(v) is Kind.ACTIVATION:  # sharing a weight does not connect two places
                 readers.setdefault(v, []).append(i)
-    shared = sorted({i for idx in readers.values() if len(idx) > 1 for i in idx})
-    below = _ancestors(g, [touchable[i] for i in shared])
-    bit = {i: 1 << k for k, i in enumerate(shared)}
+    depends = _dependence(g, [touchable[i] for idx in readers.values() if len(idx) > 1 for i in idx])
     for v, idx in readers.items():
         if v in made:
             for i in idx:
                 parent[find(i)] = find(made[v])
         for k, i in enumerate(idx):
-            for j in idx[k + 1 :]:
-                if find(i) != find(j) and not below[id(touchable[j])] & bit[i]:
-                    parent[find(j)] = find(i)  # graph order: only the later of two readers can depend on the other
+            for j in idx[k + 1 :]:  # graph order: only the later of two readers can depend on the other
+                if find(i) != find(j) and not depends(touchable[j], touchable[i]):
+                    parent[find(j)] = find(i)
     groups: dict[int, list[Node]] = {}
     for i, n in enumerate(touchable):
         groups.setdefault(find(i), []).append(n)
     return sorted(groups.values(), key=lambda ns: g.nodes.index(ns[0]))
 
 
-def _ancestors(g: Graph, among: list[Node]) -> dict[int, int]:
-    """Each node of ``g`` (by id) -> which of ``among`` it depends on, as a bit set of their places in
-    ``among`` (bits for these few, not for every node: a graph of 50,000 nodes would need 300 MB)."""
-    bit = {id(n): 1 << k for k, n in enumerate(among)}
+def _dependence(g: Graph, among: list[Node]) -> Callable[[Node, Node], bool]:
+    """Whether a node of ``g`` depends on a node of ``among`` (through any path), told in one pass over ``g``:
+    each node's ancestors among those, as a bit set (bits for these few, not for every node: a graph of 50,000
+    nodes would need 300 MB)."""
+    bit = {id(n): 1 << k for k, n in enumerate(dict.fromkeys(among))}
     below: dict[int, int] = {}
     producers = g.producers
     for n in g.nodes:
@@ -162,7 +161,7 @@ def _ancestors(g: Graph, among: list[Node]) -> dict[int, int]:
             if p is not None:
                 bits |= below[id(p)] | bit.get(id(p), 0)
         below[id(n)] = bits
-    return below
+    return lambda later, earlier: bool(below[id(later)] & bit.get(id(earlier), 0))
 
 
 def with_context(g: Graph, nodes: list[Node], context_ops: frozenset[str], depth: int = 6) -> list[Node]:
