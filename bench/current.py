@@ -487,7 +487,7 @@ METRICS: list[Metric] = [
         "make test, 2-core machine",
         31,
         Target("<=", 720, "<= 12 min"),
-        "2026-11-27/maketest-cpu-046dda3.json",
+        "2026-11-27/maketest-cpu-8f9661e.json",
         lambda d: (
             d["make_test"]["wall_s"],
             f"{_minutes(d['make_test']['wall_s'])}, {d['make_test']['passed']} passed",
