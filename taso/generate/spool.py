@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from taso.cachedir import cache_dir
+from taso.cachedir import cache_dir, cache_folder
 from taso.errors import BadInput
 from taso.generate.columns import CLASS, GRAPH, MEMBER
 from taso.generate.forms import ROW, Settings
@@ -38,9 +38,14 @@ def bucket_of(fp: np.ndarray) -> np.ndarray:
 
 
 def default_folder(settings: Settings) -> Path:
-    """The per-user work folder of these settings: a rerun with ``--resume`` finds it again."""
+    """The per-user work folder of these settings: a rerun with ``--resume`` finds it again. It is in the cache
+    folder, made the user's alone (`cache_folder`: a resumed run reads back what it holds)."""
     text = json.dumps(settings.as_dict(), sort_keys=True)
-    return cache_dir() / "generate" / hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    name = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    try:
+        return cache_folder("generate") / name
+    except OSError:
+        return cache_dir() / "generate" / name  # it cannot be made: `Spool.open` says so, in one line
 
 
 class Spool:
