@@ -31,7 +31,7 @@ from pathlib import Path
 
 import z3
 
-from taso.cachedir import cache_dir
+from taso.cachedir import cache_folder
 from taso.rules import Rule
 from taso.verify import content
 from taso.verify.spec import Specs, Symbol, load_specs
@@ -92,30 +92,57 @@ def _symbol(s: Symbol) -> str:
 
 def for_folder(folder: str | Path) -> Basis:
     """The `Basis` of the specs under ``folder``, from the user's cache where these files were digested before
-    (by this code), else from the specs loaded (`load_specs` refuses a broken folder: `BadInput`)."""
+    (by this code), else from the specs loaded (`load_specs` refuses a broken folder: `BadInput`). A cached one
+    is used only where it names the key it is filed under and its parts are the ones its digest vouches for
+    (`_vouched`): an empty, cut or misfiled file is passed by, and the specs loaded again."""
     root = Path(folder)
     key = files_key(root)
-    path = cache_dir() / "specs-basis" / f"{key}.json"
     with contextlib.suppress(OSError, ValueError):
-        return Basis(json.loads(path.read_text()))
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        shipped = json.loads(SHIPPED.read_text())
-        if shipped["key"] == key:
-            return Basis(shipped["parts"])
+        parts = _vouched(json.loads(SHIPPED.read_text()), key)
+        if parts is not None:
+            return Basis(parts)
+    try:
+        path = cache_folder("specs-basis") / f"{key}.json"
+    except OSError:
+        return Basis.of(load_specs(root))  # no cache folder: the specs loaded, every time
+    with contextlib.suppress(OSError, ValueError):
+        parts = _vouched(json.loads(path.read_text()), key)
+        if parts is not None:
+            return Basis(parts)
     basis = Basis.of(load_specs(root))
     with contextlib.suppress(OSError):  # an unwritable cache only means loading the specs again next time
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-            json.dump(basis.parts, f)
+            json.dump(_record(key, basis.parts), f, sort_keys=True)
         os.replace(f.name, path)
     return basis
+
+
+def _record(key: str, parts: Mapping[str, str]) -> dict:
+    """What a cached or shipped `Basis` holds: the key of the spec files it was taken from, its parts, and the
+    digest of both."""
+    return {"key": key, "parts": dict(parts), "digest": _digest(key, parts)}
+
+
+def _digest(key: str, parts: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps([key, sorted(parts.items())]).encode()).hexdigest()
+
+
+def _vouched(record: object, key: str) -> dict[str, str] | None:
+    """The parts ``record`` (`_record`) holds where it was taken for ``key`` and they are those its digest
+    covers, else None."""
+    if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("parts"), dict):
+        return None
+    parts = record["parts"]
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items()):
+        return None
+    return parts if record.get("digest") == _digest(key, parts) else None
 
 
 def ship(folder: str | Path) -> None:
     """Write the `Basis` of the specs under ``folder`` as `SHIPPED` (through a temp file and a rename): for
     `make rulecache` only, since a run never writes into the package."""
     root = Path(folder)
-    text = json.dumps({"key": files_key(root), "parts": Basis.of(load_specs(root)).parts}, indent=0, sort_keys=True)
+    text = json.dumps(_record(files_key(root), Basis.of(load_specs(root)).parts), indent=0, sort_keys=True)
     with tempfile.NamedTemporaryFile("w", dir=SHIPPED.parent, delete=False, suffix=".tmp") as f:
         f.write(text + "\n")
     os.chmod(f.name, 0o644)  # package data: read by every user

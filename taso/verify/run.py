@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import multiprocessing
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ import sqlite_utils
 import z3
 
 from taso import ops
-from taso.cachedir import cache_dir
+from taso.cachedir import cache_folder
 from taso.errors import CheckFailed
 from taso.rules import Rule, condition_to_json, provenance, store
 from taso.verify.basis import Basis, files_key
@@ -296,22 +297,31 @@ class Summary:
         return out
 
 
-def _passed_marker(root: Path) -> Path:
-    """Where a passed spec check of the specs under ``root`` is remembered, keyed by their digest and by the code
-    that checks them (the catalogue's semantics, the spec vocabulary, the checker)."""
-    h = hashlib.sha256(files_key(root).encode())
+def _passed_marker(specs: Specs) -> tuple[Path, str]:
+    """Where a passed spec check of ``specs`` is remembered (OSError where the cache folder cannot be made), and
+    what that record must say: the digest of what was checked (the spec files, and the code that checks them:
+    the catalogue's semantics, the spec vocabulary, the checker), the axioms checked, and that they passed. The
+    record is filed under that digest and read back only where it says exactly this, so an empty or planted
+    file does not switch the check off."""
+    h = hashlib.sha256(files_key(specs.root).encode())
     here = Path(__file__).resolve().parent.parent
     for path in (*sorted((here / "ops").glob("*.py")), here / "verify" / "speccheck.py"):
         h.update(path.read_bytes())
-    return cache_dir() / "specs-checked" / h.hexdigest()[:32]
+    record = json.dumps({"checked": h.hexdigest(), "axioms": [a.name for a in specs.axioms], "result": "passed"})
+    return cache_folder("specs-checked") / h.hexdigest()[:32], record
 
 
 def require_sound(specs: Specs) -> None:
     """Raise `CheckFailed` unless every axiom holds against the ops' semantics (`subst verify --check-specs`).
-    A pass is remembered in the user's cache, so each verify of the same specs does not pay it again."""
-    marker = _passed_marker(specs.root)
-    if marker.exists():
-        return
+    A pass is remembered in the user's cache (`_passed_marker`), so each verify of the same specs does not pay
+    it again; a cache folder that cannot be made only means checking every time."""
+    try:
+        marker, record = _passed_marker(specs)
+    except OSError:
+        marker, record = None, ""
+    with contextlib.suppress(OSError):
+        if marker is not None and marker.read_text() == record:
+            return
     failing = [r.name for r in check_specs(specs) if not r.ok]
     if failing:
         raise CheckFailed(
@@ -319,8 +329,8 @@ def require_sound(specs: Specs) -> None:
             "no rule is proved from them; see `subst verify --check-specs`"
         )
     with contextlib.suppress(OSError):  # an unwritable cache only means checking again next time
-        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        marker.touch()
+        if marker is not None:
+            marker.write_text(record)
 
 
 def pending(db: sqlite_utils.Database, force: bool = False) -> list[dict]:
