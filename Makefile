@@ -62,7 +62,7 @@ store: setup
 	mv build/new-store.db substitutions.db
 	$(MAKE) rulecache
 
-# The shipped store's rules, parsed and indexed for the search (taso/search/rulecache.pickle, package data),
+# The shipped store's rules, parsed and lifted for the search (taso/search/rulecache.json, package data),
 # so that a cold run reads them instead of building them (~16 s on the 2-core machine), and the shipped specs'
 # digests that proofs are trusted by (taso/verify/basis.json, ~2 s). A run uses each only while it is current: run
 # this after changing the store, the specs or the code that shapes them (taso/search/rulecache.py's CODE,

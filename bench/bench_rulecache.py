@@ -5,7 +5,7 @@
 Each timing is a fresh process with an empty per-user cache (a new XDG_CACHE_HOME), as a new user's first run,
 timing `rulecache.proved_rules` and `rulecache.search_index` as `taso.optimize` calls them (the store opened
 and its key digested included; imports not). Three ways, in turn within each round so that they share the
-machine's load: ``shipped`` reads the package's form (rulecache.pickle), ``built`` passes it by (as when it is
+machine's load: ``shipped`` reads the package's form (rulecache.json), ``built`` passes it by (as when it is
 stale, or for a store of the user's own) and parses and indexes the rules, ``warm`` reads the user cache that
 ``built`` wrote. Writes bench/results/<today>/rulecache-cpu.json (``--result``) and prints the medians.
 """
@@ -32,11 +32,11 @@ from pathlib import Path
 from taso.rules import store
 from taso.search import rulecache
 if sys.argv[1] == "built":
-    rulecache.SHIPPED = Path("/nonexistent/rulecache.pickle")
+    rulecache.SHIPPED = Path("/nonexistent/rulecache.json")
 start = time.perf_counter()
 db = store.open_store(store.DEFAULT_PATH)
 rules = rulecache.proved_rules(db)
-index = rulecache.search_index(db, rules)
+index = rulecache.search_index(rules)
 print(json.dumps({"seconds": time.perf_counter() - start, "rules": len(rules), "variants": len(index.rules)}))
 """
 

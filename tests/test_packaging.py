@@ -147,7 +147,7 @@ def test_a_wheel_installed_in_a_fresh_venv_optimizes_from_anywhere_and_writes_no
     onnx.checker.check_model(str(work / "bert.opt.onnx"), full_check=True)
     with sqlite3.connect(cache / "subst" / "costs.db") as costs:
         assert costs.execute("SELECT count(*) FROM costs").fetchone()[0] > 0  # measured, and cached per user
-    assert (site / "taso" / "search" / "rulecache.pickle").is_file()
+    assert (site / "taso" / "search" / "rulecache.json").is_file()
     r = run(venv / "bin" / "python", "-c", "from taso.cost import tables; print(tables.PRIORS[0])")
     assert r.returncode == 0 and Path(r.stdout.strip()).is_relative_to(site.resolve()), r.stdout + r.stderr  # the H100 prior ships
     assert Path(r.stdout.strip()).is_file()

@@ -1,14 +1,13 @@
-"""The cached form of a store's rules: read instead of parsed, never stale, kept out of the store's folder."""
+"""The cached form of a store's rules: read instead of parsed, never stale, kept out of the store's folder, and data
+that can neither run code nor bring a rule the store and its proofs do not vouch for."""
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import sqlite3
 import sys
 import time
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
 from taso.rules import RuleIndex, store
 from taso.search import rulecache
+from taso.search.backtrack import both_directions
 
 
 @pytest.fixture
@@ -42,13 +42,13 @@ def test_the_second_read_comes_from_the_user_cache_and_equals_the_parse(cache: P
     db = store.open_store(db_path)
     parsed = list(store.load_rules(db, status="proved"))
     first = rulecache.proved_rules(db)
-    (written,) = cache.glob("rules-*.pickle")
+    (written,) = cache.glob("rules-*.json")
     assert _as_text(first) == _as_text(parsed)
     assert os.listdir(db_path.parent) == ["rules.db"]  # nothing beside the store
     inode = written.stat().st_ino  # a form written again is a new file (written aside, then renamed)
     again = rulecache.proved_rules(db)
     assert _as_text(again) == _as_text(parsed) and written.stat().st_ino == inode  # read, not rewritten
-    index = rulecache.search_index(db, again)
+    index = rulecache.search_index(again)
     assert [r.name for r in index.rules][:2] == ["merge-matmuls", "merge-matmuls~reverse"]
 
 
@@ -69,11 +69,11 @@ def test_a_raw_sql_update_of_a_rule_misses_the_cache(cache: Path, db_path: Path,
 def test_an_index_of_some_rules_is_not_the_index_of_all(cache: Path, db_path: Path) -> None:
     db = store.open_store(db_path)
     rules = rulecache.proved_rules(db)
-    every = rulecache.search_index(db, rules)
-    some = rulecache.search_index(db, rules[1:])
+    every = rulecache.search_index(rules)
+    some = rulecache.search_index(rules[1:])
     assert "merge-matmuls" in {r.name for r in every.rules}
     assert "merge-matmuls" not in {r.name for r in some.rules}
-    assert {r.name for r in rulecache.search_index(db, rules[1:]).rules} == {r.name for r in some.rules}
+    assert {r.name for r in rulecache.search_index(rules[1:]).rules} == {r.name for r in some.rules}
 
 
 def test_an_unwritable_cache_costs_the_parse_and_nothing_else(cache: Path, db_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_an_unwritable_cache_costs_the_parse_and_nothing_else(cache: Path, db_pa
 def test_a_cache_file_cut_short_is_built_again(cache: Path, db_path: Path) -> None:
     db = store.open_store(db_path)
     rulecache.proved_rules(db)
-    (written,) = cache.glob("rules-*.pickle")
+    (written,) = cache.glob("rules-*.json")
     written.write_bytes(written.read_bytes()[:100])  # a disk that filled up, a copy that was cut
     assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
     assert written.stat().st_size > 100
@@ -101,10 +101,10 @@ def _small_store(folder: Path, name: str) -> sqlite_utils.Database:
 
 def test_a_test_suite_of_small_stores_does_not_push_out_the_store_in_use(cache: Path, db_path: Path) -> None:
     rulecache.proved_rules(store.open_store(db_path))
-    (in_use,) = cache.glob("rules-*.pickle")
+    (in_use,) = cache.glob("rules-*.json")
     for i in range(40):
         rulecache.proved_rules(_small_store(db_path.parent, f"small{i}"))
-    assert in_use.exists() and len(list(cache.glob("rules-*.pickle"))) == 41
+    assert in_use.exists() and len(list(cache.glob("rules-*.json"))) == 41
 
 
 def test_past_the_size_cap_the_form_used_least_recently_goes(
@@ -112,10 +112,10 @@ def test_past_the_size_cap_the_form_used_least_recently_goes(
 ) -> None:
     a, b, c = (_small_store(db_path.parent, name) for name in "abc")
     rulecache.proved_rules(a)
-    (first,) = cache.glob("rules-*.pickle")
+    (first,) = cache.glob("rules-*.json")
     monkeypatch.setattr(rulecache, "MAX_BYTES", int(2.5 * first.stat().st_size))
     rulecache.proved_rules(b)
-    (second,) = set(cache.glob("rules-*.pickle")) - {first}
+    (second,) = set(cache.glob("rules-*.json")) - {first}
     for age, form in ((20, first), (10, second)):  # a minute's history, apart beyond the clock's granularity
         os.utime(form, (time.time() - age, time.time() - age))
     rulecache.proved_rules(a)  # read: now the most recently used
@@ -126,10 +126,17 @@ def test_past_the_size_cap_the_form_used_least_recently_goes(
 @pytest.fixture
 def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where `rulecache.ship` writes and a run looks for the shipped form: a file of the test's own."""
-    path = tmp_path / "package" / "rulecache.pickle"
+    path = tmp_path / "package" / "rulecache.json"
     path.parent.mkdir()
     monkeypatch.setattr(rulecache, "SHIPPED", path)
     return path
+
+
+def _built(rules: list) -> RuleIndex:
+    """The search's index as `taso.search` makes it from parsed rules: what a read form must give."""
+    index = RuleIndex(both_directions(r for r in rules if not r.always))
+    index.shrinking  # noqa: B018
+    return index
 
 
 def _index_order(index: RuleIndex) -> list[tuple]:
@@ -143,11 +150,11 @@ def test_the_shipped_form_is_read_as_built_and_nothing_is_written(cache: Path, s
     rulecache.ship(db)
     assert shipped.stat().st_mode & 0o777 == 0o644  # package data: every user reads it
     rules = rulecache.proved_rules(db)
-    index = rulecache.search_index(db, rules)
+    index = rulecache.search_index(rules)
     assert not cache.exists() or not list(cache.glob("*.pickle"))
     parsed = list(store.load_rules(db, status="proved"))
     assert _as_text(rules) == _as_text(parsed)
-    built = rulecache._index(parsed)
+    built = _built(parsed)
     assert _index_order(index) == _index_order(built)
     assert _index_order(index.shrinking) == _index_order(built.shrinking)
 
@@ -176,7 +183,7 @@ def test_a_shipped_form_of_other_code_is_passed_by(
     rulecache.ship(db)
     monkeypatch.setattr(rulecache, "CODE", rulecache.CODE[:-1])
     assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
-    assert len(list(cache.glob("rules-*.pickle"))) == 1
+    assert len(list(cache.glob("rules-*.json"))) == 1
 
 
 def test_a_shipped_form_that_cannot_be_read_is_passed_by(cache: Path, shipped: Path, db_path: Path) -> None:
@@ -198,11 +205,11 @@ def test_the_shipped_form_holds_what_the_shipped_store_parses_to(cache: Path) ->
     """The same rules, the same search index: every variant in the same order, indexed under the same keys."""
     db = store.open_store(store.DEFAULT_PATH)
     rules = rulecache.proved_rules(db)
-    index = rulecache.search_index(db, rules)
+    index = rulecache.search_index(rules)
     assert not cache.exists() or not list(cache.glob("*.pickle"))  # the shipped form was read
     parsed = list(store.load_rules(db, status="proved"))
     assert _as_text(rules) == _as_text(parsed)
-    built = rulecache._index(parsed)
+    built = _built(parsed)
     for a, b in ((index, built), (index.shrinking, built.shrinking)):
         assert _index_order(a) == _index_order(b)
         assert list(a.groups.items()) == list(b.groups.items())
@@ -222,11 +229,87 @@ def test_the_key_is_the_same_under_another_python_version(db_path: Path, monkeyp
     assert rulecache.rows_digest(db) == key
 
 
-def test_a_form_naming_code_outside_its_key_is_passed_by(cache: Path, shipped: Path, db_path: Path) -> None:
-    """A form is restored only from the classes of the modules its key covers: one that names another (here a
-    Counter where the rules go) is refused, and the rules are parsed, not taken from it."""
+def _pickle_calling(command: str) -> bytes:
+    """A pickle that runs ``command`` when loaded, through a module an allow-list of taso's modules admits: the
+    dotted name reaches `os.system` through this module's own import of os (protocol 4 and on resolve it)."""
+    text = [b"\x80\x05", _short(b"taso.search.rulecache"), _short(b"os.system"), b"\x93", _short(command.encode())]
+    return b"".join([*text, b"\x85R."])
+
+
+def _short(s: bytes) -> bytes:
+    return b"\x8c" + bytes([len(s)]) + s
+
+
+def test_a_planted_pickle_in_the_cache_runs_nothing_and_the_rules_are_built_anew(
+    cache: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """A pickle planted where a form is read (under either name) is never loaded: the command it would run does
+    not run, the rules are parsed, and the pickle is cleared away."""
     db = store.open_store(db_path)
-    with shipped.open("wb") as f:
-        f.write(f"{rulecache.rows_digest(db)}\n".encode())
-        pickle.dump(([Counter()], RuleIndex([])), f, protocol=rulecache.PROTOCOL)
+    key = rulecache.rows_digest(db)
+    ran = tmp_path / "ran"
+    planted = _pickle_calling(f"touch {ran}")
+    cache.mkdir(parents=True, mode=0o700)
+    (cache / f"rules-{key[:32]}.pickle").write_bytes(planted)
+    (cache / f"rules-{key[:32]}.json").write_bytes(f"{key}\n".encode() + planted)
     assert _as_text(rulecache.proved_rules(db)) == _as_text(list(store.load_rules(db, status="proved")))
+    assert not ran.exists()
+    assert sorted(p.name for p in cache.iterdir()) == [f"rules-{key[:32]}.json"]
+
+
+def _plant(form: Path, rule: list, lift: list | None = None) -> None:
+    """Add ``rule`` (and a lift of it) to the cached form at ``form``, keeping its key line."""
+    key, body = form.read_bytes().split(b"\n", 1)
+    data = json.loads(body)
+    data["rules"].append(rule)
+    if lift is not None:
+        data["lifts"].append(lift)
+    form.write_bytes(key + b"\n" + json.dumps(data).encode())
+
+
+def test_a_rule_planted_in_the_cache_is_not_read(cache: Path, db_path: Path) -> None:
+    """A form in the user's cache with one rule more than the store, or one whose graphs are not what its row's id
+    says, is not read: the store is parsed, and the form written again."""
+    db = store.open_store(db_path)
+    rules = rulecache.proved_rules(db)
+    (form,) = cache.glob("rules-*.json")
+    key, body = form.read_bytes().split(b"\n", 1)
+    original = json.loads(body)
+    first = original["rules"][0]
+    swapped = [first[1], first[0], *first[2:]]  # the same row, id and proof; the sides exchanged
+    for planted in (
+        {**original, "rules": [*original["rules"], first]},
+        {**original, "rules": [swapped, *original["rules"][1:]]},
+    ):
+        form.write_bytes(key + b"\n" + json.dumps(planted).encode())
+        assert _as_text(rulecache.proved_rules(db)) == _as_text(rules)
+        assert json.loads(form.read_bytes().split(b"\n", 1)[1]) == original
+
+
+def test_the_index_holds_exactly_the_rules_given_and_their_lifts(cache: Path, shipped: Path, db_path: Path) -> None:
+    """A form's rule that provenance did not pass, and a lift filed under it, never reach the search's index, even
+    from the shipped form: the index is built from the rules given alone."""
+    db = store.open_store(db_path)
+    rulecache.ship(db)
+    extra = replace(MERGE_MATMULS, name="planted", status="proved")
+    lift = [3, rulecache._graph(extra.dst), rulecache._graph(extra.src), None]
+    _plant(shipped, rulecache._rule(extra), lift)
+    rules = rulecache.proved_rules(db)
+    assert [r.name for r in rules][-1] == "planted"  # read: the shipped form is trusted as the package is
+    index = rulecache.search_index(rules[:3])
+    assert _index_order(index) == _index_order(_built(rules[:3]))
+    assert "planted" not in {r.name for r in index.rules} and len(index.rules) == len(_built(rules[:3]).rules)
+
+
+def test_a_lift_planted_in_the_users_cache_never_reaches_the_search(cache: Path, db_path: Path) -> None:
+    """A user's cached form gives rules alone: a lift filed there under a rule of the store (here the rule read
+    backwards, which its proof does not say) is not taken, and the rules' lifts are made anew."""
+    db = store.open_store(db_path)
+    rules = rulecache.proved_rules(db)
+    (form,) = cache.glob("rules-*.json")
+    key, body = form.read_bytes().split(b"\n", 1)
+    data = json.loads(body)
+    data["lifts"] = [[0, rulecache._graph(rules[0].dst), rulecache._graph(rules[0].src), None]]
+    form.write_bytes(key + b"\n" + json.dumps(data).encode())
+    again = rulecache.proved_rules(db)
+    assert _index_order(rulecache.search_index(again)) == _index_order(_built(again))

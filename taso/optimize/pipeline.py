@@ -95,7 +95,7 @@ def read_rules(run: Run) -> Run:
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
     if not proved:
         return run
-    return replace(run, proved=proved, index=rulecache.search_index(run.db, proved))
+    return replace(run, proved=proved, index=rulecache.search_index(proved))
 
 
 def precompute_weights(run: Run) -> Run:

@@ -1,47 +1,49 @@
-"""The store's proved rules, and the search's index of them, in a form that costs nothing to read.
+"""The store's proved rules, and their lifts for the search, in a form that costs little to read and runs nothing.
 
 Parsing the ~4,200 proved rules from their text took 60 % of a small `optimize` run (1.7 s of 2.9 s for a
-2-node model on the 2-core machine), and preparing them for the search (both directions, lifted, indexed) most
-of the rest. Both are pickled, once, into the user's cache folder (``$XDG_CACHE_HOME/subst``, else
-``~/.cache/subst``; never beside the store, which may be read-only or shared, nor in the package). A cached form
-is keyed by a digest of the store's proved rule rows, every column (status, detail and conditions included:
-a verdict changed by any means, a raw SQL update too, misses the cache), and of the code that reads and
-prepares them. A cache that cannot be read or written is passed by: the rules are parsed as before.
+2-node model on the 2-core machine), and lifting them for the search (`taso.rules.lifted`) much of the rest.
+Both are written, once, as JSON into the user's cache folder (`taso.cachedir.cache_folder`: the user's alone,
+never beside the store, which may be read-only or shared, nor in the package). A cached form is keyed by a
+digest of the store's proved rule rows, every column (status, detail and conditions included: a verdict
+changed by any means, a raw SQL update too, misses the cache), and of the code that reads and prepares them.
+A cache that cannot be read or written is passed by: the rules are parsed as before. The shipped store's form
+ships too (`SHIPPED`, package data like the store): written by `make rulecache` (and `make store`) alone,
+never at run time, it is read where its key is the one the user cache would file it under, and is otherwise
+passed by as if absent; a test says when it is stale.
 
-A cold start still parsed and indexed them (15 s on the loaded 2-core machine, nearly all of a cold run's
-start-up), so the shipped store's form ships too (`SHIPPED`, package data like the store): written by
-`make rulecache` (and `make store`) alone, never at run time, it is read where its key is the one the user
-cache would file it under, and is otherwise passed by as if absent (bench/bench_rulecache.py: 1.25 s against
-14.85 s built). Parsing and indexing made cheap instead would have had to get ~12x faster, where parsing is a
-third of the build and each other part (lifting, indexing, pickling) a sixth to a quarter; the shipped form
-costs a developer command after a change to the store or to the code in `CODE`, and a test says when.
-
-The form is plain data: the classes of the modules in `CODE` (whose code the key covers), numpy arrays and
-Python's own containers; the unpickler admits no other class (`_Unpickler`), so nothing in it depends on the
-Python that pickled it beyond the pickle protocol, and one shipped form serves 3.11 and 3.12 alike (the GPU
-machine's 3.12 built its own in 7-11 s of every cold start while the key named the minor version).
+A form is data, never code: JSON read by `json` and arrays by `numpy.frombuffer` (an older subst pickled it,
+and a planted pickle ran a command). What it holds is not taken as is either. Its rules go through provenance
+like parsed ones (`taso.optimize.pipeline.read_rules`), and the search's index is built from exactly the rules
+that passed (`search_index`): a lift in the form is filed under the position of the rule it lifts and is used
+only with that rule, so an entry of no trusted rule never reaches the search. The index itself is built anew
+at every run (~1 s of 14,500 variants on the 2-core machine): its anchors are keyed by what matching requires
+of a node, which could only be checked by computing it again.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 import hashlib
+import json
 import os
-import pickle
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any
 
+import numpy as np
 import sqlite_utils
 
-from taso.cachedir import cache_dir
+from taso.cachedir import cache_folder
 from taso.ir import Graph, Node, TensorType
-from taso.rules import Rule, RuleIndex, store
-from taso.search.backtrack import both_directions
+from taso.ir.weights import WeightData
+from taso.rules import Rule, RuleIndex, lifted, store
+from taso.rules.rule import REVERSE, rule_id
 
 CODE = (
     "ir/types.py",
@@ -58,74 +60,93 @@ CODE = (
     "ops/normalisation.py",
     "ops/generators.py",
     "rules/rule.py",
-    "rules/match.py",
-    "search/backtrack.py",
     "rules/store.py",
     "search/rulecache.py",
 )
 """The modules (under taso/) whose code shapes a cached form: a change to any of them misses the cache."""
+FORMAT = "subst rule form 2 (json)"
+"""Named in every key: a form of another layout is never read as this one."""
+LIFT_EXTRA = (1, 2)
+"""The leading dims a rule is lifted by: to ranks 3 and 4 of its 2-D activations (`both_directions`'s own)."""
 MAX_BYTES = 256 * 2**20
-"""The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~9 MB,
+"""The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~20 MB,
 a test's small store's a few KB, so a test suite's hundreds of stores never push out the store in use (a
 count of files kept did)."""
 MAX_AGE_S = 30 * 86400
 """Forms not used for this long are removed."""
 
-PROTOCOL = 5
-"""The pickle protocol forms are written in, named in their key: every Python from 3.8 reads it."""
-_NUMPY = frozenset({("numpy", "dtype"), ("numpy._core.numeric", "_frombuffer")})
-"""What numpy 2 pickles an array (a weight of a rule's graph) as."""
+SHIPPED = Path(__file__).with_name("rulecache.json")
+"""The shipped store's form (`ship`): a line with its full key, then the JSON, which is read only when the key
+is the store's (`rows_digest`); a stale or missing one is passed by."""
 
-SHIPPED = Path(__file__).with_name("rulecache.pickle")
-"""The shipped store's rules and index (`ship`): a line with its full key, then the pickle, which is read only
-when the key is the store's (`rows_digest`); a stale or missing one is passed by."""
 
-T = TypeVar("T")
+@dataclass(frozen=True)
+class _Form:
+    """What a form holds: the proved rules in id order, and the lifts of each, by the rule's ``id()``."""
 
-_loaded: tuple[list[Rule], RuleIndex] | None = None
-"""The rules `proved_rules` read last, and the index of them all that was cached with them."""
+    rules: list[Rule]
+    lifts: dict[int, list[Rule]]
+
+
+_loaded: _Form | None = None
+"""The form `proved_rules` read or built last: its rules are kept alive, so their ``id()`` names them alone."""
 
 
 def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
-    """The store's proved rules in id order, with status and detail, as `store.load_rules` gives them. They
-    are cached with the index of them all (`search_index`), in one file: the graphs they share are read once;
-    the shipped form of them is read where it is the one the cache would hold."""
+    """The store's proved rules in id order, with status and detail, as `store.load_rules` gives them; with them,
+    the lifts of each are kept for `search_index`. The shipped form is read where it is the one the cache would
+    hold, then the user's cached form, else the store is parsed (and the form cached)."""
     global _loaded
-
-    def build() -> tuple[list[Rule], RuleIndex]:
-        rules = list(store.load_rules(db, status="proved"))
-        return rules, _index(rules)
-
     key = rows_digest(db)
-    _loaded = _from_shipped(key) or _cached("rules", key, build)
-    return list(_loaded[0])
+    _loaded = _read(SHIPPED, key) or _cached(key, db)
+    return list(_loaded.rules)
 
 
-def search_index(db: sqlite_utils.Database, rules: Sequence[Rule]) -> RuleIndex:
-    """The index the search matches with: ``rules`` (proved rules of ``db``) but the ``always`` ones, in both
-    directions and lifted (`both_directions`), the shrinking ones indexed too. The one cached with the rules
-    when ``rules`` are all that `proved_rules` gave, else one cached under the rules chosen."""
-    if _loaded is not None and len(rules) == len(_loaded[0]) and all(a is b for a, b in zip(rules, _loaded[0])):
-        return _loaded[1]
-    chosen = ",".join(str(r.row) for r in rules)
-    return _cached("index", hashlib.sha256(f"{rows_digest(db)}:{chosen}".encode()).hexdigest(), lambda: _index(rules))
-
-
-def _index(rules: Sequence[Rule]) -> RuleIndex:
-    index = RuleIndex(both_directions(r for r in rules if not r.always))
-    index.shrinking  # noqa: B018 (made now, so that it is cached too)
+def search_index(rules: Sequence[Rule]) -> RuleIndex:
+    """The index the search matches with, built from exactly ``rules`` (those that passed provenance): but the
+    ``always`` ones, each with its lifts and each read backwards where its proof covers that, as
+    `taso.search.both_directions` makes them, the shrinking ones indexed too. A rule `proved_rules` gave has its
+    lifts from the form; any other is lifted here."""
+    index = RuleIndex(_variants(rules))
+    index.shrinking  # noqa: B018 (made now, before the search's clock starts)
     return index
 
 
-def ship(db: sqlite_utils.Database) -> None:
-    """Write ``db``'s proved rules and their index, parsed anew, as `SHIPPED` (through a temp file and a
-    rename): for `make rulecache` only, since a run never writes into the package."""
+def _variants(rules: Iterable[Rule]) -> list[Rule]:
+    """``rules`` as `taso.search.both_directions` gives them, each rule's lifts taken from the form it came from."""
+    known = _loaded.lifts if _loaded is not None else {}
+    out = []
+    for r in rules:
+        if r.always:
+            continue
+        for v in (r, *(known[id(r)] if id(r) in known else _lifts(r))):
+            out.append(v)
+            if v.dst.nodes and v.reversible:
+                out.append(
+                    replace(v, src=v.dst, dst=v.src, name=f"{r.name}{REVERSE}" if r.name else "", id=f"{r.id}{REVERSE}")
+                )
+    return out
+
+
+def _lifts(rule: Rule) -> list[Rule]:
+    """``rule``'s lifts to more leading dims, where sound (`taso.rules.lifted`)."""
+    return [v for k in LIFT_EXTRA if (v := lifted(rule, k)) is not None]
+
+
+def _build(db: sqlite_utils.Database) -> _Form:
+    """The store's proved rules parsed, and each one's lifts made."""
     rules = list(store.load_rules(db, status="proved"))
-    fd, tmp = tempfile.mkstemp(dir=SHIPPED.parent, prefix=".tmp-", suffix=".pickle")
+    return _Form(rules, {id(r): _lifts(r) for r in rules if not r.always})
+
+
+def ship(db: sqlite_utils.Database) -> None:
+    """Write ``db``'s proved rules and their lifts, made anew, as `SHIPPED` (through a temp file and a rename):
+    for `make rulecache` only, since a run never writes into the package."""
+    text = _encode(rows_digest(db), _build(db))
+    fd, tmp = tempfile.mkstemp(dir=SHIPPED.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(f"{rows_digest(db)}\n".encode())
-            _Pickler(f, protocol=PROTOCOL).dump((rules, _index(rules)))
+            f.write(text)
         os.chmod(tmp, 0o644)  # package data: read by every user (mkstemp makes it the writer's alone)
         os.replace(tmp, SHIPPED)
     except BaseException:
@@ -133,20 +154,10 @@ def ship(db: sqlite_utils.Database) -> None:
         raise
 
 
-def _from_shipped(key: str) -> tuple[list[Rule], RuleIndex] | None:
-    """The shipped form (`SHIPPED`) when it was made for ``key``, else None: it is never unpickled otherwise."""
-    try:
-        with SHIPPED.open("rb") as f:
-            return _load(f) if f.readline() == f"{key}\n".encode() else None
-    except OSError:
-        return None
-
-
 def rows_digest(db: sqlite_utils.Database) -> str:
-    """A digest of every column of the store's proved rule rows, of the code that reads them, and of how they are
-    pickled: the Python implementation and the protocol, not its version (the form is plain data, which every
-    version restores alike: `_Unpickler`)."""
-    h = hashlib.sha256(f"{sys.implementation.name} pickle {PROTOCOL}".encode())
+    """A digest of every column of the store's proved rule rows, of the code that reads them, and of the form's
+    layout; not of the Python version (the form is JSON, which every version reads alike)."""
+    h = hashlib.sha256(f"{sys.implementation.name} {FORMAT}".encode())
     here = Path(__file__).resolve().parent.parent
     for name in CODE:
         h.update((here / name).read_bytes())
@@ -155,65 +166,155 @@ def rows_digest(db: sqlite_utils.Database) -> str:
     return h.hexdigest()
 
 
-def _cached(kind: str, key: str, build: Callable[[], T]) -> T:
-    """``build()``'s value, read from the cache file for ``key`` when there is one, else built and written.
-    The collector is off while reading, and what was read is then frozen out of its sight (`gc.freeze`): the
-    ~300,000 objects set it off again and again while being read (a third of the time), and every full
-    collection later in the run scanned them all (a 2-node model's start-up and check took twice as long on
-    the loaded 2-core machine). Rules hold no reference cycles, so frozen ones are still freed when dropped."""
-    path = cache_dir() / f"{kind}-{key[:32]}.pickle"
+def _cached(key: str, db: sqlite_utils.Database) -> _Form:
+    """The form for ``key`` from the user's cache where it holds one that is the store's (`_is_store`), else
+    built and written there. A user's form holds the rules alone: lifts, which only lifting them again could
+    check, are made anew for the rules that pass provenance (`_variants`)."""
     try:
-        with path.open("rb") as f:
-            value = _load(f)
+        path = cache_folder() / f"rules-{key[:32]}.json"
     except OSError:
-        value = None  # none yet: built below
-    if value is not None:
+        return _build(db)  # no cache folder: the parse, every time
+    form = _read(path, key)
+    if form is not None and _is_store(form.rules, db):
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go
-        return value
-    value = build()
+        return _Form(form.rules, {})
+    form = _build(db)
+    with contextlib.suppress(OSError):  # an unwritable cache costs the parse, nothing else
+        _write(path, _encode(key, _Form(form.rules, {})))
+    return form
+
+
+def _is_store(rules: Sequence[Rule], db: sqlite_utils.Database) -> bool:
+    """Whether ``rules`` are the store's proved rules, row for row: each says what its row's id (`rule_id`, a
+    digest of the rule's computation, taken again) says, with the row's name, conditions, status and detail. A
+    user's cached form is read only so (a form in the package is trusted as its code is): it cannot bring a
+    rule the store lacks, nor change what one of the store's says."""
+    rows = db.conn.execute(
+        "SELECT id, rule_id, name, conditions, status, detail FROM rules WHERE status = 'proved' ORDER BY id"
+    ).fetchall()
+    return len(rows) == len(rules) and all(
+        (r.row, r.id, r.name, r.conditions, r.status, r.detail)
+        == (row, rid, name or "", tuple(json.loads(conditions or "[]")), status, json.loads(detail or "{}"))
+        and rule_id(r) == rid
+        for r, (row, rid, name, conditions, status, detail) in zip(rules, rows)
+    )
+
+
+def _read(path: Path, key: str) -> _Form | None:
+    """The form in ``path`` when it was made for ``key``, else None (missing, stale, cut short or malformed:
+    built again). The collector is off while reading, and what was read is then frozen out of its sight
+    (`gc.freeze`): the ~300,000 objects set it off again and again while being read, and every full collection
+    later in the run scanned them all. Rules hold no reference cycles, so frozen ones are still freed."""
     try:
-        _write(path, value)
+        with path.open("rb") as f:
+            if f.readline() != f"{key}\n".encode():
+                return None
+            text = f.read()
     except OSError:
-        pass  # an unwritable cache costs the parse, nothing else
-    gc.freeze()
-    return value
-
-
-def _load(f: BinaryIO) -> Any:
-    """What ``f`` holds from here on, unpickled with the collector off and then frozen (`_cached` says why);
-    None where it cannot be read."""
+        return None
     gc.disable()
     try:
-        value = _Unpickler(f).load()
+        form = _decode(json.loads(text))
         gc.freeze()  # before the collector is on again: its first collection would scan all that was read
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        value = None  # unreadable: built again, with the collector on
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        form = None  # malformed (json's and the constructors' own checks): built again
     finally:
         gc.enable()
-    return value
+    return form
 
 
-def _write(path: Path, value: object) -> None:
+def _encode(key: str, form: _Form) -> bytes:
+    """The key's line, then the form as JSON: each rule, then each lift as the position of the rule it lifts
+    and only what lifting changes (its graphs, and its proof's conditions, whose axes move)."""
+    position = {id(r): i for i, r in enumerate(form.rules)}
+    lifts = [
+        [position[rid], _graph(v.src), _graph(v.dst), v.detail.get("conditions")]
+        for rid, vs in form.lifts.items()
+        for v in vs
+    ]
+    body = {"rules": [_rule(r) for r in form.rules], "lifts": lifts}
+    return f"{key}\n".encode() + json.dumps(body, separators=(",", ":"), allow_nan=True).encode()
+
+
+def _decode(body: dict) -> _Form:
+    """The `_Form` ``body`` (`_encode`) holds. A lift whose rule position is not one of the form's rules is a
+    malformed form (`IndexError`); a rule's lifts are used only with that rule (`_variants`)."""
+    rules = [_to_rule(j) for j in body["rules"]]
+    lifts: dict[int, list[Rule]] = {id(r): [] for r in rules if not r.always}
+    for i, src, dst, conditions in body["lifts"]:
+        base = rules[i]
+        detail = base.detail if conditions is None else {**base.detail, "conditions": conditions}
+        lifts[id(base)].append(replace(base, src=_to_graph(src), dst=_to_graph(dst), detail=detail))
+    return _Form(rules, lifts)
+
+
+def _rule(r: Rule) -> list:
+    return [_graph(r.src), _graph(r.dst), r.name, list(r.conditions), r.status, r.detail, r.row, r.id]
+
+
+def _to_rule(j: list) -> Rule:
+    src, dst, name, conditions, status, detail, row, rule_id = j
+    return Rule(_to_graph(src), _to_graph(dst), name, tuple(conditions), status, detail, row, rule_id)
+
+
+def _graph(g: Graph) -> list:
+    """A rule's graph as JSON: what the rule text can say (no opaque node, no model metadata), weights' data as
+    bytes."""
+    if g.meta != type(g.meta)() or any(n.opaque is not None for n in g.nodes):
+        raise ValueError("a rule graph with model metadata or opaque nodes has no rule form")
+    nodes = [[n.op, n.inputs, n.outputs, n.attrs, n.name, n.domain, n.doc, n.implicit] for n in g.nodes]
+    types = [[v, t.dtype, t.shape] for v, t in g.types.items()]
+    data = [[v, str(d.dtype), d.shape, base64.b64encode(d.array.tobytes()).decode()] for v, d in g.data.items()]
+    return [nodes, g.inputs, g.outputs, types, g.weights, data]
+
+
+def _to_graph(j: list) -> Graph:
+    nodes, inputs, outputs, types, weights, data = j
+    return Graph(
+        tuple(
+            Node(op, tuple(i), tuple(o), tuple((k, _attr(v)) for k, v in attrs), name, domain, doc, None, tuple(imp))
+            for op, i, o, attrs, name, domain, doc, imp in nodes
+        ),
+        tuple(inputs),
+        tuple(outputs),
+        {v: TensorType(dtype, None if shape is None else tuple(shape)) for v, dtype, shape in types},
+        tuple(weights),
+        {v: WeightData(_array(dtype, shape, b64)) for v, dtype, shape, b64 in data},
+    )
+
+
+def _attr(v: Any) -> Any:  # noqa: ANN401 (an AttrValue, whose tuples JSON wrote as lists)
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _array(dtype: str, shape: list[int], b64: str) -> np.ndarray:
+    """A weight's data from its bytes (`numpy.frombuffer`: no object dtype, nothing that runs)."""
+    kind = np.dtype(dtype)
+    if kind.hasobject:
+        raise ValueError(f"a weight of dtype {dtype} has no rule form")
+    return np.frombuffer(base64.b64decode(b64), dtype=kind).reshape(shape)
+
+
+def _write(path: Path, text: bytes) -> None:
     """Write through a temp file and a rename, so a reader never sees half a file; then remove the forms used
-    least recently past `MAX_BYTES`, and those unused for `MAX_AGE_S`."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # what is read back is unpickled: the user's alone
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
+    least recently past `MAX_BYTES`, and those unused for `MAX_AGE_S` (an older subst's pickles too: never read)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:
-            _Pickler(f, protocol=PROTOCOL).dump(value)
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     kept, now = 0, time.time()
     for name in sorted(os.listdir(path.parent), key=lambda n: -_used(path.parent / n)):
-        if name.startswith(".") or not name.endswith(".pickle"):
+        if not name.startswith(("rules-", "index-")) or not name.endswith((".json", ".pickle")):
             continue  # another process's file being written, or not ours
         old = path.parent / name
         with contextlib.suppress(OSError):
             kept += old.stat().st_size
-            if kept > MAX_BYTES or now - _used(old) > MAX_AGE_S:
+            if kept > MAX_BYTES or now - _used(old) > MAX_AGE_S or name.endswith(".pickle"):
                 old.unlink()
 
 
@@ -223,35 +324,3 @@ def _used(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles a `Graph`, a `Node` and a `TensorType` as a call of their constructor: a graph's mappings are
-    read-only views (which pickle refuses) and what it caches (digests, producers) is recomputed when asked;
-    nodes and types restored field by field (dataclass ``__setstate__``) took two thirds of the load."""
-
-    def reducer_override(self, obj: object) -> object:
-        if type(obj) is Graph:
-            g: Graph = obj  # type: ignore[assignment]
-            return Graph, (g.nodes, g.inputs, g.outputs, dict(g.types), g.weights, dict(g.data), g.meta)
-        if type(obj) is Node:
-            n: Node = obj  # type: ignore[assignment]
-            return Node, (n.op, n.inputs, n.outputs, n.attrs, n.name, n.domain, n.doc, n.opaque, n.implicit)
-        if type(obj) is TensorType:
-            t: TensorType = obj  # type: ignore[assignment]
-            return TensorType, (t.dtype, t.shape)
-        return NotImplemented
-
-
-class _Unpickler(pickle.Unpickler):
-    """Restores the classes of the modules whose code the key covers (`CODE`) and numpy's arrays, and refuses
-    any other (`pickle.UnpicklingError`: the form is built again): what it restores is then the same under every
-    Python that reads the protocol, and a form cannot name code outside what the key vouches for."""
-
-    def find_class(self, module: str, name: str) -> Any:  # noqa: ANN401 (a class of one of those modules)
-        if module in _MODULES or (module, name) in _NUMPY:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not in a rule form")
-
-
-_MODULES = frozenset("taso." + name.removesuffix(".py").replace("/", ".") for name in CODE)
