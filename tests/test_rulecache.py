@@ -8,6 +8,7 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import sqlite_utils
 from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
 from taso.rules import RuleIndex, store
-from taso.search import rulecache
+from taso.search import rulecache, ruleform
 from taso.search.backtrack import both_directions
 
 
@@ -257,16 +258,6 @@ def test_a_planted_pickle_in_the_cache_runs_nothing_and_the_rules_are_built_anew
     assert sorted(p.name for p in cache.iterdir()) == [f"rules-{key[:32]}.json"]
 
 
-def _plant(form: Path, rule: list, lift: list | None = None) -> None:
-    """Add ``rule`` (and a lift of it) to the cached form at ``form``, keeping its key line."""
-    key, body = form.read_bytes().split(b"\n", 1)
-    data = json.loads(body)
-    data["rules"].append(rule)
-    if lift is not None:
-        data["lifts"].append(lift)
-    form.write_bytes(key + b"\n" + json.dumps(data).encode())
-
-
 def test_a_rule_planted_in_the_cache_is_not_read(cache: Path, db_path: Path) -> None:
     """A form in the user's cache with one rule more than the store, or one whose graphs are not what its row's id
     says, is not read: the store is parsed, and the form written again."""
@@ -286,19 +277,54 @@ def test_a_rule_planted_in_the_cache_is_not_read(cache: Path, db_path: Path) -> 
         assert json.loads(form.read_bytes().split(b"\n", 1)[1]) == original
 
 
+def _anchors(index: RuleIndex) -> dict:
+    return {k: [(r.id, str(r.src), p, plan) for r, p, plan in v] for k, v in index.anchors.items()}
+
+
+def _ship_with(shipped: Path, rules: list, index: Callable[[dict], dict] = lambda parts: parts) -> None:
+    """Write ``rules`` as the shipped form, their lifts made and the index of them all, edited by ``index``."""
+    lifts = {id(r): rulecache._lifts(r) for r in rules if not r.always}
+    variants = rulecache._variants(rules, lifts)
+    parts = index(ruleform.index_parts(variants, RuleIndex(variants)))
+    key = shipped.read_bytes().split(b"\n", 1)[0]
+    shipped.write_bytes(key + b"\n" + ruleform.encode(rules, lifts, parts).encode())
+
+
 def test_the_index_holds_exactly_the_rules_given_and_their_lifts(cache: Path, shipped: Path, db_path: Path) -> None:
-    """A form's rule that provenance did not pass, and a lift filed under it, never reach the search's index, even
-    from the shipped form: the index is built from the rules given alone."""
+    """A form's rule that provenance did not pass, its lifts and its entries in the shipped index never reach the
+    search's index: the shipped index is kept to the rules given, and is what indexing them would make."""
     db = store.open_store(db_path)
     rulecache.ship(db)
-    extra = replace(MERGE_MATMULS, name="planted", status="proved")
-    lift = [3, rulecache._graph(extra.dst), rulecache._graph(extra.src), None]
-    _plant(shipped, rulecache._rule(extra), lift)
+    parsed = list(store.load_rules(db, status="proved"))
+    _ship_with(shipped, [*parsed, replace(RELU_OF_SPLIT, name="planted", status="proved")])
     rules = rulecache.proved_rules(db)
     assert [r.name for r in rules][-1] == "planted"  # read: the shipped form is trusted as the package is
-    index = rulecache.search_index(rules[:3])
-    assert _index_order(index) == _index_order(_built(rules[:3]))
-    assert "planted" not in {r.name for r in index.rules} and len(index.rules) == len(_built(rules[:3]).rules)
+    for some in (rules[:3], rules[1:3]):
+        index, built = rulecache.search_index(some), _built(list(some))
+        assert _index_order(index) == _index_order(built) and _anchors(index) == _anchors(built)
+        assert _index_order(index.shrinking) == _index_order(built.shrinking)
+        assert {k: [index.rules[i].id for i in v] for k, v in index.groups.items()} == {
+            k: [built.rules[i].id for i in v] for k, v in built.groups.items()
+        }
+
+
+def test_the_shipped_index_is_used_where_it_checks_and_built_where_not(
+    cache: Path, shipped: Path, db_path: Path
+) -> None:
+    """Where the shipped index is used, what it says is what the search gets (here anchors emptied on purpose);
+    one whose matching order leaves out a node of its rule (a match of part of a rule) is not used at all."""
+    db = store.open_store(db_path)
+    rulecache.ship(db)
+    parsed = list(store.load_rules(db, status="proved"))
+    _ship_with(shipped, parsed, lambda parts: {**parts, "anchors": []})
+    assert rulecache.search_index(rulecache.proved_rules(db)).anchors == {}
+
+    def cut(parts: dict) -> dict:
+        free, op, attrs, inputs, [[p, node, plan], *rest] = parts["anchors"][0]
+        return {**parts, "anchors": [[free, op, attrs, inputs, [[p, node, plan[:1]], *rest]], *parts["anchors"][1:]]}
+
+    _ship_with(shipped, parsed, cut)
+    assert _anchors(rulecache.search_index(rulecache.proved_rules(db))) == _anchors(_built(parsed))
 
 
 def test_a_lift_planted_in_the_users_cache_never_reaches_the_search(cache: Path, db_path: Path) -> None:
@@ -307,9 +333,8 @@ def test_a_lift_planted_in_the_users_cache_never_reaches_the_search(cache: Path,
     db = store.open_store(db_path)
     rules = rulecache.proved_rules(db)
     (form,) = cache.glob("rules-*.json")
-    key, body = form.read_bytes().split(b"\n", 1)
-    data = json.loads(body)
-    data["lifts"] = [[0, rulecache._graph(rules[0].dst), rulecache._graph(rules[0].src), None]]
-    form.write_bytes(key + b"\n" + json.dumps(data).encode())
+    key = form.read_bytes().split(b"\n", 1)[0]
+    backwards = {id(rules[0]): [replace(rules[0], src=rules[0].dst, dst=rules[0].src)]}
+    form.write_bytes(key + b"\n" + ruleform.encode(rules, backwards).encode())
     again = rulecache.proved_rules(db)
     assert _index_order(rulecache.search_index(again)) == _index_order(_built(again))

@@ -301,6 +301,23 @@ class RuleIndex:
         self._anchored: dict[tuple[tuple, Covered], list[tuple[Rule, int, list[int]]]] = {}
         self._shrinking: RuleIndex | None = None
 
+    @classmethod
+    def of_parts(
+        cls,
+        rules: Sequence[Rule],
+        groups: dict[tuple[tuple[str, int], ...], list[int]],
+        anchors: dict[tuple, list[tuple[Rule, int, list[int]]]],
+        shrinking: RuleIndex | None = None,
+    ) -> RuleIndex:
+        """The index of ``rules`` from its ``groups`` and ``anchors`` made before (the shipped rules' are, by
+        `taso.search.rulecache`, which checks them against the rules): computing them takes a second of a cold
+        start. Matching checks every node of a match itself, so they only say where to look."""
+        index = cls([])
+        index.rules, index.groups, index.anchors = list(rules), groups, anchors
+        index.free_sets = sorted({r.free_attrs for r in index.rules}, key=sorted)
+        index._shrinking = shrinking
+        return index
+
     @property
     def shrinking(self) -> RuleIndex:
         """The index of the rules that shrink (`Rule.shrinks`), made when first asked for."""

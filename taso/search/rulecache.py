@@ -1,28 +1,29 @@
-"""The store's proved rules, and their lifts for the search, in a form that costs little to read and runs nothing.
+"""The store's proved rules and the search's index of them, in a form that costs little to read and runs nothing.
 
 Parsing the ~4,200 proved rules from their text took 60 % of a small `optimize` run (1.7 s of 2.9 s for a
-2-node model on the 2-core machine), and lifting them for the search (`taso.rules.lifted`) much of the rest.
-Both are written, once, as JSON into the user's cache folder (`taso.cachedir.cache_folder`: the user's alone,
-never beside the store, which may be read-only or shared, nor in the package). A cached form is keyed by a
-digest of the store's proved rule rows, every column (status, detail and conditions included: a verdict
-changed by any means, a raw SQL update too, misses the cache), and of the code that reads and prepares them.
-A cache that cannot be read or written is passed by: the rules are parsed as before. The shipped store's form
-ships too (`SHIPPED`, package data like the store): written by `make rulecache` (and `make store`) alone,
+2-node model on the 2-core machine); lifting them (`taso.rules.lifted`) and indexing their ~14,500 variants
+for the search took as long again. The rules are written, once, as JSON into the user's cache folder
+(`taso.cachedir.cache_folder`: the user's alone; never beside the store, which may be read-only or shared,
+nor in the package). A cached form is keyed by a digest of the store's proved rule rows, every column
+(status, detail and conditions included: a verdict changed by any means, a raw SQL update too, misses the
+cache), and of the code that reads and prepares them. A cache that cannot be read or written is passed by:
+the rules are parsed as before. The shipped store's form ships too (`SHIPPED`, package data like the store),
+with each rule's lifts and the index of them all: written by `make rulecache` (and `make store`) alone,
 never at run time, it is read where its key is the one the user cache would file it under, and is otherwise
 passed by as if absent; a test says when it is stale.
 
-A form is data, never code: JSON read by `json` and arrays by `numpy.frombuffer` (an older subst pickled it,
-and a planted pickle ran a command). What it holds is not taken as is either. Its rules go through provenance
-like parsed ones (`taso.optimize.pipeline.read_rules`), and the search's index is built from exactly the rules
-that passed (`search_index`): a lift in the form is filed under the position of the rule it lifts and is used
-only with that rule, so an entry of no trusted rule never reaches the search. The index itself is built anew
-at every run (~1 s of 14,500 variants on the 2-core machine): its anchors are keyed by what matching requires
-of a node, which could only be checked by computing it again.
+A form is data, never code: JSON read by `json`, weights by `numpy.frombuffer` (`ruleform`; an older subst
+pickled it, and a planted pickle ran a command). Nor is what it holds taken as is. Its rules go through
+provenance like parsed ones (`taso.optimize.pipeline.read_rules`), and the search's index holds exactly the
+rules that passed (`search_index`): the shipped index is kept to their variants entry by entry, a lift is
+used only with the rule it is filed under. A user's form, which anyone running as the user could have
+written, must be the store's rules row for row (`_is_store`: each rule's id taken again from its graphs),
+and gives the rules alone: their lifts and index are made anew, since only doing so would check them. The
+package's form is trusted as its code is (whoever can write one can write the other).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import gc
 import hashlib
@@ -34,16 +35,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import sqlite_utils
 
 from taso.cachedir import cache_folder
-from taso.ir import Graph, Node, TensorType
-from taso.ir.weights import WeightData
 from taso.rules import Rule, RuleIndex, lifted, store
 from taso.rules.rule import REVERSE, rule_id
+from taso.search import ruleform
 
 CODE = (
     "ir/types.py",
@@ -62,6 +60,7 @@ CODE = (
     "rules/rule.py",
     "rules/store.py",
     "search/rulecache.py",
+    "search/ruleform.py",
 )
 """The modules (under taso/) whose code shapes a cached form: a change to any of them misses the cache."""
 FORMAT = "subst rule form 2 (json)"
@@ -82,10 +81,12 @@ is the store's (`rows_digest`); a stale or missing one is passed by."""
 
 @dataclass(frozen=True)
 class _Form:
-    """What a form holds: the proved rules in id order, and the lifts of each, by the rule's ``id()``."""
+    """What a form holds: the proved rules in id order, the lifts of each by the rule's ``id()``, and in the
+    shipped form the index of all their variants (`ruleform.index_parts`), checked as it is used."""
 
     rules: list[Rule]
-    lifts: dict[int, list[Rule]]
+    lifts: ruleform.Lifts
+    index: dict | None = None
 
 
 _loaded: _Form | None = None
@@ -103,28 +104,52 @@ def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
 
 
 def search_index(rules: Sequence[Rule]) -> RuleIndex:
-    """The index the search matches with, built from exactly ``rules`` (those that passed provenance): but the
+    """The index the search matches with, of exactly ``rules`` (those that passed provenance): but the
     ``always`` ones, each with its lifts and each read backwards where its proof covers that, as
     `taso.search.both_directions` makes them, the shrinking ones indexed too. A rule `proved_rules` gave has its
-    lifts from the form; any other is lifted here."""
-    index = RuleIndex(_variants(rules))
+    lifts from the form, any other is lifted here; the shipped form's index is kept to ``rules``
+    (`ruleform.restore`), else the index is built (~1 s of a cold start on the 2-core machine)."""
+    if _loaded is not None and _loaded.index is not None:
+        with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
+            return _restored(_loaded, rules)
+    index = RuleIndex(_variants(rules, _loaded.lifts if _loaded is not None else {}))
     index.shrinking  # noqa: B018 (made now, before the search's clock starts)
     return index
 
 
-def _variants(rules: Iterable[Rule]) -> list[Rule]:
-    """``rules`` as `taso.search.both_directions` gives them, each rule's lifts taken from the form it came from."""
-    known = _loaded.lifts if _loaded is not None else {}
-    out = []
-    for r in rules:
+def _restored(form: _Form, rules: Sequence[Rule]) -> RuleIndex:
+    """``form``'s index kept to the variants of ``rules``, which must be some of its rules in its order
+    (`KeyError`, `ValueError` else)."""
+    at = {id(r): i for i, r in enumerate(form.rules)}
+    chosen = [at[id(r)] for r in rules]
+    if chosen != sorted(set(chosen)):
+        raise ValueError("not the form's rules in its order")
+    kept, variants, count = set(chosen), {}, 0
+    for i, r in enumerate(form.rules):
         if r.always:
             continue
-        for v in (r, *(known[id(r)] if id(r) in known else _lifts(r))):
-            out.append(v)
-            if v.dst.nodes and v.reversible:
-                out.append(
-                    replace(v, src=v.dst, dst=v.src, name=f"{r.name}{REVERSE}" if r.name else "", id=f"{r.id}{REVERSE}")
-                )
+        lifts = form.lifts[id(r)]
+        if i in kept:
+            variants.update(enumerate(_both_ways(r, lifts), start=count))
+        count += sum(1 + bool(v.dst.nodes and v.reversible) for v in (r, *lifts))
+    return ruleform.restore(form.index, variants, count)
+
+
+def _variants(rules: Iterable[Rule], lifts: ruleform.Lifts) -> list[Rule]:
+    """``rules`` as `taso.search.both_directions` gives them, with the ``lifts`` given (made where not)."""
+    return [v for r in rules if not r.always for v in _both_ways(r, lifts[id(r)] if id(r) in lifts else _lifts(r))]
+
+
+def _both_ways(r: Rule, lifts: Sequence[Rule]) -> list[Rule]:
+    """``r`` and its ``lifts``, each followed by itself read backwards where its proof covers that and the
+    reverse has a source to match: `taso.search.both_directions`'s variants of one rule."""
+    out = []
+    for v in (r, *lifts):
+        out.append(v)
+        if v.dst.nodes and v.reversible:
+            out.append(
+                replace(v, src=v.dst, dst=v.src, name=f"{r.name}{REVERSE}" if r.name else "", id=f"{r.id}{REVERSE}")
+            )
     return out
 
 
@@ -140,9 +165,12 @@ def _build(db: sqlite_utils.Database) -> _Form:
 
 
 def ship(db: sqlite_utils.Database) -> None:
-    """Write ``db``'s proved rules and their lifts, made anew, as `SHIPPED` (through a temp file and a rename):
+    """Write ``db``'s proved rules, their lifts and the index of them all, made anew, as `SHIPPED` (through a temp file and a rename):
     for `make rulecache` only, since a run never writes into the package."""
-    text = _encode(rows_digest(db), _build(db))
+    form = _build(db)
+    variants = _variants(form.rules, form.lifts)
+    index = ruleform.index_parts(variants, RuleIndex(variants))
+    text = _encode(rows_digest(db), _Form(form.rules, form.lifts, index))
     fd, tmp = tempfile.mkstemp(dir=SHIPPED.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -178,7 +206,7 @@ def _cached(key: str, db: sqlite_utils.Database) -> _Form:
     if form is not None and _is_store(form.rules, db):
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go
-        return _Form(form.rules, {})
+        return _Form(form.rules, {})  # neither lifts nor an index: only lifting and indexing again checks them
     form = _build(db)
     with contextlib.suppress(OSError):  # an unwritable cache costs the parse, nothing else
         _write(path, _encode(key, _Form(form.rules, {})))
@@ -215,7 +243,7 @@ def _read(path: Path, key: str) -> _Form | None:
         return None
     gc.disable()
     try:
-        form = _decode(json.loads(text))
+        form = _Form(*ruleform.decode(text))
         gc.freeze()  # before the collector is on again: its first collection would scan all that was read
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         form = None  # malformed (json's and the constructors' own checks): built again
@@ -225,75 +253,8 @@ def _read(path: Path, key: str) -> _Form | None:
 
 
 def _encode(key: str, form: _Form) -> bytes:
-    """The key's line, then the form as JSON: each rule, then each lift as the position of the rule it lifts
-    and only what lifting changes (its graphs, and its proof's conditions, whose axes move)."""
-    position = {id(r): i for i, r in enumerate(form.rules)}
-    lifts = [
-        [position[rid], _graph(v.src), _graph(v.dst), v.detail.get("conditions")]
-        for rid, vs in form.lifts.items()
-        for v in vs
-    ]
-    body = {"rules": [_rule(r) for r in form.rules], "lifts": lifts}
-    return f"{key}\n".encode() + json.dumps(body, separators=(",", ":"), allow_nan=True).encode()
-
-
-def _decode(body: dict) -> _Form:
-    """The `_Form` ``body`` (`_encode`) holds. A lift whose rule position is not one of the form's rules is a
-    malformed form (`IndexError`); a rule's lifts are used only with that rule (`_variants`)."""
-    rules = [_to_rule(j) for j in body["rules"]]
-    lifts: dict[int, list[Rule]] = {id(r): [] for r in rules if not r.always}
-    for i, src, dst, conditions in body["lifts"]:
-        base = rules[i]
-        detail = base.detail if conditions is None else {**base.detail, "conditions": conditions}
-        lifts[id(base)].append(replace(base, src=_to_graph(src), dst=_to_graph(dst), detail=detail))
-    return _Form(rules, lifts)
-
-
-def _rule(r: Rule) -> list:
-    return [_graph(r.src), _graph(r.dst), r.name, list(r.conditions), r.status, r.detail, r.row, r.id]
-
-
-def _to_rule(j: list) -> Rule:
-    src, dst, name, conditions, status, detail, row, rule_id = j
-    return Rule(_to_graph(src), _to_graph(dst), name, tuple(conditions), status, detail, row, rule_id)
-
-
-def _graph(g: Graph) -> list:
-    """A rule's graph as JSON: what the rule text can say (no opaque node, no model metadata), weights' data as
-    bytes."""
-    if g.meta != type(g.meta)() or any(n.opaque is not None for n in g.nodes):
-        raise ValueError("a rule graph with model metadata or opaque nodes has no rule form")
-    nodes = [[n.op, n.inputs, n.outputs, n.attrs, n.name, n.domain, n.doc, n.implicit] for n in g.nodes]
-    types = [[v, t.dtype, t.shape] for v, t in g.types.items()]
-    data = [[v, str(d.dtype), d.shape, base64.b64encode(d.array.tobytes()).decode()] for v, d in g.data.items()]
-    return [nodes, g.inputs, g.outputs, types, g.weights, data]
-
-
-def _to_graph(j: list) -> Graph:
-    nodes, inputs, outputs, types, weights, data = j
-    return Graph(
-        tuple(
-            Node(op, tuple(i), tuple(o), tuple((k, _attr(v)) for k, v in attrs), name, domain, doc, None, tuple(imp))
-            for op, i, o, attrs, name, domain, doc, imp in nodes
-        ),
-        tuple(inputs),
-        tuple(outputs),
-        {v: TensorType(dtype, None if shape is None else tuple(shape)) for v, dtype, shape in types},
-        tuple(weights),
-        {v: WeightData(_array(dtype, shape, b64)) for v, dtype, shape, b64 in data},
-    )
-
-
-def _attr(v: Any) -> Any:  # noqa: ANN401 (an AttrValue, whose tuples JSON wrote as lists)
-    return tuple(v) if isinstance(v, list) else v
-
-
-def _array(dtype: str, shape: list[int], b64: str) -> np.ndarray:
-    """A weight's data from its bytes (`numpy.frombuffer`: no object dtype, nothing that runs)."""
-    kind = np.dtype(dtype)
-    if kind.hasobject:
-        raise ValueError(f"a weight of dtype {dtype} has no rule form")
-    return np.frombuffer(base64.b64decode(b64), dtype=kind).reshape(shape)
+    """The key's line, then the form (`ruleform.encode`)."""
+    return f"{key}\n".encode() + ruleform.encode(form.rules, form.lifts, form.index).encode()
 
 
 def _write(path: Path, text: bytes) -> None:
