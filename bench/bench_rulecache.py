@@ -6,8 +6,8 @@ Each timing is a fresh process with an empty per-user cache (a new XDG_CACHE_HOM
 timing `rulecache.proved_rules` and `rulecache.search_index` as `taso.optimize` calls them (the store opened
 and its key digested included; imports not). Three ways, in turn within each round so that they share the
 machine's load: ``shipped`` reads the package's form (rulecache.json), ``built`` passes it by (as when it is
-stale, or for a store of the user's own) and parses and indexes the rules, ``warm`` reads the user cache that
-``built`` wrote. Writes bench/results/<today>/rulecache-cpu.json (``--result``) and prints the medians.
+stale, or for a store of the user's own) and parses, lifts and indexes the rules, ``warm`` reads the user cache
+that ``built`` wrote (the rules alone, checked against the store; lifted and indexed anew). Writes bench/results/<today>/rulecache-cpu.json (``--result``) and prints the medians.
 """
 
 from __future__ import annotations
