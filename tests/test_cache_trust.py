@@ -15,6 +15,8 @@ from test_optimize import MERGE_MATMULS
 
 from taso.cachedir import cache_folder, cost_cache
 from taso.errors import BadInput, CheckFailed
+from taso.generate import Settings
+from taso.generate.spool import default_folder
 from taso.rules import SPECS_DIR, parse_rules, store
 from taso.search import rulecache
 from taso.verify import basis, load_specs, run
@@ -52,7 +54,7 @@ def _mode(path: Path) -> int:
 
 def test_every_cache_folder_is_made_the_users_alone(cache: Path, tmp_path: Path) -> None:
     """The folder and each subfolder, whichever path makes it first: the spec check's record, the proof basis,
-    the rule forms and the costs."""
+    the rule forms, the costs and generate's work folders."""
     specs = _specs(tmp_path / "specs")
     run.require_sound(specs)
     assert _mode(cache) == 0o700 and _mode(cache / "specs-checked") == 0o700
@@ -61,6 +63,7 @@ def test_every_cache_folder_is_made_the_users_alone(cache: Path, tmp_path: Path)
     cost_cache()
     rulecache.proved_rules(_store(tmp_path / "rules.db"))
     assert list(cache.glob("rules-*.json")) and (cache / "costs.db").exists() and _mode(cache) == 0o700
+    assert default_folder(Settings()).parent == cache / "generate" and _mode(cache / "generate") == 0o700
 
 
 @pytest.mark.parametrize(
