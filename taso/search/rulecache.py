@@ -68,7 +68,7 @@ FORMAT = "subst rule form 2 (json)"
 LIFT_EXTRA = (1, 2)
 """The leading dims a rule is lifted by: to ranks 3 and 4 of its 2-D activations (`both_directions`'s own)."""
 MAX_BYTES = 256 * 2**20
-"""The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~20 MB,
+"""The cache's size at most: past it, the forms used least recently are removed. One store's rules take ~2 MB,
 a test's small store's a few KB, so a test suite's hundreds of stores never push out the store in use (a
 count of files kept did)."""
 MAX_AGE_S = 30 * 86400
@@ -232,8 +232,9 @@ def _is_store(rules: Sequence[Rule], db: sqlite_utils.Database) -> bool:
 def _read(path: Path, key: str) -> _Form | None:
     """The form in ``path`` when it was made for ``key``, else None (missing, stale, cut short or malformed:
     built again). The collector is off while reading, and what was read is then frozen out of its sight
-    (`gc.freeze`): the ~300,000 objects set it off again and again while being read, and every full collection
-    later in the run scanned them all. Rules hold no reference cycles, so frozen ones are still freed."""
+    (`gc.freeze`): the tens of thousands of objects set it off again and again while being read, and every
+    full collection later in the run scanned them all. Rules hold no reference cycles, so frozen ones are
+    still freed."""
     try:
         with path.open("rb") as f:
             if f.readline() != f"{key}\n".encode():
