@@ -44,6 +44,9 @@ class Settings:
     check_inputs: feeds.Source | Sequence[feeds.Source] = ()
     """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
     a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
+    refresh: bool = False
+    """Time the original and the result end to end again instead of recalling an earlier run's verdict on them
+    (`taso.optimize.guard`): a verdict taken on a busy machine need not stand."""
 
 
 @dataclass(frozen=True)
