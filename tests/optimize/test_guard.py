@@ -101,20 +101,14 @@ def _optimized(tmp: Path, name: str, **settings: object) -> tuple[dict, list[str
     return report.cost["measured"], stages, report.lines()
 
 
-def test_refresh_times_again_instead_of_recalling(tmp_path: Path, steady_units: None) -> None:  # noqa: F811
-    """A second run recalls the first one's verdict (tests/test_cold.py); with ``refresh`` it times again."""
-    _optimized(tmp_path, "a.onnx")
-    again, stages, _ = _optimized(tmp_path, "b.onnx", refresh=True)
-    assert "cached" not in again and "timing end to end" in stages
-
-
-def test_the_verdict_is_reported_and_cached_with_its_band_and_what_it_was_measured_on(
+def test_the_verdict_is_reported_and_cached_with_its_band_and_what_it_was_measured_on_and_refresh_retimes_it(
     tmp_path: Path,
     steady_units: None,  # noqa: F811
 ) -> None:
     """The report line gives both timings, the original against itself, the band and the verdict; the cache keeps
     the band, rounds, verdict and what it was measured on (device, dims, inputs, the host's load and cores). A
-    row from before verdicts carried their noise is not recalled: it may have been decided by that noise."""
+    row from before verdicts carried their noise is not recalled: it may have been decided by that noise. A
+    second run would recall the verdict (tests/test_cold.py); with ``refresh`` it times again."""
     m, _, lines = _optimized(tmp_path, "a.onnx")
     (line,) = [ln for ln in lines if ln.startswith("measured  ")]
     assert f"{m['before_ms']:.4f} -> {m['after_ms']:.4f} ms" in line and f"{m['itself_ms']:.4f} ms" in line
@@ -129,5 +123,7 @@ def test_the_verdict_is_reported_and_cached_with_its_band_and_what_it_was_measur
         k: m[k] for k in ("noise", "rounds", "verdict", "itself_ms")
     }
     assert cache.verdict(db, row["device"], row["pair"]) == {k: v for k, v in m.items()}
+    again, stages, _ = _optimized(tmp_path, "b.onnx", refresh=True)
+    assert "cached" not in again and "timing end to end" in stages
     db["verdicts"].update((row["device"], row["pair"]), {"detail": None})
     assert cache.verdict(db, row["device"], row["pair"]) is None
