@@ -25,8 +25,8 @@ class Settings:
     by size: the search is bounded by this work, so its result does not depend on the machine's speed."""
     time_limit: float = 60.0
     """Seconds of search at most, not counting the time spent measuring units the cost cache lacks: a safety
-    net that the report flags when it fires (the work bound, ``budget``, ends the search first on the zoo on
-    the 2-core machine)."""
+    net that the report flags when it fires (the work bound, ``budget`` and `taso.search.backtrack.CANDIDATES`,
+    ends the search first on the zoo and the light models on the 2-core machine)."""
     device: str = "auto"
     """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
     dims: dict[str, int] = field(default_factory=dict)
