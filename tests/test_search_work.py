@@ -11,7 +11,7 @@ import onnx
 import pytest
 from conftest import ROOT
 
-from build import LIGHT_ZOO, light_model
+from build import light_model
 from taso.optimize import Settings, optimize
 from taso.search import backtrack
 
@@ -37,10 +37,15 @@ def test_the_search_stops_at_its_candidate_bound_not_its_clock(tmp_path: Path, m
     assert (again["candidates"], again["expanded"]) == (first["candidates"], first["expanded"])
 
 
+PAST_THE_LIMIT = ("inception_v1", "inception_v2")
+"""The light models whose searches at the default budget ran past the 60 s limit on the loaded 2-core machine
+before the candidate bound (bench/results/2026-11-28/light-search.json; the others ended in 34 s or less)."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", LIGHT_ZOO[: int(os.environ.get("SUBST_SLOW_LIMIT", len(LIGHT_ZOO)))])
+@pytest.mark.parametrize("name", PAST_THE_LIMIT[: int(os.environ.get("SUBST_SLOW_LIMIT", len(PAST_THE_LIMIT)))])
 def test_the_light_models_searches_end_by_work_before_the_time_limit(tmp_path: Path, name: str) -> None:
-    """At the default budget and time limit, every light model's search ends by its work bound (bench_light.py:
-    Inception-v1 and -v2 ran past 60 s on the loaded 2-core machine before the bound)."""
+    """At the default budget and time limit, the search ends by its work bound, 3,000 candidates (Inception-v1's
+    2,129 at the zoo's budget took 6 s on the quiet 2-core machine, models/baseline.json)."""
     search = _searched(tmp_path, name)
     assert not search["time_limit_reached"] and search["candidates"] <= backtrack.CANDIDATES + SLACK
