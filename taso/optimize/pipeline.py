@@ -272,7 +272,7 @@ def time_end_to_end(run: Run) -> Run:
 
 
 def keep_original(run: Run) -> Run:
-    """The original exported in the result's place: the guard found the result not clearly faster."""
+    """The original exported in the result's place: the guard found the result not faster beyond the noise."""
     return export(_discarded(run))
 
 
