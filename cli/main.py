@@ -182,6 +182,12 @@ def cli() -> None:
     "exact correction of the part of the output they get wrong; the cost model decides whether one pays.",
 )
 @click.option(
+    "--refresh",
+    is_flag=True,
+    help="Time the original and the rewrite end to end again instead of recalling an earlier run's verdict on "
+    "them (a verdict is cached per device with its noise band and what it was measured on).",
+)
+@click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -202,6 +208,7 @@ def optimize(
     dims: tuple[str, ...],
     costs_path: Path | None,
     pet: bool,
+    refresh: bool,
     report_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -230,7 +237,16 @@ def optimize(
     if costs is not None:
         cost.reference_model(costs)  # read once up front: a file that is no cost table is refused before any work
     settings = Settings(
-        alpha, budget, time_limit, device, parse_dims(dims), costs, pet, measure_limit, check_inputs=check_inputs
+        alpha,
+        budget,
+        time_limit,
+        device,
+        parse_dims(dims),
+        costs,
+        pet,
+        measure_limit,
+        check_inputs=check_inputs,
+        refresh=refresh,
     )
     try:
         bars = StageBars()

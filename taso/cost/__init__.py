@@ -17,7 +17,6 @@ from taso.cost.latency import (
     lost_for_good,
     medians,
     model_latency,
-    won_for_good,
 )
 from taso.cost.measure import fused_when_read, measure_marginal, read_on, replicate
 from taso.cost.model import CostModel, GraphCost, cost_table
@@ -53,5 +52,4 @@ __all__ = [
     "unit_graph",
     "unit_key",
     "units",
-    "won_for_good",
 ]

@@ -5,6 +5,7 @@ under a key (``key``: `taso.cost.CostModel.key`, the device and how it was timed
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 
@@ -41,6 +42,8 @@ def create_tables(db: sqlite_utils.Database) -> None:
         pk=("device", "pair"),
         if_not_exists=True,
     )
+    if "detail" not in db["verdicts"].columns_dict:  # caches made before a verdict carried its noise band
+        db["verdicts"].add_column("detail", str)
 
 
 def now() -> str:
@@ -88,23 +91,27 @@ def measured_costs(db: sqlite_utils.Database, key: str) -> dict[str, float]:
     return {r["unit"]: r["ms"] for r in rows}
 
 
-def verdict(db: sqlite_utils.Database, key: str, pair: str) -> dict[str, float | bool] | None:
-    """What timing a pair of models end to end found (`record_verdict`), or None."""
+def verdict(db: sqlite_utils.Database, key: str, pair: str) -> dict[str, object] | None:
+    """What timing a pair of models end to end found (`record_verdict`), or None: also where the row has no
+    detail, a verdict taken before the guard measured its noise (it may have been decided by that noise)."""
     row = next(db["verdicts"].rows_where("device = ? AND pair = ?", [key, pair]), None)
-    if row is None:
+    if row is None or not row["detail"]:
         return None
     kept = {"kept_original": True} if row["kept_original"] else {}
-    return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **kept}
+    return {"before_ms": row["before_ms"], "after_ms": row["after_ms"], **json.loads(row["detail"]), **kept}
 
 
-def record_verdict(db: sqlite_utils.Database, key: str, pair: str, measured: Mapping[str, float | bool]) -> None:
-    row = {k: measured[k] for k in ("before_ms", "after_ms")}
+def record_verdict(db: sqlite_utils.Database, key: str, pair: str, measured: Mapping[str, object]) -> None:
+    """Keep a verdict with all it says (noise band, rounds, what it was measured on) and when it was taken."""
+    detail = {k: v for k, v in measured.items() if k not in ("before_ms", "after_ms", "kept_original")}
     db["verdicts"].upsert(
         {
             "device": key,
             "pair": pair,
-            **row,
+            "before_ms": measured["before_ms"],
+            "after_ms": measured["after_ms"],
             "kept_original": int(bool(measured.get("kept_original"))),
+            "detail": json.dumps(detail, sort_keys=True),
             "measured_at": now(),
         },
         pk=("device", "pair"),

@@ -4,7 +4,6 @@ guard compares (`clearly_faster`) before a rewrite is kept.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +43,7 @@ def interleaved_timings(
     hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
     user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones.
     ``until`` ends the rounds early once it holds of the medians so far (each model's, per round): where they
-    settle a verdict already (`lost_for_good`, `won_for_good`), the rounds left could not change it."""
+    settle a verdict already (`lost_for_good`), the rounds left could not change it."""
     runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
     opened: dict[int, list[Session]] = {}
@@ -88,15 +87,6 @@ def clearly_faster(before: Sequence[float], after: Sequence[float]) -> bool:
     (bench_noise.py), so a median of a few rounds alone keeps a slower rewrite about every other time."""
     wins = sum(a < b for b, a in zip(before, after))
     return statistics.median(after) < statistics.median(before) and wins >= len(before) - 1
-
-
-def won_for_good(before: Sequence[float], after: Sequence[float], rounds: int) -> bool:
-    """Whether the rounds so far keep ``after`` (`clearly_faster` over ``rounds`` rounds) whatever the rounds
-    still to come: it still holds with every round left lost as badly as can be (the original at no time, the
-    rewrite forever). A rewrite four times faster won the first rounds of five, then waited out the last
-    (Swin-T TorchScript on the H100: a round of its 6,285-node original is 1-2 s)."""
-    left = rounds - len(before)
-    return clearly_faster([*before, *[0.0] * left], [*after, *[math.inf] * left])
 
 
 def lost_for_good(before: Sequence[float], after: Sequence[float]) -> bool:

@@ -199,7 +199,7 @@ class CostModel:
         ms, estimated = self.memo[key]
         return UnitCost(unit.label, key, ms, estimated)
 
-    def verdict(self, pair: str) -> dict[str, float | bool] | None:
+    def verdict(self, pair: str) -> dict[str, object] | None:
         """What timing a pair of models end to end on this device found before (`record_verdict`): a warm run
         that reaches the same rewrite of the same model need not time it again (BERT-base on the 2-core CPU:
         19 s)."""
@@ -207,7 +207,7 @@ class CostModel:
             return None
         return cache.verdict(self.db, self.key, pair)
 
-    def record_verdict(self, pair: str, measured: Mapping[str, float | bool]) -> None:
+    def record_verdict(self, pair: str, measured: Mapping[str, object]) -> None:
         """Keep the end-to-end timing of a pair of models (original, rewrite), for `verdict`."""
         if self.db is not None:
             cache.record_verdict(self.db, self.key, pair, measured)

@@ -123,9 +123,13 @@ class Report:
         m = self.cost.get("measured")
         if not m:
             return []
-        verdict = "kept the original: the rewrite was not clearly faster" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
+        kept = "kept the original" if m.get("kept_original") else "rewrite kept"  # type: ignore[union-attr]
         when = " (timed by an earlier run)" if m.get("cached") else ""  # type: ignore[union-attr]
-        return [f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end{when}; {verdict}"]  # type: ignore[index]
+        return [
+            f"measured  {m['before_ms']:.4f} -> {m['after_ms']:.4f} ms end to end, the original against itself "  # type: ignore[index]
+            f"{m['itself_ms']:.4f} ms (noise +-{100 * m['noise']:.1f} %, {m['rounds']} rounds){when}; "  # type: ignore[index]
+            f"{m['verdict']}: {kept}"  # type: ignore[index]
+        ]
 
     def _untrusted_lines(self) -> list[str]:
         """Proved rules not applied because their proof record does not match the specs (`taso.provenance`)."""

@@ -25,8 +25,8 @@ class Settings:
     by size: the search is bounded by this work, so its result does not depend on the machine's speed."""
     time_limit: float = 60.0
     """Seconds of search at most, not counting the time spent measuring units the cost cache lacks: a safety
-    net that the report flags when it fires (the work bound, ``budget``, ends the search first on the zoo on
-    the 2-core machine)."""
+    net that the report flags when it fires (the work bound, ``budget`` and `taso.search.backtrack.CANDIDATES`,
+    ends the search first on the zoo and the light models on the 2-core machine)."""
     device: str = "auto"
     """auto | cuda | cpu: where unit costs are measured; estimate: analytic costs only, nothing measured."""
     dims: dict[str, int] = field(default_factory=dict)
@@ -44,6 +44,9 @@ class Settings:
     check_inputs: feeds.Source | Sequence[feeds.Source] = ()
     """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
     a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
+    refresh: bool = False
+    """Time the original and the result end to end again instead of recalling an earlier run's verdict on them
+    (`taso.optimize.guard`): a verdict taken on a busy machine need not stand."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,13 @@ Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
 PASSES = 4
 """Budgets of work a region's search gets on average (`optimize_graph` shares them out by region size). With a
 budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
+CANDIDATES = 3000
+"""Candidate graphs a whole search costs at most (`optimize_graph`; a region gets what those before it left): the
+time a search takes follows its candidates, 3-35 ms each on the 2-core machine, while an expansion makes 1 to
+over 20 of them. Counting expansions alone, the light models' searches at the default budget ran 24 s
+(SqueezeNet) to past the 60 s time limit (Inception-v1 and -v2) on the loaded machine
+(bench/results/2026-11-28/light-*.json); the zoo's searches at the regression's budget of 20 cost fewer
+(Inception-v1: 2,129)."""
 
 
 def _cheaper(cost: float, than: float) -> bool:
@@ -147,6 +154,7 @@ def search(
     outside: Sequence[Node] = (),
     work: int | None = None,
     prefetch: Prefetch | None = None,
+    candidates: int | None = None,
 ) -> SearchResult:
     """The cheapest graph found from ``g`` (``rules`` as given: pass `both_directions` for equalities; a
     `RuleIndex` of them when searching many graphs with one rule set), with ``mutate``'s rewrites as further
@@ -156,22 +164,32 @@ def search(
     followed by another from that graph, with a fresh budget, while ``work`` is left (graphs to expand in all;
     `PASSES` budgets if not given): with alpha's slack the queue fills with near-equal variants (SqueezeNet:
     every subset of its eight fire modules enlarged), and one budget reached four to eight of the eight fire
-    merges under noisy unit costs (bench_perturb.py, sigma 0.4). ``time_limit``, in ``clock``'s seconds, is a
-    safety net (`SearchResult.timed_out`). ``prefetch`` hears each expansion's candidates before they are
-    costed."""
+    merges under noisy unit costs (bench_perturb.py, sigma 0.4). The search also ends once it has costed
+    ``candidates`` graphs (no bound if None), mid-pass if need be: the work that its time follows.
+    ``time_limit``, in ``clock``'s seconds, is a safety net (`SearchResult.timed_out`). ``prefetch`` hears each
+    expansion's candidates before they are costed."""
     t0 = clock()
     left = PASSES * budget if work is None else work
+    costed = float("inf") if candidates is None else candidates
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
     allowed = min(budget, left)
-    result = _search_pass(g, index, cost, alpha, allowed, time_limit, mutate, clock, lookahead, outside, prefetch)
-    last, left = result, left - result.expanded
-    while last.expanded >= allowed and _cheaper(last.cost_after, last.cost_before) and left > 0 and not last.timed_out:
+    result = _search_pass(
+        g, index, cost, alpha, allowed, time_limit, mutate, clock, lookahead, outside, prefetch, costed
+    )
+    last, left, costed = result, left - result.expanded, costed - result.candidates
+    while (
+        last.expanded >= allowed
+        and _cheaper(last.cost_after, last.cost_before)
+        and left > 0
+        and costed > 0
+        and not last.timed_out
+    ):
         allowed = min(budget, left)
         time_left = time_limit - (clock() - t0)
         last = _search_pass(
-            result.graph, index, cost, alpha, allowed, time_left, mutate, clock, lookahead, outside, prefetch
+            result.graph, index, cost, alpha, allowed, time_left, mutate, clock, lookahead, outside, prefetch, costed
         )
-        left -= last.expanded
+        left, costed = left - last.expanded, costed - last.candidates
         result.timed_out = last.timed_out
         result.graph, result.cost_after = last.graph, last.cost_after
         result.steps += last.steps
@@ -195,10 +213,12 @@ def _search_pass(
     lookahead: bool = True,
     outside: Sequence[Node] = (),
     prefetch: Prefetch | None = None,
+    candidates: float = float("inf"),
 ) -> SearchResult:
-    """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept.
-    With ``lookahead``, a rewrite that does not pay is also tried with each rewrite it opens (`_repaid`). The
-    candidates of an expansion are made first and handed to ``prefetch``, then costed in turn."""
+    """One best-first search from ``g``: TASO's queue by cost, candidates within ``alpha`` of the best kept,
+    until ``budget`` graphs are expanded or ``candidates`` costed. With ``lookahead``, a rewrite that does not pay
+    is also tried with each rewrite it opens (`_repaid`). The candidates of an expansion are made first and
+    handed to ``prefetch``, then costed in turn."""
     t0 = clock()
     start_cost = cost(g)
     best, best_cost, best_history = g, start_cost, ()
@@ -218,7 +238,7 @@ def _search_pass(
         if _cheaper(c, best_cost):
             best, best_cost, best_history = new, c, steps
 
-    while queue and result.expanded < budget and not result.timed_out:
+    while queue and result.expanded < budget and result.candidates < candidates and not result.timed_out:
         if clock() - t0 >= time_limit:
             result.timed_out = True
             break
@@ -250,6 +270,8 @@ def _search_pass(
                     consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
             if clock() - t0 >= time_limit:
                 result.timed_out = True
+                break
+            if result.candidates >= candidates:
                 break
     result.graph, result.cost_after = best, best_cost
     result.steps = best_history
@@ -406,6 +428,7 @@ def optimize_graph(
     max_nodes: int = MAX_REGION,
     clock: Clock = time.perf_counter,
     prefetch: Prefetch | None = None,
+    candidates: int | None = None,
 ) -> SearchResult:
     """Search every region of ``g`` (with its ``context_ops`` consumers, see `with_context`; cut into
     `windows` of ``max_nodes``) and splice the results. The work, `PASSES` budgets for each form of region, is
@@ -413,8 +436,9 @@ def optimize_graph(
     region cannot take as much as a large (SqueezeNet with the CLI's 10 s when the share was of seconds: an
     equal half for its fire modules' region stopped the search at a predicted 0.849 where it reaches 0.678),
     a region that will be replayed takes no share (NasRNN: five steps of one form, so the first gets it all),
-    and work one region leaves goes to the rest. ``time_limit`` is a safety net for the whole search: a region
-    it stops is the result's `SearchResult.timed_out`.
+    and work one region leaves goes to the rest. The candidates costed are bounded over the whole search
+    (`CANDIDATES` unless ``candidates`` says otherwise), not shared: a search within the bound is as without
+    it. ``time_limit`` is a safety net for the whole search: a region it stops is `SearchResult.timed_out`.
     A region's result is kept only if the whole graph costs less with it: a region is costed apart from the
     units it borders (BERT-tiny on the CPU: a region without its GELU's pass-through Div and Erf predicted
     -0.0035 ms for rewrites that cost +0.0022 ms in the whole graph, which then kept none of its regions').
@@ -428,6 +452,7 @@ def optimize_graph(
     forms = [extract(g, nodes).form for nodes, _ in pieces]  # as in g; a window's may change as it goes
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))
     work = PASSES * budget * len(set(forms))
+    max_candidates = CANDIDATES if candidates is None else candidates
     searched: dict[str, SearchResult] = {}  # form -> the search of the first region of that form
     current, whole = g, cost(g)
     if progress is not None:
@@ -461,6 +486,7 @@ def optimize_graph(
                     outside=outside,
                     work=share,
                     prefetch=prefetch,
+                    candidates=max(max_candidates - total.candidates, 0),
                 )
             if r.graph is not region:
                 spliced = splice(current, region, r.graph)

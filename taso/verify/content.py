@@ -4,7 +4,9 @@ A z3 term is written out from its syntax tree (function names, sorts, bound vari
 printer, whose layout may change between versions. A Python function (a lowering, a symbol's semantics) is
 written out from its syntax tree with docstrings, annotations and positions left out, followed by what it
 reads from its module (helpers it calls, constants, closure cells), so a comment, a blank line, an import line
-or a moved definition leave it as it was, and an edited body or constant changes it. Functions outside the
+or a moved definition leave it as it was, and an edited body or constant changes it. A mapping it reads only by
+constant keys (``OPS["Eye"]``, the op registry) counts by those entries alone: a catalogue entry for a new op
+leaves every other function's digest, and so every shipped proof, as it was. Functions outside the
 specs (the verifier's helpers) are named only: the verifier's own version covers them.
 """
 
@@ -14,7 +16,7 @@ import ast
 import hashlib
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -74,12 +76,36 @@ def _function(fn: Callable, seen: frozenset[int]) -> str:
     node = _node(fn)
     if node is None:  # no source to read (made by exec): its bytecode, which only this Python reads the same
         return f"<code {fn.__code__.co_code.hex()} {fn.__code__.co_consts!r} {fn.__code__.co_names}>"
-    names = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
-    reads = [f"{k}={_function(fn.__globals__[k], seen)}" for k in names if k in fn.__globals__]
+    whole, entries = _reads(node)
+    reads = [f"{k}={_function(fn.__globals__[k], seen)}" for k in sorted(whole) if k in fn.__globals__]
+    reads += [_entry(k, key, fn.__globals__[k], seen) for k, key in sorted(entries, key=repr) if k in fn.__globals__]
     cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
     reads += [f"{k}={_function(c.cell_contents, seen)}" for k, c in cells]
     defaults = [_value(d, seen) for d in (fn.__defaults__ or ())]
     return f"{_tree(node)} reads [{'; '.join(reads)}] defaults {defaults}"
+
+
+def _reads(node: ast.AST) -> tuple[set[str], set[tuple[str, object]]]:
+    """The names ``node`` reads whole, and the (name, key) entries it reads only by a constant subscript
+    (``OPS["Eye"]``): a registry read entry by entry is digested only as far as those entries, so an entry added
+    for another op leaves the digest as it was."""
+    subscripted = {
+        id(n.value): n.slice.value
+        for n in ast.walk(node)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and isinstance(n.slice, ast.Constant)
+    }
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    whole = {n.id for n in names if id(n) not in subscripted}
+    entries = {(n.id, subscripted[id(n)]) for n in names if id(n) in subscripted and n.id not in whole}
+    return whole, entries
+
+
+def _entry(name: str, key: object, registry: object, seen: frozenset[int]) -> str:
+    """One entry of a mapping a function reads by a constant key, or the lack of it."""
+    if not isinstance(registry, Mapping):  # a constant index into a sequence or a string: read whole
+        return f"{name}={_value(registry, seen)}"
+    value = _value(registry[key], seen) if key in registry else "<missing>"
+    return f"{name}[{key!r}]={value}"
 
 
 def _value(v: object, seen: frozenset[int]) -> str:

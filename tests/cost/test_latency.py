@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from taso import onnx as onnx_io
 from taso.cost import latency
-from taso.cost.latency import clearly_faster, interleaved_timings, lost_for_good, medians, won_for_good
+from taso.cost.latency import clearly_faster, interleaved_timings, lost_for_good, medians
 from taso.ir import Graph, parse_graph
 
 from .graphs import with_weights
@@ -94,19 +94,6 @@ def test_rounds_lost_for_good_are_refused_whatever_the_rest_say(before: list[flo
         assert not clearly_faster(before, after[:k] + [0.01] * (len(before) - k))  # even if the rest win big
 
 
-@given(rounds, st.data())
-def test_rounds_won_for_good_are_kept_whatever_the_rest_say(before: list[float], data: st.DataObject) -> None:
-    """The guard also stops once `won_for_good` holds: every way the rounds left could go keeps the rewrite."""
-    after = data.draw(st.lists(st.floats(0.1, 10.0), min_size=len(before), max_size=len(before)))
-    k = data.draw(st.integers(1, len(before)))
-    if won_for_good(before[:k], after[:k], len(before)):
-        assert clearly_faster(before, after)
-        worst = len(before) - k  # the rest lost as badly as the floats allow
-        assert clearly_faster(before[:k] + [0.1] * worst, after[:k] + [10.0] * worst)
-    if k == len(before):  # with no round left it is the verdict itself
-        assert won_for_good(before, after, len(before)) == clearly_faster(before, after)
-
-
 def _guarded(tmp_path: Path, cpu, original: Graph, result: Graph) -> tuple[dict, list[tuple[int, int]]]:
     """What the guard measured of ``result`` against ``original`` on the CPU, and what its progress bar heard."""
     from taso.cost import CostModel
@@ -122,14 +109,14 @@ def _guarded(tmp_path: Path, cpu, original: Graph, result: Graph) -> tuple[dict,
 RELU = "graph(%x: float32[256,256]):\n  %y = Relu(%x) : float32[256,256]\n  return %y"
 
 
-def test_the_guard_stops_timing_once_the_rewrite_has_won_for_good(tmp_path: Path, cpu) -> None:
-    """A result far faster than the original wins the first four rounds of five: the fifth could not refuse it,
-    and is not run."""
+def test_a_rewrite_that_wins_is_timed_in_every_round(tmp_path: Path, cpu) -> None:
+    """A result far faster than the original is kept only after all rounds: each can widen the noise band the
+    original's two sessions show (`taso.optimize.guard.judge`), so no round is skipped."""
     from taso.optimize.guard import GUARD_ROUNDS as ROUNDS
 
     measured, heard = _guarded(tmp_path, cpu, three_matmuls(), parse_graph(RELU))
     assert "kept_original" not in measured and measured["after_ms"] < measured["before_ms"]
-    assert heard == [(0, ROUNDS), *((k, ROUNDS) for k in range(1, ROUNDS - 1)), (ROUNDS, ROUNDS)]
+    assert heard == [(0, ROUNDS), *((k, ROUNDS) for k in range(1, ROUNDS + 1))]
 
 
 def test_the_guard_stops_timing_once_the_rewrite_has_lost_for_good(tmp_path: Path, cpu) -> None:
