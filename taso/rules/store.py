@@ -144,9 +144,16 @@ def known(db: sqlite_utils.Database) -> set[tuple[str, str]]:
 def add_rules(
     db: sqlite_utils.Database, rules: Iterable[Rule], fingerprint: str = "", provenance: dict | None = None
 ) -> int:
-    """Append rules in one transaction (a crash leaves the store as it was); returns how many."""
+    """Append rules in one transaction (a crash leaves the store as it was); returns how many. A rule whose id
+    the store (or an earlier rule of ``rules``) has already is the same rule written with other names: it is
+    not added, since two rows of one id refuse the store (`open_store`)."""
     prov = json.dumps(provenance or {}, sort_keys=True)
-    rows = [{**r.to_row(), "fingerprint": fingerprint, "provenance": prov} for r in rules]
+    have = {row["rule_id"] for row in db["rules"].rows_where(select="rule_id")}
+    rows = []
+    for r in rules:
+        if r.id not in have:
+            have.add(r.id)
+            rows.append({**r.to_row(), "fingerprint": fingerprint, "provenance": prov})
     with db.conn:
         db["rules"].insert_all(rows)
     return len(rows)
