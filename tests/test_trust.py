@@ -195,13 +195,17 @@ def test_the_verifier_digest_covers_every_module_it_names() -> None:
 
 
 def test_a_new_key_is_the_users_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Made on first need, 0600 in a 0700 folder, and the same key read again."""
+    """Made on first need, 0600 in a 0700 folder, and the same key read again; what it signs verifies under
+    it alone, and a store's signature of any text is compared, not a crash."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert signing.user_key() is None
     key = signing.user_key(create=True)
     path = tmp_path / "subst" / "trust.key"
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     assert signing.user_key() == key and key is not None and len(key) == signing.KEY_BYTES
+    digest = "0" * 64
+    assert signing.verifies(key, digest, signing.sign(key, digest))
+    assert not any(signing.verifies(key, digest, s) for s in ("é" * 64, None, signing.sign(os.urandom(32), digest)))
 
 
 @pytest.mark.parametrize(
@@ -248,3 +252,10 @@ def test_a_rule_written_again_with_other_names_is_not_added_twice(tmp_path: Path
         rule.id,
         rule_id(parse_rules(FALSE_DISTRIBUTE)[0]),
     ]
+
+
+def test_a_proof_record_of_another_shape_is_counted_not_a_crash() -> None:
+    """A store's detail is anyone's text: a record that is no mapping is skipped and counted like a missing one."""
+    rule = replace(parse_rules(DISTRIBUTE)[0], status="proved", detail={"proof": "forged", "axioms": []})
+    kept, skipped = provenance.trusted([rule], for_folder(provenance.SPECS_DIR).digest_of)
+    assert kept == [] and skipped == {"no proof record (not proved by `subst verify`)": 1}

@@ -26,7 +26,7 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from taso.rules import signing
@@ -94,7 +94,8 @@ def seal(rule: Rule, detail: Mapping[str, object], specs: str, key: bytes) -> di
 
 def proofs_digest(rules: Sequence[Rule]) -> str:
     """A digest of the proved rules' ids and proof bindings, in order: what `SHIPPED` pins."""
-    lines = [f"{r.id} {r.detail.get('proof', {}).get('bound')}" for r in rules if r.status == "proved"]
+    proofs = [(r.id, r.detail.get("proof")) for r in rules if r.status == "proved"]
+    lines = [f"{name} {proof.get('bound') if isinstance(proof, dict) else None}" for name, proof in proofs]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -122,14 +123,14 @@ class Voucher:
 
     def __init__(self, pinned: bool) -> None:
         self.pinned = pinned
-        self._key: tuple[bytes | None] | None = None
+
+    @cached_property
+    def key(self) -> bytes | None:
+        return signing.user_key()
 
     def why_not(self, proof: Mapping[str, object], binding: str) -> str | None:
-        if self.pinned:
-            return None
-        if self._key is None:
-            self._key = (signing.user_key(),)
-        if signing.verifies(self._key[0], binding, proof.get("signature")):
+        """Why a proof whose binding is ``binding`` is not vouched for; None: it is."""
+        if self.pinned or signing.verifies(self.key, binding, proof.get("signature")):
             return None
         return "signed by another key" if proof.get("signature") else "not signed by `subst verify`"
 

@@ -56,8 +56,11 @@ def sign(key: bytes, digest: str) -> str:
 
 
 def verifies(key: bytes | None, digest: str, signature: object) -> bool:
-    """Whether ``signature`` is ``digest``'s under ``key`` (compared in constant time)."""
-    return key is not None and isinstance(signature, str) and hmac.compare_digest(sign(key, digest), signature)
+    """Whether ``signature`` is ``digest``'s under ``key`` (compared in constant time, as bytes: a store's text
+    may be any)."""
+    if key is None or not isinstance(signature, str):
+        return False
+    return hmac.compare_digest(sign(key, digest).encode(), signature.encode())
 
 
 def _make(path: Path) -> None:
