@@ -347,9 +347,9 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
     for path, rules_in in written.items():
         keys = [(row["src"], row["dst"]) for row in (r.to_row() for r in rules_in)]
         new = [r for r, key in zip(rules_in, keys) if key not in have]
-        store.add_rules(db, new, provenance={"written": path.name})
+        added = store.add_rules(db, new, provenance={"written": path.name})
         have |= set(keys)
-        files.append({"file": str(path), "rules": len(rules_in), "added": len(new)})
+        files.append({"file": str(path), "rules": len(rules_in), "added": added})
     data = {"files": files, "added": sum(f["added"] for f in files), "store": str(store_path)}
     if as_json:
         click.echo(json.dumps(data, indent=2))

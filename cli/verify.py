@@ -95,6 +95,12 @@ def verify(
     Only proved rules are ever used by `subst optimize`. Rules already decided are skipped unless --force.
 
     \b
+    Each proof is bound to its rule, the specs it used and this verifier's code, and signed with your key
+    ($XDG_CONFIG_HOME/subst/trust.key, else ~/.config/subst/trust.key, made on first use, yours alone):
+    `subst optimize` applies only proofs signed with it, or the shipped store's. A store proved by someone
+    else is skipped ("signed by another key") until `subst verify --force` proves it again here.
+
+    \b
     The budget counts z3's own steps, so the verdicts are the same on every machine and under any load
     (for one z3 version: pyproject.toml pins it, and the store records it). --timeout is only a safety
     net against a runaway check: a rule it stops is unknown with the reason "wall-clock safety net", and

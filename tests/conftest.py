@@ -27,6 +27,16 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A config folder of the session's own (XDG_CONFIG_HOME): the trust key the tests' proofs are signed with
+    (`taso.rules.signing`) is made there, never in the user's, and a test never trusts the user's signatures."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("config")
+        mp.setenv("XDG_CONFIG_HOME", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
 def bert_path() -> Path:
     return ROOT / "models" / "bert_tiny.onnx"

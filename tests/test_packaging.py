@@ -144,6 +144,8 @@ def test_a_wheel_installed_in_a_fresh_venv_optimizes_from_anywhere_and_writes_no
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["check"]["ok"] and report["proved_rules"] > 4000
+    assert report["search"]["untrusted_rules"] == {}  # the shipped proofs, pinned, trusted with no user's key
+    assert (site / "taso" / "rules" / "shipped_proofs.json").is_file()
     onnx.checker.check_model(str(work / "bert.opt.onnx"), full_check=True)
     with sqlite3.connect(cache / "subst" / "costs.db") as costs:
         assert costs.execute("SELECT count(*) FROM costs").fetchone()[0] > 0  # measured, and cached per user

@@ -11,7 +11,7 @@ from taso.rules.match import (
     matches_after,
     surviving,
 )
-from taso.rules.provenance import SPECS_DIR, VERIFIER_VERSION
+from taso.rules.provenance import SPECS_DIR
 from taso.rules.rule import (
     ID_LENGTH,
     OUTPUT,
@@ -47,7 +47,6 @@ __all__ = [
     "SameSize",
     "Size",
     "SizeIs",
-    "VERIFIER_VERSION",
     "algebra",
     "all_matches",
     "census",

@@ -1,59 +1,166 @@
-"""Where a verdict came from, so a proof is only trusted under the specs that made it.
+"""Where a verdict came from, so a proof is only trusted for its own rule, under the specs and code that made it.
 
-Every verdict records the z3 that decided it and the verifier's version (`record`), and a proof the digest of
-what it rested on: the axioms it used, the symbols in play and how the rule's ops are lowered, each by its
-content (`taso.verify.basis`). `subst optimize` applies a proved rule only when this verifier made it and that
-digest, taken again under the specs it runs with, matches (`why_untrusted`): a rule marked ``proved`` by hand, or
-proved from an axiom since changed (found wrong and mended) or removed, is skipped and counted, never applied;
-a spec added for another op, or a comment, leaves it trusted. The z3 version is recorded, not required: a proof
-by another z3 is still a proof from the same axioms; only which rules end unknown can differ.
+Every verdict records the z3 that decided it and a digest of the verifier's code by content (`verifier_digest`
+over `VERIFIER_CODE`); a proof also records the digest of what it rested on: the axioms it used, the symbols in
+play and how the rule's ops are lowered, each by its content (`taso.verify.basis`). A proof's record binds its
+rule (`bound`): a digest of the rule's id (`taso.rules.rule_id`: both sides, free attributes, ``always``), the
+facts the proof recorded (axioms, symbols, the conditions it needs, sizes, whether it reads backwards), the
+specs digest and the verifier's. `subst verify` signs that binding with the user's key (`taso.rules.signing`).
+
+`subst optimize` applies a proved rule only when (`why_untrusted`) this verifier's code made it, the specs
+digest, taken again under the specs it runs with, matches, the binding recomputed from the rule matches, and
+either the signature verifies under the user's key or the store's proofs are the shipped ones, whose digest
+the package pins (`SHIPPED`, written by `make rulecache`: whoever can change the package can change the code).
+So a rule marked ``proved`` by hand, a record pasted onto another rule, a record computed from scratch with the
+public code, a proof from an axiom since changed or removed, or by a verifier since changed, is skipped and
+counted, never applied; a spec added for another op, or a comment in one, leaves it trusted. Another user's
+store is untrusted until `subst verify --force` proves it again under this user's key. The z3 version is
+recorded, not required: a proof by another z3 is still a proof from the same axioms.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache, cached_property
+from pathlib import Path
 
+from taso.rules import signing
 from taso.rules.rule import Rule
 from taso.shipped import shipped
 
 SPECS_DIR = shipped("specs")
 """The shipped specs: what `subst verify` proves from and `subst optimize` trusts proofs from by default."""
-VERIFIER_VERSION = 3
-"""Raised whenever lowering or the proof's meaning changes: verdicts of an older verifier are then stale.
-2: sizes and free attributes symbolic, conditions a proof needs recorded with it. 3: a proof's specs digest is
-over what it rested on (`taso.verify.basis`), not every spec file's bytes."""
+VERIFIER_CODE = (
+    "verify/lowering.py",  # a rule's sides as z3 terms, the facts and conditions a proof may assume
+    "verify/run.py",  # what counts as a proof: goals, stages, which conditions are recorded
+    "verify/spec.py",  # the spec vocabulary: symbols' shape axioms, requirements, semantics
+    "verify/speccheck.py",  # the gate that refuses specs whose axioms fail the ops' semantics
+    "verify/basis.py",  # what a specs digest covers
+    "verify/content.py",
+    "rules/rule.py",  # what a rule, its free attributes and recorded conditions say; its id
+    "rules/match.py",  # how a rule's source binds a model (free attributes, commuted operands)
+    "ops/*.py",  # the catalogue the lowering, the matcher and the spec check read (tags, shapes, semantics)
+)
+"""The modules (under taso/, globs allowed) whose code decides what a proof means: a change to any of them makes
+every proof stale until `subst verify --force`. Not here: the pre-check (it only refutes), the rewrite (it
+enforces the recorded conditions; re-proving would not mend it), the IR's text form (a change to what a rule's
+text means changes its id, which refuses the store: `taso.rules.store`)."""
+SHIPPED = Path(__file__).with_name("shipped_proofs.json")
+"""The pinned digest of the shipped store's proofs (`pin`, `proofs_digest`): package data, like the store."""
+BOUND = ("axioms", "symbols", "conditions", "sizes", "reversible")
+"""The facts of a proof's detail its binding covers: what `taso.search` and the specs digest read of it."""
+
+
+@cache
+def verifier_digest() -> str:
+    """A digest of the code in `VERIFIER_CODE`, by name and bytes."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pattern in VERIFIER_CODE:
+        for path in sorted(root.glob(pattern)):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
 
 
 def record(digest: str | None) -> dict[str, object]:
     """The provenance a verdict stores in its detail under ``proof``: ``digest`` is that of what a proof rested
-    on (None for a verdict that is no proof). z3 is imported here, by the verifier's call: generation and
-    optimize read provenance and must run where z3 is not installed (a Ray worker)."""
+    on (None for a verdict that is no proof; `seal` completes a proof's). z3 is imported here, by the verifier's
+    call: generation and optimize read provenance and must run where z3 is not installed (a Ray worker)."""
     import z3
 
-    return {"specs": digest, "z3": z3.get_full_version(), "verifier": VERIFIER_VERSION}
+    return {"specs": digest, "z3": z3.get_full_version(), "verifier": verifier_digest()}
 
 
-def why_untrusted(rule: Rule, digest_of: Callable[[Rule], str | None]) -> str | None:
+def bound(rule: Rule, detail: Mapping[str, object], specs: str) -> str:
+    """The binding of a proof to its rule: a digest of the rule's id, the proof's facts (`BOUND`) in
+    ``detail``, the specs digest ``specs`` and the verifier's code. ``rule.id`` must be its content's
+    (`taso.rules.store` refuses a row whose id is not)."""
+    facts = {k: detail.get(k) for k in BOUND}
+    text = json.dumps([rule.id, facts, specs, verifier_digest()], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(rule: Rule, detail: Mapping[str, object], specs: str, key: bytes) -> dict[str, object]:
+    """The record of a proof of ``rule`` with facts ``detail`` from specs of digest ``specs``: bound to the
+    rule and signed with the user's ``key``."""
+    binding = bound(rule, detail, specs)
+    return {**record(specs), "bound": binding, "signature": signing.sign(key, binding)}
+
+
+def proofs_digest(rules: Sequence[Rule]) -> str:
+    """A digest of the proved rules' ids and proof bindings, in order: what `SHIPPED` pins."""
+    proofs = [(r.id, r.detail.get("proof")) for r in rules if r.status == "proved"]
+    lines = [f"{name} {proof.get('bound') if isinstance(proof, dict) else None}" for name, proof in proofs]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def pin(rules: Sequence[Rule]) -> None:
+    """Write `SHIPPED` for the shipped store's proved ``rules`` (through a temp file and a rename): for
+    `make rulecache` only, since a run never writes into the package."""
+    text = json.dumps({"proofs": proofs_digest(rules), "rules": sum(r.status == "proved" for r in rules)})
+    with tempfile.NamedTemporaryFile("w", dir=SHIPPED.parent, delete=False, suffix=".tmp") as f:
+        f.write(text + "\n")
+    os.chmod(f.name, 0o644)  # package data: read by every user
+    os.replace(f.name, SHIPPED)
+
+
+def is_shipped(rules: Sequence[Rule]) -> bool:
+    """Whether ``rules`` (a store's proved rules) are the shipped store's, as `SHIPPED` pins them."""
+    try:
+        return json.loads(SHIPPED.read_text())["proofs"] == proofs_digest(rules)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+class Voucher:
+    """What vouches for proofs besides their binding: the shipped pin, else the user's key, read on first
+    need (a store whose proofs are the shipped ones never reads it)."""
+
+    def __init__(self, pinned: bool) -> None:
+        self.pinned = pinned
+
+    @cached_property
+    def key(self) -> bytes | None:
+        return signing.user_key()
+
+    def why_not(self, proof: Mapping[str, object], binding: str) -> str | None:
+        """Why a proof whose binding is ``binding`` is not vouched for; None: it is."""
+        if self.pinned or signing.verifies(self.key, binding, proof.get("signature")):
+            return None
+        return "signed by another key" if proof.get("signature") else "not signed by `subst verify`"
+
+
+def why_untrusted(rule: Rule, digest_of: Callable[[Rule], str | None], voucher: Voucher) -> str | None:
     """Why ``rule``, marked proved, must not be applied under specs whose digest of a rule's proof is
     ``digest_of`` (`taso.verify.basis.Basis.digest_of`; None where they lack a part it used). None: it may."""
     proof = rule.detail.get("proof")
     if not isinstance(proof, dict) or "axioms" not in rule.detail:
         return "no proof record (not proved by `subst verify`)"
-    if proof.get("verifier") != VERIFIER_VERSION:
-        return "proved by an older verifier"
-    if proof.get("specs") is None or proof.get("specs") != digest_of(rule):
+    if proof.get("verifier") != verifier_digest():
+        return "proved by another verifier's code"
+    specs = digest_of(rule)
+    if specs is None or proof.get("specs") != specs:
         return "proved under other specs"
-    return None
+    binding = bound(rule, rule.detail, specs)
+    if proof.get("bound") != binding:
+        return "its proof record is not this rule's"
+    return voucher.why_not(proof, binding)
 
 
 def trusted(rules: Iterable[Rule], digest_of: Callable[[Rule], str | None]) -> tuple[list[Rule], Counter[str]]:
     """The rules that may be applied under specs whose proof digests are ``digest_of``, and how many were
-    skipped, by reason."""
+    skipped, by reason. `BadInput` where the user's key is refused (`taso.rules.signing`)."""
+    rules = list(rules)
+    voucher = Voucher(is_shipped(rules))
     kept: list[Rule] = []
     skipped: Counter[str] = Counter()
     for r in rules:
-        why = why_untrusted(r, digest_of) if r.status == "proved" else f"status {r.status}"
+        why = why_untrusted(r, digest_of, voucher) if r.status == "proved" else f"status {r.status}"
         if why is None:
             kept.append(r)
         else:

@@ -4,6 +4,12 @@ The schema carries a version in ``meta``; opening a store of another version is 
 rather than read wrongly, except a version-1 store: opened writable it is brought to version 2 in place (its
 rules' ids added, `migrate`), opened read-only a copy in memory is, so an older subst's store still serves. The shipped store is opened read-only, whoever asks: nothing writes into the package,
 not even by mistake. Measured costs are not kept in a store but in the user's cache (`taso.cachedir`).
+
+A rule's id is a digest of what it says (`taso.rules.rule_id`), and what a report and a proof's binding name it
+by (`taso.rules.provenance.bound`), so a store whose row names another id than its content's, or two rows one
+id, is refused, not read: `open_store` refuses a shared id, `load_rules` and `find_rule` recompute each id they
+read. An edited rule, or a false one written under a true one's id, is then never applied nor shown as that
+rule.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 import sqlite_utils
 
 from taso.errors import BadInput
-from taso.rules.rule import REVERSE, Rule
+from taso.rules.rule import REVERSE, Rule, rule_id
 from taso.shipped import shipped
 
 SCHEMA_VERSION = 2
@@ -95,6 +101,12 @@ def open_store(path: str | Path, create_missing: bool = False, read_only: bool =
         migrate(db)
     elif int(version) != SCHEMA_VERSION:
         raise BadInput(f"{p}: store schema version {version}, this subst reads version {SCHEMA_VERSION}")
+    shared = db.execute(
+        "SELECT rule_id, min(id), max(id) FROM rules WHERE rule_id IS NOT NULL GROUP BY rule_id HAVING count(*) > 1"
+    ).fetchone()
+    if shared is not None:
+        db.close()
+        raise BadInput(f"{p}: rows {shared[1]} and {shared[2]} both claim rule id {shared[0]}; the store is refused")
     return db
 
 
@@ -132,9 +144,16 @@ def known(db: sqlite_utils.Database) -> set[tuple[str, str]]:
 def add_rules(
     db: sqlite_utils.Database, rules: Iterable[Rule], fingerprint: str = "", provenance: dict | None = None
 ) -> int:
-    """Append rules in one transaction (a crash leaves the store as it was); returns how many."""
+    """Append rules in one transaction (a crash leaves the store as it was); returns how many. A rule whose id
+    the store (or an earlier rule of ``rules``) has already is the same rule written with other names: it is
+    not added, since two rows of one id refuse the store (`open_store`)."""
     prov = json.dumps(provenance or {}, sort_keys=True)
-    rows = [{**r.to_row(), "fingerprint": fingerprint, "provenance": prov} for r in rules]
+    have = {row["rule_id"] for row in db["rules"].rows_where(select="rule_id")}
+    rows = []
+    for r in rules:
+        if r.id not in have:
+            have.add(r.id)
+            rows.append({**r.to_row(), "fingerprint": fingerprint, "provenance": prov})
     with db.conn:
         db["rules"].insert_all(rows)
     return len(rows)
@@ -155,7 +174,19 @@ def load_rules(
         where.append("src_ops <= ?")
         args.append(max_ops)
     for row in db["rules"].rows_where(" AND ".join(where) or None, args, order_by="id"):
-        yield Rule.from_row(row)
+        yield rule_of(row)
+
+
+def rule_of(row: dict) -> Rule:
+    """The rule of a store row, whose id must be its content's (`taso.rules.rule_id`): `BadInput` naming the row
+    where it is not (the row was edited, or written under another rule's id)."""
+    rule = Rule.from_row(row)
+    content = rule_id(rule)
+    if row.get("rule_id") != content:
+        raise BadInput(
+            f"store row {row['id']}: rule id {row.get('rule_id')} is not its content's ({content}); the store is refused"
+        )
+    return rule
 
 
 def find_rule(db: sqlite_utils.Database, key: str) -> dict | None:
@@ -164,6 +195,8 @@ def find_rule(db: sqlite_utils.Database, key: str) -> dict | None:
     rows = list(db["rules"].rows_where("rule_id = ?", [key.removesuffix(REVERSE)]))
     if not rows and key.isdigit() and int(key) < 2**63:  # SQLite's integers
         rows = list(db["rules"].rows_where("id = ?", [int(key)]))
+    if rows:
+        rule_of(rows[0])  # what is shown is what would be applied
     return rows[0] if rows else None
 
 

@@ -33,7 +33,7 @@ import z3
 from taso import ops
 from taso.cachedir import cache_folder
 from taso.errors import CheckFailed
-from taso.rules import Rule, condition_to_json, provenance, store
+from taso.rules import Rule, condition_to_json, provenance, signing, store
 from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Tracked, lower_rule
 from taso.verify.precheck import refute
@@ -351,6 +351,8 @@ def verify_rows(
     Refuses (`CheckFailed`, nothing written) specs whose axioms fail `taso.speccheck`: a wrong axiom proves
     wrong rules."""
     t0 = time.perf_counter()
+    rules = {r["id"]: store.rule_of(r) for r in rows}  # a proof binds its rule's id: one not its content's is refused
+    key = signing.user_key(create=True) if rows else b""  # signs each proof; refused before any work (none: no rows)
     if rows:
         require_sound(specs)
     if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
@@ -358,14 +360,14 @@ def verify_rows(
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
     # digested here, not in the provers: their z3 state (and so which proofs they find) stays their own
     basis = Basis.of(specs)
-    ops = {r["id"]: Rule.from_row(r).ops for r in rows}
     batch: list[tuple[int, Verdict]] = []
     flushed = time.perf_counter()
     try:
         for rule_id, v in _run(rows, specs, budget, timeout, workers):
             if v.status == "proved":
-                digest = basis.digest(ops[rule_id], v.detail["symbols"], v.detail["axioms"])
-                v = Verdict(v.status, {**v.detail, "proof": provenance.record(digest)})
+                rule = rules[rule_id]
+                digest = basis.digest(rule.ops, v.detail["symbols"], v.detail["axioms"])
+                v = Verdict(v.status, {**v.detail, "proof": provenance.seal(rule, v.detail, digest, key)})
             batch.append((rule_id, v))
             summary.counts[v.status] += 1
             if v.status == "unknown":
