@@ -3,8 +3,8 @@
 Every verdict records the z3 that decided it and a digest of the verifier's code by content (`verifier_digest`
 over `VERIFIER_CODE`); a proof also records the digest of what it rested on: the axioms it used, the symbols in
 play and how the rule's ops are lowered, each by its content (`taso.verify.basis`). A proof's record binds its
-rule (`bound`): a digest of the rule's id (`taso.rules.rule_id`: both sides, free attributes, ``always``), the
-facts the proof recorded (axioms, symbols, the conditions it needs, sizes, whether it reads backwards), the
+rule (`bound`): the whole digest of what the rule says (`taso.rules.rule_digest`: both sides, conditions), the
+catalogue entries of its ops by content, the facts the proof recorded (axioms, symbols, the conditions it needs, sizes, whether it reads backwards), the
 specs digest and the verifier's. `subst verify` signs that binding with the user's key (`taso.rules.signing`).
 
 `subst optimize` applies a proved rule only when (`why_untrusted`) this verifier's code made it, the specs
@@ -30,7 +30,7 @@ from functools import cache, cached_property
 from pathlib import Path
 
 from taso.rules import signing
-from taso.rules.rule import Rule
+from taso.rules.rule import Rule, rule_digest
 from taso.shipped import shipped
 
 SPECS_DIR = shipped("specs")
@@ -44,7 +44,8 @@ VERIFIER_CODE = (
     "verify/content.py",
     "rules/rule.py",  # what a rule, its free attributes and recorded conditions say; its id
     "rules/match.py",  # how a rule's source binds a model (free attributes, commuted operands)
-    "ops/*.py",  # the catalogue the lowering, the matcher and the spec check read (tags, shapes, semantics)
+    "ops/opdef.py",  # the catalogue's machinery; each entry a rule uses is bound by its content (`bound`)
+    "ops/traits.py",
 )
 """The modules (under taso/, globs allowed) whose code decides what a proof means: a change to any of them makes
 every proof stale until `subst verify --force`. Not here: the pre-check (it only refutes), the rewrite (it
@@ -77,12 +78,24 @@ def record(digest: str | None) -> dict[str, object]:
 
 
 def bound(rule: Rule, detail: Mapping[str, object], specs: str) -> str:
-    """The binding of a proof to its rule: a digest of the rule's id, the proof's facts (`BOUND`) in
-    ``detail``, the specs digest ``specs`` and the verifier's code. ``rule.id`` must be its content's
+    """The binding of a proof to its rule: a digest of what the rule says (not its 40-bit id), the proof's facts
+    (`BOUND`) in ``detail``, the specs digest ``specs``, the verifier's code and the catalogue entries of the
+    rule's ops. ``rule.id`` must be its content's
     (`taso.rules.store` refuses a row whose id is not)."""
     facts = {k: detail.get(k) for k in BOUND}
-    text = json.dumps([rule.id, facts, specs, verifier_digest()], sort_keys=True, default=str)
+    entries = {op: _entry_digest(op) for op in rule.ops}
+    text = json.dumps([rule_digest(rule), facts, specs, verifier_digest(), entries], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@cache
+def _entry_digest(op: str) -> str:
+    """The digest of ``op``'s catalogue entry by content (`taso.verify.content.entry`): what the lowering, the
+    matcher and the spec check read of it. Imported here: generation reads provenance where z3 may be absent."""
+    from taso import ops
+    from taso.verify import content
+
+    return content.digest(content.entry(ops.get(op))) if op in ops.OPS else "not in the catalogue"
 
 
 def seal(rule: Rule, detail: Mapping[str, object], specs: str, key: bytes) -> dict[str, object]:

@@ -217,6 +217,19 @@ def rule_id(rule: Rule) -> str:
     input each reads), its free attributes and whether it is ``always``; not its verdict, name or store row.
     Names of intermediate values and the order of independent nodes do not count (`_side`); inputs count by
     their position in the source's signature, so a rule written again with other names keeps its id."""
+    return _content(rule).hexdigest()[:ID_LENGTH]
+
+
+def rule_digest(rule: Rule) -> str:
+    """The whole digest of what the rule says (`rule_id` is its first `ID_LENGTH` digits), with every condition
+    it is written with: what a proof's record binds (`taso.rules.provenance.bound`), where an id's 40 bits
+    could be matched by a forger's search."""
+    h = _content(rule)
+    h.update(repr(sorted(rule.conditions)).encode())
+    return h.hexdigest()
+
+
+def _content(rule: Rule) -> hashlib._Hash:
     leaves: dict[str, str] = {}
     for g in (rule.src, rule.dst):
         for v in (*g.inputs, *g.weights):
@@ -224,7 +237,7 @@ def rule_id(rule: Rule) -> str:
                 data = g.data[v].digest if v in g.data else ""
                 leaves[v] = f"v{len(leaves)}:{g.types.get(v)}:{data}"
     text = repr((_side(rule.src, leaves), _side(rule.dst, leaves), sorted(rule.free_attrs), rule.always))
-    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+    return hashlib.sha256(text.encode())
 
 
 def _side(g: Graph, leaves: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ specs (the verifier's helpers) are named only: the verifier's own version covers
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import inspect
 import types
@@ -24,6 +25,8 @@ import z3
 
 SPEC_MODULES = "subst_specs."
 """The prefix of the module names `taso.verify.spec.load_specs` gives spec files."""
+CATALOGUE_MODULES = "taso.ops."
+"""The operator catalogue's modules: their code is digested by content too (`entry`)."""
 _SKIPPED = frozenset({"ctx", "kind", "type_comment", "annotation", "returns", "lineno", "col_offset"})
 """Syntax-tree fields that say nothing of what code computes."""
 
@@ -108,10 +111,21 @@ def _entry(name: str, key: object, registry: object, seen: frozenset[int]) -> st
     return f"{name}[{key!r}]={value}"
 
 
+def entry(op: object) -> str:
+    """A catalogue entry (`taso.ops.OpDef`) by its content: its facts, and its rules' code as `function` writes
+    it, following the catalogue's helpers. A proof binds the entries of the ops its rule uses this way
+    (`taso.rules.provenance.bound`), so an entry added for another op leaves it as it was."""
+    return _value(op, frozenset())
+
+
 def _value(v: object, seen: frozenset[int]) -> str:
-    """A value a function reads: spec code by its content, plain data by its value, anything else by name."""
-    if isinstance(v, types.FunctionType) and v.__module__.startswith(SPEC_MODULES):
+    """A value a function reads: spec and catalogue code by its content, plain data and catalogue entries by
+    their value, anything else by name."""
+    if isinstance(v, types.FunctionType) and v.__module__.startswith((SPEC_MODULES, CATALOGUE_MODULES)):
         return _function(v, seen)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__module__.startswith(CATALOGUE_MODULES):
+        fields = (f.name for f in dataclasses.fields(v) if f.name != "doc")
+        return f"{type(v).__qualname__}({', '.join(f'{k}={_value(getattr(v, k), seen)}' for k in fields)})"
     if isinstance(v, types.FunctionType | type | types.BuiltinFunctionType):
         return f"<{v.__module__}.{v.__qualname__}>"
     if isinstance(v, types.ModuleType):
@@ -120,7 +134,7 @@ def _value(v: object, seen: frozenset[int]) -> str:
         return repr(v)
     if isinstance(v, tuple | list):
         return f"{type(v).__name__}({', '.join(_value(x, seen) for x in v)})"
-    if isinstance(v, dict):
+    if isinstance(v, Mapping):
         return "{" + ", ".join(f"{_value(k, seen)}: {_value(x, seen)}" for k, x in sorted(v.items(), key=str)) + "}"
     if isinstance(v, set | frozenset):
         return "{" + ", ".join(sorted(_value(x, seen) for x in v)) + "}"
