@@ -4,6 +4,7 @@ a spec that reads the op registry (specs/constants.py and specs/enlarge.py run `
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -87,3 +88,45 @@ def test_a_registry_read_by_key_is_digested_by_that_entry_and_one_read_whole_by_
     assert "'Softsign'" in every and "'Eye'" in every
     del OPS["Softsign"]
     assert content.function(_reads_one_entry) == one and content.function(_reads_them_all) != every
+
+
+ENTRY_DIGESTS = """
+import json
+from taso import ops
+from taso.rules import provenance
+print(json.dumps({"verifier": provenance.verifier_digest(),
+                  "entries": {op: provenance._entry_digest(op) for op in ops.OPS}}))
+"""
+
+
+def test_an_entry_written_into_a_catalogue_file_leaves_every_other_binding_as_it_was(tmp_path: Path) -> None:
+    """What a proof's binding reads of the code (`provenance.bound`: the verifier's code, and the catalogue
+    entries of the rule's ops) is the same in a copy of the package whose elementwise.py gains a Softsign entry:
+    only Softsign's own entry is new. (When the whole catalogue's files were verifier code, it all moved.)"""
+    import subprocess
+    import sys
+
+    import taso
+
+    package = Path(taso.__file__).parent
+    shutil.copytree(package, tmp_path / "taso", ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "taso" / "ops" / "elementwise.py").open("a") as f:
+        f.write(
+            '\nSOFTSIGN = _unary("Softsign", lambda x: (x / (1 + np.abs(x))).astype(x.dtype), "x / (1 + |x|).", set())\n'
+        )
+
+    def digests(root: Path) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", ENTRY_DIGESTS],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        )
+        return json.loads(out.stdout)
+
+    before, after = digests(package.parent), digests(tmp_path)
+    assert set(after["entries"]) - set(before["entries"]) == {"Softsign"}
+    assert after["verifier"] == before["verifier"]
+    assert {op: after["entries"][op] for op in before["entries"]} == before["entries"]
