@@ -267,8 +267,12 @@ def lower_graph(
             shape = tuple(f.size_of(int(d)) for d in n.attr["shape"])  # type: ignore[union-attr]
             n = replace(n, attrs=tuple((k, shape if k == "shape" else v) for k, v in n.attrs))
         args = [values[v] for v in n.inputs if v]
+        _check_attrs(n)
         if n.op in specs.lowerings:
-            terms = specs.lowerings[n.op](n, args, g.types, f)
+            try:
+                terms = specs.lowerings[n.op](n, args, g.types, f)
+            except (TypeError, KeyError, ValueError, IndexError) as e:  # a free attribute it needs as a number, ...
+                raise Unsupported(f"{n.op}: its lowering fails ({type(e).__name__}: {e})") from None
         elif n.op in specs.by_op:
             terms = [lower_plain(getattr(f, specs.by_op[n.op].name), n, args)]
         else:
@@ -279,9 +283,28 @@ def lower_graph(
     return [values[o] for o in g.outputs]
 
 
+def _check_attrs(n: Node) -> None:
+    """Refuse (`Unsupported`) a node whose attributes are not the catalogue's: one it does not know is one no
+    lowering reads (BatchNormalization's ``training_mode``), and one it requires but the node lacks would be
+    read as whatever the lowering assumes (a rank-3 Transpose without ``perm`` as the 2-D one)."""
+    if n.op not in ops.OPS:
+        raise Unsupported(f"{n.op} is not in the catalogue")
+    schema = ops.get(n.op).attrs
+    unknown = sorted(set(n.attr) - set(schema))
+    if unknown:
+        raise Unsupported(f"{n.op} attribute(s) {', '.join(map(repr, unknown))} not modelled")
+    missing = [k for k, default in schema.items() if default is ops.REQUIRED and k not in n.attr]
+    if missing:
+        raise Unsupported(f"{n.op} without its attribute(s) {', '.join(map(repr, missing))}")
+
+
 def lower_plain(sym: Symbol | _Stated, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
-    """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
+    """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived; a fixed
+    one must be written (only its value is modelled)."""
     attrs = n.attr
+    absent = [k for k in sym.fixed if k not in attrs]
+    if absent:
+        raise Unsupported(f"{n.op} without {', '.join(absent)} (only {dict(sym.fixed)} is modelled)")
     for k, v in attrs.items():
         if k in sym.fixed and isinstance(v, Free):
             raise Unsupported(f"{n.op} {k} cannot be free (only {sym.fixed[k]} is modelled)")
