@@ -480,3 +480,13 @@ def test_an_always_rule_matching_its_own_target_stops_by_work() -> None:
     out, applied = apply_everywhere(g, [rule])
     assert sum(applied.values()) == ALWAYS_WORK * len(g.nodes)
     assert [n.op for n in out.nodes] == ["Add"]
+
+
+def test_a_rule_the_verifier_crashes_on_gets_a_verdict(tmp_path: Path) -> None:
+    """A lowering that raises what nothing expects (here a spec's division by zero): the rule is unknown with
+    the error as its reason, and the run goes on."""
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "zz_crashing_lowering.py").write_text('LOWER = {"Relu": lambda node, args, types, f: [1 // 0]}\n')
+    v = Prover(load_specs(root), precheck=False).verdict(RELU_DROPPED)
+    assert v.status == "unknown" and "ZeroDivisionError" in v.detail["reason"], v.detail
