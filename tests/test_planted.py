@@ -490,3 +490,14 @@ def test_a_rule_the_verifier_crashes_on_gets_a_verdict(tmp_path: Path) -> None:
     (root / "zz_crashing_lowering.py").write_text('LOWER = {"Relu": lambda node, args, types, f: [1 // 0]}\n')
     v = Prover(load_specs(root), precheck=False).verdict(RELU_DROPPED)
     assert v.status == "unknown" and "ZeroDivisionError" in v.detail["reason"], v.detail
+
+
+def test_a_proof_without_an_axiom_is_flagged(z3_alone: Prover) -> None:
+    """A Split whose outputs are renamed: its sizes are a variable per side, equal only by the output types,
+    so both sides differ as terms and the proof names no axiom. Sound where the premises have a model (which
+    the verifier required first), and said so in the verdict: it is the shape a proof from a contradiction had."""
+    src = "graph(%x: float32[2,5], %s: int64[2] = [2, 3]):\n  %p, %q = Split(%x, %s) {axis=1} : float32[2,2], "
+    src += "float32[2,3]\n  return %p, %q"
+    dst = src.replace("%p", "%a").replace("%q", "%b")
+    v = z3_alone.verdict(_rule(src, dst, "split outputs renamed"))
+    assert v.status == "proved" and v.detail["axioms"] == [] and "no axiom" in v.detail["flag"], v.detail
