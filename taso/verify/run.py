@@ -9,6 +9,11 @@ axioms. Sizes and free attributes are variables (`taso.lowering`): each search i
 of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
 as conditions the rewrite enforces.
 
+No goal is tried before the rule's premises (its facts, the example's, the shape rules at its terms) have a
+model (`taso.verify.premises`): from a contradiction z3 proves anything, with a core naming no axiom. A rule
+whose text is not what the catalogue makes of it (`taso.verify.admit`) is unknown, and so is one the verifier
+fails on: a verdict with the error, and the run goes on.
+
 The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
 decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit
 made verdicts depend on the machine's speed and load. A wall-clock limit remains only as a safety net, and its
@@ -265,13 +270,15 @@ def _decide(row: dict) -> tuple[int, Verdict]:
     try:
         rule = Rule.from_row(row)
     except Exception as e:  # noqa: BLE001 - a row that does not parse gets a verdict, not a traceback
-        return row["id"], Verdict("unknown", {"reason": f"the rule's text does not parse ({_crash(e)})"})
+        reason = f"the rule's text does not parse ({_crash(e)})"
+        return row["id"], Verdict("unknown", {"reason": reason, "proof": provenance.record(None)})
     return row["id"], _WORKER.verdict(rule)
 
 
 def _crash(e: Exception) -> str:
     """An exception as one line of a verdict's reason."""
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+    lines = str(e).splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
 def _ops(row: dict) -> list[str]:
