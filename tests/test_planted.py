@@ -424,7 +424,7 @@ def test_an_attribute_no_lowering_reads_makes_the_op_unsupported(specs: Specs, z
 
 
 def test_a_fixed_attribute_left_out_is_unsupported(specs: Specs) -> None:
-    """A Conv written without dilations: the spec models only (1, 1), and an absent value is not that."""
+    """A Conv written without dilations: an absent value is not the (1, 1) the spec models, nor any other."""
     conv = "graph(%x: float32[1,2,4,4], %w: float32[2,2,1,1] weight):\n  %y = Conv(%x, %w) {kernel_shape=[1, 1], "
     conv += "pads=[0, 0, 0, 0], strides=[1, 1], group=1} : float32[1,2,4,4]\n  %r = Relu(%y) : float32[1,2,4,4]\n"
     rule = _rule(conv + "  return %r", conv + "  return %y", "relu after a conv dropped")

@@ -284,27 +284,24 @@ def lower_graph(
 
 
 def _check_attrs(n: Node) -> None:
-    """Refuse (`Unsupported`) a node whose attributes are not the catalogue's: one it does not know is one no
-    lowering reads (BatchNormalization's ``training_mode``), and one it requires but the node lacks would be
-    read as whatever the lowering assumes (a rank-3 Transpose without ``perm`` as the 2-D one)."""
+    """Refuse (`Unsupported`) a node whose attributes are not the catalogue's, every one written as import
+    normalises a node: one it does not know is one no lowering reads (BatchNormalization's ``training_mode``),
+    and one the node lacks would be read as whatever the lowering assumes (a rank-3 Transpose without ``perm``
+    as the 2-D one, a Conv without ``dilations`` as one with the only dilations the spec models)."""
     if n.op not in ops.OPS:
         raise Unsupported(f"{n.op} is not in the catalogue")
     schema = ops.get(n.op).attrs
     unknown = sorted(set(n.attr) - set(schema))
     if unknown:
         raise Unsupported(f"{n.op} attribute(s) {', '.join(map(repr, unknown))} not modelled")
-    missing = [k for k, default in schema.items() if default is ops.REQUIRED and k not in n.attr]
+    missing = [k for k in schema if k not in n.attr]
     if missing:
         raise Unsupported(f"{n.op} without its attribute(s) {', '.join(map(repr, missing))}")
 
 
 def lower_plain(sym: Symbol | _Stated, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:
-    """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived; a fixed
-    one must be written (only its value is modelled)."""
+    """A node whose op is one symbol: the symbol's attributes read by name, the rest fixed or derived."""
     attrs = n.attr
-    absent = [k for k in sym.fixed if k not in attrs]
-    if absent:
-        raise Unsupported(f"{n.op} without {', '.join(absent)} (only {dict(sym.fixed)} is modelled)")
     for k, v in attrs.items():
         if k in sym.fixed and isinstance(v, Free):
             raise Unsupported(f"{n.op} {k} cannot be free (only {sym.fixed[k]} is modelled)")

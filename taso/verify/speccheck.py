@@ -26,7 +26,9 @@ from types import SimpleNamespace
 import numpy as np
 import z3
 
-from taso.verify.spec import Axiom, Shape, Specs, T
+from taso import ops
+from taso.ir import TensorType
+from taso.verify.spec import Axiom, Shape, Specs, Symbol, T
 
 DEFAULT_DOMAIN = (1, 2, 3)
 FLOORS = {
@@ -260,10 +262,14 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
     flat = [_compile_int(term.arg(k)) for k in range(sym.n_ints)]
     args = [_compile_term(term.arg(sym.n_ints + k), specs) for k in range(sym.arity)]
 
+    refusing = _refusing(sym)
+
     def run(env: Env) -> np.ndarray:
         ints = [f(env) for f in flat]
         xs = [f(env) for f in args]
         try:
+            if refusing:
+                ops.infer(sym.op, [TensorType("float32", x.shape) for x in xs], {**sym.fixed, **sym.group(ints)})
             out = np.asarray(sym.run(sym.group(ints), xs))
         except (ValueError, IndexError, KeyError, ArithmeticError) as e:
             raise _IllTyped(str(e)) from None
@@ -282,6 +288,18 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
         return out
 
     return run
+
+
+def _refusing(sym: Symbol) -> bool:
+    """Whether the catalogue's shape rule of ``sym``'s op can tell the arguments it refuses, where ``compute``
+    stands in for the op (an Enlarge of a kernel it cannot centre): the op takes no input's values and every
+    attribute it requires is the symbol's. Such instances are outside the op's domain (no lowered rule has
+    them) rather than a wrong shape rule, and the wider domains (`FLOORS`) reach them."""
+    d = ops.OPS.get(sym.op)
+    if sym.compute is None or d is None or d.static_inputs:
+        return False
+    names = {n for n, _ in sym.layout} | set(sym.fixed)
+    return all(k in names for k, v in d.attrs.items() if v is ops.REQUIRED)
 
 
 def _python_int(v: object) -> int:
