@@ -21,7 +21,9 @@ from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
 from taso.generate.spool import default_folder, discard, stopped_at
 from taso.ir import IRError
-from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules, store
+from taso.rules import ID_LENGTH, REVERSE, SPECS_DIR, STATUSES, Rule, parse_rules, store
+from taso.verify import Unsupported, load_specs
+from taso.verify.admit import admissible
 
 
 def _form_table() -> str:
@@ -323,8 +325,10 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
 
     The values written for free attributes are an example: the verifier's numeric pre-check runs it, z3
     proves the rule for every value. A target attribute whose value no source node has is a literal
-    (`group=1` for a grouped conv made plain). Rules already in the store are left as they are; every file is
-    read before any rule is added, so a broken file adds nothing.
+    (`group=1` for a grouped conv made plain). Each rule is read as import reads a model's nodes: ops in the
+    catalogue, attributes it models (defaults filled in), declared types the ones it computes, and a form the
+    specs can lower; each rule that is not gets one line, and then nothing is added. Rules already in the store
+    are left as they are; every file is read before any rule is added, so a broken file adds nothing.
 
     \b
     Example:
@@ -340,6 +344,7 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
             raise BadInput(f"{path}: not UTF-8 text; a rules file is text as `subst rules show` prints") from None
         except IRError as e:
             raise BadInput(f"{path}: {e}") from None
+    written = _admitted(written)
     store.require_writable(store_path)
     db = store.open_store(store_path, create_missing=True)
     have = store.known(db)
@@ -356,6 +361,25 @@ def add_rules(store_path: Path, rules_files: tuple[Path, ...], as_json: bool) ->
         return
     for f in files:
         click.echo(f"{f['added']} of {f['rules']} rules from {f['file']} added to {store_path} as candidates")
+
+
+def _admitted(written: dict[Path, list[Rule]]) -> dict[Path, list[Rule]]:
+    """Each file's rules in the catalogue's normal form, as import reads a model's nodes (`taso.verify.admit`);
+    every rule that is not gets one line on stderr, and then nothing is added (BadInput)."""
+    specs = load_specs(SPECS_DIR)
+    out: dict[Path, list[Rule]] = {}
+    refused = 0
+    for path, rules_in in written.items():
+        out[path] = []
+        for r in rules_in:
+            try:
+                out[path].append(admissible(r, specs))
+            except Unsupported as e:
+                click.echo(f"{path}: rule {r.name!r}: {e}", err=True)
+                refused += 1
+    if refused:
+        raise BadInput(f"{refused} rule(s) refused (see above): nothing added")
+    return out
 
 
 @rules.command("list")

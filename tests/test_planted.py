@@ -10,6 +10,7 @@ attribute moved by one). bench/bench_planted.py prints every verdict in a table.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -17,14 +18,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+import z3
+from conftest import ROOT, subst
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from taso import ops
 from taso.ir import Graph, eliminate_dead, make_attrs, parse_graph
-from taso.rules import SPECS_DIR, Rule, parse_rules
-from taso.verify import Prover, Specs, check_specs, load_specs, refute
+from taso.rules import SPECS_DIR, Rule, parse_rules, store
+from taso.search import apply_everywhere
+from taso.search.backtrack import ALWAYS_WORK
+from taso.verify import Prover, Specs, Unsupported, check_axiom, check_specs, load_specs, pending, refute, verify_rows
+from taso.verify.admit import normalised
+from taso.verify.lowering import lower_rule
+from taso.verify.premises import premises_check
+from taso.verify.run import CONSISTENCY_UNITS
 
 DATA = Path(__file__).parent / "data"
 FALSE_RULES = {r.name: r for r in parse_rules((DATA / "planted.rules").read_text())}
@@ -346,7 +354,7 @@ def planted_specs(tmp_path_factory: pytest.TempPathFactory) -> Specs:
 
 def test_every_planted_axiom_fails_the_spec_check_and_only_those(planted_specs: Specs) -> None:
     planted = {a.name for a in planted_specs.axioms if a.spec == "planted_axioms"}
-    assert len(planted) == 6
+    assert len(planted) == 8
     failing = {r.name: r for r in check_specs(planted_specs) if not r.ok}
     assert set(failing) == planted
     # the generic two hold at their declared shapes: only the free-shape draws catch them
@@ -358,3 +366,138 @@ def test_a_planted_axiom_would_prove_its_false_rule(planted_specs: Specs) -> Non
     """Positive control: the spec check is what stands between a planted axiom and a false proof."""
     v = Prover(planted_specs, precheck=False).verdict(FALSE_RULES["relu distributed over add"])
     assert v.status == "proved" and "planted-relu-add" in v.detail["axioms"], v.detail
+
+
+def test_narrowed_domain_axioms_fail_the_spec_check(planted_specs: Specs) -> None:
+    """True only in the domains their authors gave (1x1): the check widens every variable to its floor."""
+    by_name = {a.name: a for a in planted_specs.axioms}
+    for name in ("planted-mm-comm-1x1", "planted-maxpool-is-avgpool-1x1"):
+        report = check_axiom(by_name[name], planted_specs)
+        assert not report.ok and "sides differ" in report.failures[0], report
+
+
+def test_a_narrowed_domain_axiom_would_prove_its_false_rule(tmp_path: Path) -> None:
+    """Positive control: unless the spec check catches it, the 1x1-only axiom proves the commuted product."""
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "planted_axioms.py").write_text(PLANTED_AXIOMS)
+    v = Prover(load_specs(root), precheck=False).verdict(FALSE_RULES["matmul commuted"])
+    assert v.status == "proved" and "planted-mm-comm-1x1" in v.detail["axioms"] + ["planted-mm-comm"], v.detail
+
+
+# ---- planted contradictions and rule text import would refuse -------------------------------------------------
+
+PLANTED_TEXT = {r.name: r for r in parse_rules((DATA / "planted-text.rules").read_text())}
+RELU_DROPPED = _rule(
+    "graph(%x: float32[2,4]):\n  %a = Relu(%x) : float32[2,4]\n  return %a",
+    "graph(%x: float32[2,4]):\n  return %x",
+    "relu dropped",
+)
+
+
+def test_a_contradictory_lowering_proves_nothing(tmp_path: Path) -> None:
+    """A lowering whose facts contradict the shape rules gives premises with no model: never a proof."""
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "zz_planted_lowering.py").write_text((DATA / "planted_lowering.py").read_text())
+    v = Prover(load_specs(root), precheck=False).verdict(RELU_DROPPED)
+    assert v.status == "unknown" and "not well-typed" in v.detail["reason"], v.detail
+
+
+def test_premises_of_shipped_rules_have_a_model(specs: Specs) -> None:
+    """The other side of the premise check: the true rules above still have premises with a model."""
+    for rule in TRUE_RULES.values():
+        low = lower_rule(rule, specs)
+        premises = [*low.facts, *(t.fact for t in low.tracked)]
+        assert premises_check([*low.src, *low.dst], premises, specs, 2, CONSISTENCY_UNITS) == z3.sat
+
+
+def test_an_attribute_no_lowering_reads_makes_the_op_unsupported(specs: Specs, z3_alone: Prover) -> None:
+    """BatchNormalization in training mode: its lowering reads epsilon only, so it once lowered as the plain
+    one and the rule was proved. The lowering refuses it, and so does reading the text through the catalogue."""
+    rule = PLANTED_TEXT["BatchNormalization in training mode as the inference one"]
+    with pytest.raises(Unsupported, match="training_mode"):
+        lower_rule(rule, specs)
+    with pytest.raises(Unsupported, match="training mode"):
+        normalised(rule)
+    assert z3_alone.verdict(rule).status == "unknown"
+
+
+def test_a_fixed_attribute_left_out_is_unsupported(specs: Specs) -> None:
+    """A Conv written without dilations: an absent value is not the (1, 1) the spec models, nor any other."""
+    conv = "graph(%x: float32[1,2,4,4], %w: float32[2,2,1,1] weight):\n  %y = Conv(%x, %w) {kernel_shape=[1, 1], "
+    conv += "pads=[0, 0, 0, 0], strides=[1, 1], group=1} : float32[1,2,4,4]\n  %r = Relu(%y) : float32[1,2,4,4]\n"
+    rule = _rule(conv + "  return %r", conv + "  return %y", "relu after a conv dropped")
+    with pytest.raises(Unsupported, match="dilations"):
+        lower_rule(rule, specs)
+
+
+def test_a_row_not_in_normal_form_is_not_verified(z3_alone: Prover) -> None:
+    """A Reshape written without allowzero: the stored text is what the rewriter matches, so the verifier
+    refuses it rather than reading a default into it (`subst rules add` writes rules normalised)."""
+    v = z3_alone.verdict(PLANTED_TEXT["a Reshape without allowzero"])
+    assert v.status == "unknown" and "normal form" in v.detail["reason"], v.detail
+
+
+def test_rules_add_refuses_text_import_would_refuse_in_one_line_each(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    r = subst("rules", "add", DATA / "planted-text.rules", "--store", db)
+    lines = r.stderr.strip().splitlines()
+    refused = [n for n in PLANTED_TEXT if n != "a Reshape without allowzero"]
+    assert r.returncode == 2 and not db.exists(), r.stderr
+    assert len(lines) == len(refused) + 1 and all(any(n in line for line in lines) for n in refused), lines
+    ok = tmp_path / "ok.rules"
+    ok.write_text((DATA / "planted-text.rules").read_text().split("rule a Reshape")[1].split("\nrule ")[0])
+    ok.write_text("rule a Reshape" + ok.read_text())
+    assert subst("rules", "add", ok, "--store", db).returncode == 0
+    (stored,) = store.load_rules(store.open_store(db))
+    assert all(n.attr.get("allowzero") == 0 for n in (*stored.src.nodes, *stored.dst.nodes) if n.op == "Reshape")
+
+
+def test_verify_records_a_verdict_for_every_bad_row_and_goes_on(tmp_path: Path, specs: Specs) -> None:
+    """Rows that crashed the verifier (text outside the catalogue, a missing perm or allowzero, a free Concat
+    axis, text that does not parse) each get a verdict, and the rows after them are still decided."""
+    db = store.create(tmp_path / "s.db")
+    true = Rule(TRUE_RULES["relu through concat"].src, TRUE_RULES["relu through concat"].dst, "relu through concat")
+    store.add_rules(db, [*PLANTED_TEXT.values(), true], provenance={"written": "t"})
+    db.execute("update rules set src = 'graph(' where name = 'Pad is outside the catalogue'")
+    db.conn.commit()
+    summary = verify_rows(db, pending(db), specs)
+    rows = {r["name"]: r for r in db["rules"].rows}
+    assert summary.decided == len(rows) == len(PLANTED_TEXT) + 1
+    assert rows["relu through concat"]["status"] == "proved"
+    assert all(r["status"] == "unknown" for n, r in rows.items() if n != "relu through concat"), rows
+    assert "does not parse" in json.loads(rows["Pad is outside the catalogue"]["detail"])["reason"]
+
+
+def test_an_always_rule_matching_its_own_target_stops_by_work() -> None:
+    """Add commuted, marked always: true, and its target matches its own source, so the pass would rewrite
+    forever; it stops after `ALWAYS_WORK` rewrites per node, with a graph that still computes the same."""
+    add = "graph(%x: float32[2,4], %y: float32[2,4]):\n  %a = Add({}) : float32[2,4]\n  return %a"
+    rule = Rule(parse_graph(add.format("%x, %y")), parse_graph(add.format("%y, %x")), "add commuted", ("always",))
+    rule = replace(rule, status="proved", detail={"sizes": "symbolic", "conditions": []})
+    g = parse_graph(add.format("%x, %y"))
+    out, applied = apply_everywhere(g, [rule])
+    assert sum(applied.values()) == ALWAYS_WORK * len(g.nodes)
+    assert [n.op for n in out.nodes] == ["Add"]
+
+
+def test_a_rule_the_verifier_crashes_on_gets_a_verdict(tmp_path: Path) -> None:
+    """A lowering that raises what nothing expects (here a spec's division by zero): the rule is unknown with
+    the error as its reason, and the run goes on."""
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "zz_crashing_lowering.py").write_text('LOWER = {"Relu": lambda node, args, types, f: [1 // 0]}\n')
+    v = Prover(load_specs(root), precheck=False).verdict(RELU_DROPPED)
+    assert v.status == "unknown" and "ZeroDivisionError" in v.detail["reason"], v.detail
+
+
+def test_a_proof_without_an_axiom_is_flagged(z3_alone: Prover) -> None:
+    """A Split whose outputs are renamed: its sizes are a variable per side, equal only by the output types,
+    so both sides differ as terms and the proof names no axiom. Sound where the premises have a model (which
+    the verifier required first), and said so in the verdict: it is the shape a proof from a contradiction had."""
+    src = "graph(%x: float32[2,5], %s: int64[2] = [2, 3]):\n  %p, %q = Split(%x, %s) {axis=1} : float32[2,2], "
+    src += "float32[2,3]\n  return %p, %q"
+    dst = src.replace("%p", "%a").replace("%q", "%b")
+    v = z3_alone.verdict(_rule(src, dst, "split outputs renamed"))
+    assert v.status == "proved" and v.detail["axioms"] == [] and "no axiom" in v.detail["flag"], v.detail

@@ -350,9 +350,16 @@ def _rewrites(
             yield name, new, None
 
 
+ALWAYS_WORK = 4
+"""Rewrites the always pass makes per node of the graph it starts from, at most: an honest always rule folds
+or removes what it matches, so a graph has far fewer of them than this; one whose target matches its own
+source (true, so verify proves it) would rewrite forever."""
+
+
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
-    """``g`` with ``rules`` (`with_lifts`) applied wherever they match, until none does (each rewrite removes the ops its rule
-    matched, so this ends), and how often each was applied: the rules marked ``always`` (`Rule.always`), which
+    """``g`` with ``rules`` (`with_lifts`) applied wherever they match, until none does or `ALWAYS_WORK`
+    rewrites per node of ``g`` are made (every rewrite is proved, so where it stops the graph is still
+    equivalent), and how often each was applied: the rules marked ``always`` (`Rule.always`), which
     cost nothing or less and open matches for the search. Where matches overlap, the rule given first wins: the
     store keeps the order rules were written in, and specs/rules/batchnorm.rules folds a Mul and an Add into
     their BatchNorm before the BatchNorm into its Conv. One rewrite at a time, the matches of each graph found
@@ -365,7 +372,8 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
     rank = {id(r): i for i, r in enumerate(rules)}
     declined: set[tuple] = set()
     found = all_matches(g, index)
-    while True:
+    work = ALWAYS_WORK * max(1, len(g.nodes))
+    while applied.total() < work:
         for m in sorted(found, key=lambda m: rank[id(m.rule)]):
             key = (m.rule.name, tuple(id(n) for n in m.nodes.values()))
             if key in declined:
@@ -380,6 +388,7 @@ def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
             break
         else:
             return g, applied
+    return g, applied
 
 
 def replay(g: Graph, steps: Sequence[Step]) -> Graph | None:

@@ -267,8 +267,12 @@ def lower_graph(
             shape = tuple(f.size_of(int(d)) for d in n.attr["shape"])  # type: ignore[union-attr]
             n = replace(n, attrs=tuple((k, shape if k == "shape" else v) for k, v in n.attrs))
         args = [values[v] for v in n.inputs if v]
+        _check_attrs(n)
         if n.op in specs.lowerings:
-            terms = specs.lowerings[n.op](n, args, g.types, f)
+            try:
+                terms = specs.lowerings[n.op](n, args, g.types, f)
+            except (TypeError, KeyError, ValueError, IndexError) as e:  # a free attribute it needs as a number, ...
+                raise Unsupported(f"{n.op}: its lowering fails ({type(e).__name__}: {e})") from None
         elif n.op in specs.by_op:
             terms = [lower_plain(getattr(f, specs.by_op[n.op].name), n, args)]
         else:
@@ -277,6 +281,22 @@ def lower_graph(
             raise Unsupported(f"{n.op} lowered to {len(terms)} terms for {len(n.outputs)} outputs")
         values.update(zip(n.outputs, terms))
     return [values[o] for o in g.outputs]
+
+
+def _check_attrs(n: Node) -> None:
+    """Refuse (`Unsupported`) a node whose attributes are not the catalogue's, every one written as import
+    normalises a node: one it does not know is one no lowering reads (BatchNormalization's ``training_mode``),
+    and one the node lacks would be read as whatever the lowering assumes (a rank-3 Transpose without ``perm``
+    as the 2-D one, a Conv without ``dilations`` as one with the only dilations the spec models)."""
+    if n.op not in ops.OPS:
+        raise Unsupported(f"{n.op} is not in the catalogue")
+    schema = ops.get(n.op).attrs
+    unknown = sorted(set(n.attr) - set(schema))
+    if unknown:
+        raise Unsupported(f"{n.op} attribute(s) {', '.join(map(repr, unknown))} not modelled")
+    missing = [k for k in schema if k not in n.attr]
+    if missing:
+        raise Unsupported(f"{n.op} without its attribute(s) {', '.join(map(repr, missing))}")
 
 
 def lower_plain(sym: Symbol | _Stated, n: Node, args: list[z3.ExprRef]) -> z3.ExprRef:

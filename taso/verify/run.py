@@ -9,6 +9,11 @@ axioms. Sizes and free attributes are variables (`taso.lowering`): each search i
 of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
 as conditions the rewrite enforces.
 
+No goal is tried before the rule's premises (its facts, the example's, the shape rules at its terms) have a
+model (`taso.verify.premises`): from a contradiction z3 proves anything, with a core naming no axiom. A rule
+whose text is not what the catalogue makes of it (`taso.verify.admit`) is unknown, and so is one the verifier
+fails on: a verdict with the error, and the run goes on.
+
 The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
 decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit
 made verdicts depend on the machine's speed and load. A wall-clock limit remains only as a safety net, and its
@@ -34,9 +39,11 @@ from taso import ops
 from taso.cachedir import cache_folder
 from taso.errors import CheckFailed
 from taso.rules import Rule, condition_to_json, provenance, signing, store
+from taso.verify.admit import normalised
 from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Tracked, lower_rule
 from taso.verify.precheck import refute
+from taso.verify.premises import premises_check
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
 
@@ -46,8 +53,8 @@ the costliest shipped proof takes 1.0 M units and every shipped rule ends within
 proof), so no shipped verdict sits at the budget's edge; 20 M units take 10-15 s on the 2-core reference
 machine."""
 CONSISTENCY_UNITS = 2_000_000
-"""z3 resource units for telling whether a rule's example is well-typed under the specs (milliseconds where it
-is linear; the bound keeps a non-linear one from running away)."""
+"""z3 resource units for finding a model of a rule's premises (`taso.verify.premises`): milliseconds where they
+are linear; the bound keeps a non-linear set from running away (no model found: no proof)."""
 DEFAULT_TIMEOUT = 120.0
 """Wall-clock seconds per rule, a safety net only: the budget ends every check first on any machine up to many
 times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
@@ -93,12 +100,21 @@ class Prover:
     def verdict(self, rule: Rule) -> Verdict:
         """The rule's verdict, its detail carrying the provenance (`taso.rules.provenance`); a proof's lists the
         axioms and symbols it rested on, whose digest `verify_rows` adds to its record (`taso.verify.basis`)."""
-        v = self._decide(rule)
+        t0 = time.perf_counter()
+        try:
+            v = self._decide(rule)
+        except Exception as e:  # noqa: BLE001 - one rule the verifier cannot take must not end the run
+            v = Verdict("unknown", {"reason": f"the verifier fails on this rule ({_crash(e)})", "seconds": _since(t0)})
         return Verdict(v.status, {**v.detail, "proof": provenance.record(None)})
 
     def _decide(self, rule: Rule) -> Verdict:
         t0 = time.perf_counter()
         try:
+            text = normalised(rule)
+            if (text.src, text.dst) != (rule.src, rule.dst):
+                raise Unsupported(
+                    "the rule's text is not in the catalogue's normal form (`subst rules add` writes it so)"
+                )
             counterexample = refute(rule) if self.precheck else None
             if counterexample is not None:
                 return Verdict("refuted", {"counterexample": counterexample, "seconds": _since(t0)})
@@ -109,11 +125,16 @@ class Prover:
         except Unsupported as e:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
         sizes = {"sizes": "symbolic", "reversible": low.reversible}
-        typed = z3.Solver()
-        typed.set("rlimit", CONSISTENCY_UNITS)
-        if typed.check(*low.facts, *(t.fact for t in low.tracked)) == z3.unsat:
-            # the example contradicts what the ops require: every goal would hold (and no instance meets them)
-            reason = "the example is not well-typed under the specs' requirements"
+        depth = max((t.rank or 0 for g in (rule.src, rule.dst) for t in g.types.values()), default=0)
+        premises = [*low.facts, *(t.fact for t in low.tracked)]
+        typed = premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS)
+        if typed != z3.sat:
+            # no model of the premises: every goal would follow from them, true or not
+            reason = (
+                "the example is not well-typed under the specs' requirements"
+                if typed == z3.unsat
+                else "no model of the premises found (the example's well-typedness is undecided)"
+            )
             return Verdict("unknown", {"reason": reason, "seconds": _since(t0)})
         goals = [(i, a, b) for i, (a, b) in enumerate(zip(low.src, low.dst)) if not a.eq(b)]
         if not goals:
@@ -139,6 +160,8 @@ class Prover:
                     conditions = [condition_to_json(t.condition) for t in needed]
                     symbols = sorted(low.used.union(*(self.axioms[a].symbols for a in names)))
                     detail = {"axioms": names, "symbols": symbols, "stage": stage, **sizes, "conditions": conditions}
+                    if not names:  # equal by the facts alone: sound only because the premises have a model
+                        detail["flag"] = "no axiom in the proof: the sides differ, and the facts alone equate them"
                     return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
                 if outcome[0] != "open":
                     break
@@ -245,7 +268,18 @@ def _init_worker(specs_dir: str, budget: int, timeout: float) -> None:
 
 def _decide(row: dict) -> tuple[int, Verdict]:
     assert _WORKER is not None
-    return row["id"], _WORKER.verdict(Rule.from_row(row))
+    try:
+        rule = Rule.from_row(row)
+    except Exception as e:  # noqa: BLE001 - a row that does not parse gets a verdict, not a traceback
+        reason = f"the rule's text does not parse ({_crash(e)})"
+        return row["id"], Verdict("unknown", {"reason": reason, "proof": provenance.record(None)})
+    return row["id"], _WORKER.verdict(rule)
+
+
+def _crash(e: Exception) -> str:
+    """An exception as one line of a verdict's reason."""
+    lines = str(e).splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
 @dataclass

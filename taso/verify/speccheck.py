@@ -26,9 +26,27 @@ from types import SimpleNamespace
 import numpy as np
 import z3
 
-from taso.verify.spec import Axiom, Shape, Specs, T
+from taso import ops
+from taso.ir import TensorType
+from taso.verify.spec import Axiom, Shape, Specs, Symbol, T
 
 DEFAULT_DOMAIN = (1, 2, 3)
+FLOORS = {
+    "size": (1, 2, 3, 4),
+    "kernel_shape": (1, 2, 3),
+    "pads": (0, 1, 2),
+    "group": (1, 2),
+    "strides": (1, 2),
+    "start": (0, 1, 2, 3),
+    "axis": (0, 1, 2, 3),
+}
+"""Values every integer variable is tried at, whatever the axiom's ``domains`` say, by what it stands for: a
+size (a dim of a declared shape, a slice's size, a generated shape), a window, a pad, a group, a stride, a
+slice's start, an axis. An axiom's domains can add values, never narrow these: z3 applies an axiom at every
+value its formula admits, so one true only at the values its author listed (a product commuted at 1x1, a 1x1
+max pool as an average pool) must fail here."""
+_SIZE_ATTRS = ("size", "n", "shape", "from_shape")
+"""Symbol attributes that are sizes."""
 DEFAULT_LIMIT = 200
 _DRAWS = 20
 TOL = 1e-6
@@ -71,7 +89,8 @@ def check_specs(specs: Specs, limit: int = DEFAULT_LIMIT, seed: int = 0) -> list
 def check_axiom(ax: Axiom, specs: Specs, limit: int = DEFAULT_LIMIT, seed: int = 0) -> AxiomCheck:
     report = AxiomCheck(ax.name, ax.spec)
     names = [str(v) for v in ax.int_vars]
-    domains = [tuple(ax.domains.get(n, DEFAULT_DOMAIN)) for n in names]
+    roles = _roles(ax, specs)
+    domains = [_domain(ax.domains.get(n, DEFAULT_DOMAIN), roles.get(n)) for n in names]
     shape_of = {str(v): [_compile_int(d) for d in ax.shapes[str(v)]] for v in ax.tensor_vars}
     when = [_compile_int(c) for c in ax.when]
     lhs, rhs = _compile_term(ax.lhs, specs), _compile_term(ax.rhs, specs)
@@ -93,6 +112,38 @@ def check_axiom(ax: Axiom, specs: Specs, limit: int = DEFAULT_LIMIT, seed: int =
     if report.instances == 0 and not report.failures:
         report.failures.append("no well-typed instance in its domains: the axiom was never checked")
     return report
+
+
+def _domain(given: tuple[int, ...], role: str | None) -> tuple[int, ...]:
+    """The values a variable is tried at: its axiom's, and at least its role's `FLOORS`."""
+    return tuple(sorted(set(given) | set(FLOORS.get(role, ())))) if role else tuple(given)
+
+
+def _roles(ax: Axiom, specs: Specs) -> dict[str, str]:
+    """What each integer variable of ``ax`` stands for (a `FLOORS` key): the attribute it is an argument for,
+    else a size where a declared shape holds it."""
+    roles: dict[str, str] = {}
+    for v in ax.int_vars:
+        if any(str(d) == str(v) for shape in ax.shapes.values() for d in shape):
+            roles[str(v)] = "size"
+    todo = [ax.lhs, ax.rhs]
+    while todo:
+        e = todo.pop()
+        todo.extend(e.children())
+        layout = _layout(e, specs)
+        for k, name in enumerate(layout):
+            arg = e.arg(k)
+            if z3.is_const(arg) and not z3.is_int_value(arg):
+                roles[str(arg)] = "size" if name in _SIZE_ATTRS else name
+    return roles
+
+
+def _layout(e: z3.ExprRef, specs: Specs) -> list[str]:
+    """The attribute name of each integer argument of a symbol application (none for anything else)."""
+    if not z3.is_app(e) or e.sort() != T or not e.num_args():
+        return []
+    sym = specs.symbols.get(e.decl().name())
+    return [] if sym is None else [n for n, length in sym.layout for _ in range(length or 1)]
 
 
 def _check_free(
@@ -211,10 +262,14 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
     flat = [_compile_int(term.arg(k)) for k in range(sym.n_ints)]
     args = [_compile_term(term.arg(sym.n_ints + k), specs) for k in range(sym.arity)]
 
+    refusing = _refusing(sym)
+
     def run(env: Env) -> np.ndarray:
         ints = [f(env) for f in flat]
         xs = [f(env) for f in args]
         try:
+            if refusing:
+                ops.infer(sym.op, [TensorType("float32", x.shape) for x in xs], {**sym.fixed, **sym.group(ints)})
             out = np.asarray(sym.run(sym.group(ints), xs))
         except (ValueError, IndexError, KeyError, ArithmeticError) as e:
             raise _IllTyped(str(e)) from None
@@ -233,6 +288,18 @@ def _compile_term(term: z3.ExprRef, specs: Specs) -> Callable[[Env], np.ndarray]
         return out
 
     return run
+
+
+def _refusing(sym: Symbol) -> bool:
+    """Whether the catalogue's shape rule of ``sym``'s op can tell the arguments it refuses, where ``compute``
+    stands in for the op (an Enlarge of a kernel it cannot centre): the op takes no input's values and every
+    attribute it requires is the symbol's. Such instances are outside the op's domain (no lowered rule has
+    them) rather than a wrong shape rule, and the wider domains (`FLOORS`) reach them."""
+    d = ops.OPS.get(sym.op)
+    if sym.compute is None or d is None or d.static_inputs:
+        return False
+    names = {n for n, _ in sym.layout} | set(sym.fixed)
+    return all(k in names for k, v in d.attrs.items() if v is ops.REQUIRED)
 
 
 def _python_int(v: object) -> int:

@@ -1,15 +1,17 @@
 """Planted false axioms (tests/test_planted.py, bench/bench_planted.py copy this file into a copy of specs/):
-each must fail `subst verify --check-specs`. The last two are generic and true at their declared shapes, false
-only at the shapes z3 also applies them to."""
+each must fail `subst verify --check-specs`. Two are generic and true at their declared shapes, false only at
+the shapes z3 also applies them to; the last two are true only in the narrow domains their author gave, which
+the check widens to its floors (a product commuted at 1x1, a 1x1 max pool as an average pool)."""
 
 from taso.verify import Axiom, D, ints, tensors
 
 
 def axioms(f):
     x, y, w = tensors("x y w")
-    m, n, a, b, c, sh, sw = ints("m n a b c sh sw")
+    m, n, a, b, c, sh, sw, h, k = ints("m n a b c sh sw h k")
     two = {"x": (m, n), "y": (m, n)}
     conv = dict(pads=(0, 0, 0, 0), group=1)
+    window = dict(strides=(1, 1), pads=(0, 0, 0, 0))
     return [
         Axiom("planted-relu-add", f.relu(f.add(x, y)), f.add(f.relu(x), f.relu(y)), two, generic=True),
         Axiom("planted-mm-comm", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}),
@@ -34,5 +36,13 @@ def axioms(f):
             {"x": (b, c, 1, 1), "w": (m, c, 1, 1)},
             domains={"sh": (1, 2), "sw": (1, 2)},
             generic=True,
+        ),
+        Axiom("planted-mm-comm-1x1", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}, domains={"m": (1,)}),
+        Axiom(
+            "planted-maxpool-is-avgpool-1x1",
+            f.maxpool(x, kernel_shape=(k, k), **window),
+            f.avgpool(x, kernel_shape=(k, k), count_include_pad=0, **window),
+            {"x": (b, c, h, h)},
+            domains={"k": (1,)},
         ),
     ]

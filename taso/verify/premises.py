@@ -1,0 +1,51 @@
+"""Whether a rule's premises have a model before any goal is tried: an inconsistent premise set proves anything.
+
+A rule's premises are what its lowering states (`taso.verify.lowering.Lowered.facts`), the example's tracked
+facts, and the specs' shape axioms. Those axioms are quantified, and z3's E-matching (the prover runs without
+model-based instantiation) answers ``unknown`` on them, never ``sat``. So the check here is quantifier-free:
+every shape axiom instantiated at every application in the rule's terms, at every dimension up to the
+largest rank the rule's example has, and its rank. Each instance follows from the axioms, so ``unsat`` here
+means the premises contradict each other (a lowering whose shapes contradict the example: a rank-3 Transpose
+lowered as the 2-D one); ``sat`` gives sizes and attribute values at which every lowered node has the dims its
+shape rule gives it and every fact holds. With every example size tracked, that is the example itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import SimpleNamespace
+
+import z3
+
+from taso.verify.spec import DIM, RANK, Specs, T
+
+
+def premises_check(
+    terms: Iterable[z3.ExprRef], premises: list[z3.BoolRef], specs: Specs, depth: int, units: int
+) -> z3.CheckSatResult:
+    """z3's answer for ``premises`` with the shape axioms of every application in ``terms`` (and in the
+    premises) instantiated at dimensions ``0 .. depth - 1``, within ``units`` resource units."""
+    s = z3.Solver()
+    s.set("rlimit", units)
+    for t in _applications([*terms, *premises], specs):
+        sym = specs.symbols[t.decl().name()]
+        a = SimpleNamespace(**sym.group([t.arg(k) for k in range(sym.n_ints)]))
+        xs = [t.arg(sym.n_ints + k) for k in range(sym.arity)]
+        s.add(RANK(t) == sym.rank(a, *xs), *(DIM(t, i) == sym.dims(i, a, *xs) for i in range(depth)))
+    return s.check(*premises)
+
+
+def _applications(exprs: list[z3.ExprRef], specs: Specs) -> list[z3.ExprRef]:
+    """Every application of a spec symbol in ``exprs``, once."""
+    seen: dict[int, z3.ExprRef] = {}
+    found: list[z3.ExprRef] = []
+    todo = list(exprs)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen[e.get_id()] = e
+        todo.extend(e.children())
+        if e.sort() == T and e.num_args() and e.decl().name() in specs.symbols:
+            found.append(e)
+    return found
