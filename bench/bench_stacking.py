@@ -100,7 +100,9 @@ def table(rows: list[dict]) -> list[str]:
         check = {True: "passed", False: "FAILED", None: "-"}[r.get("check")] if "error" not in r else r["error"][:80]
         rules = sum(a["count"] for a in r.get("rules_applied", {}).values())
         nodes = "{} -> {}".format(*r["nodes"]) if "nodes" in r else "-"
-        lines.append(f"| {r['model']} | {written} | {r.get('exit')} | {check} | {rules} | {nodes} | {r.get('seconds')} |")
+        lines.append(
+            f"| {r['model']} | {written} | {r.get('exit')} | {check} | {rules} | {nodes} | {r.get('seconds')} |"
+        )
     return lines
 
 

@@ -10,7 +10,6 @@ import os
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
-import numpy as np
 import onnx
 
 from taso.ir import TensorType
@@ -52,9 +51,11 @@ def runs(model: onnx.ModelProto | str | os.PathLike[str]) -> bool:
 
 
 def runtime_types(model: onnx.ModelProto, names: Collection[str]) -> dict[str, TensorType]:
-    """The types onnxruntime gives ``names`` (values of ``model``'s main graph): with every input's shape static
-    (a model at its costing dims), those of the values one run on zeros computes; else those its session infers,
-    symbolic dims kept. Values it cannot type, and all of them where it refuses the model, are left out."""
+    """The types onnxruntime's session infers for ``names`` (values of ``model``'s main graph), symbolic dims
+    kept; values it cannot type, and all of them where it refuses the model, are left out. At the costing dims
+    (`taso.onnx.dims.concretize` makes every input static) its inference sizes what a run would, a Range over
+    a Shape included, and only that: a run on made-up inputs would also size what follows their values (a
+    NonZero's output), which other inputs size otherwise."""
     if not names:
         return {}
     with _exposed(model, names) as probe:
@@ -62,14 +63,6 @@ def runtime_types(model: onnx.ModelProto, names: Collection[str]) -> dict[str, T
     if session is None:
         return {}
     inferred = {o.name: _declared(o.type, o.shape) for o in session.get_outputs() if o.name in names}
-    feeds = _zeros(session)
-    if feeds is not None:
-        try:
-            wanted = [n for n in names if n in inferred]
-            computed = session.run(wanted, feeds)
-            inferred.update((n, _computed(v)) for n, v in zip(wanted, computed))
-        except Exception:  # a run zeros break (a Reshape to a shape read from the input): the session's types stand
-            pass
     return {n: t for n, t in inferred.items() if t is not None}
 
 
@@ -86,27 +79,9 @@ def _exposed(model: onnx.ModelProto, names: Collection[str]) -> Iterator[onnx.Mo
         del model.graph.output[len(model.graph.output) - len(added) :]
 
 
-def _zeros(session) -> dict[str, np.ndarray] | None:  # noqa: ANN001 (onnxruntime.InferenceSession)
-    """Zeros for every input of ``session``, if every input's type is a static tensor the IR can hold."""
-    feeds = {}
-    for i in session.get_inputs():
-        t = _declared(i.type, i.shape)
-        if t is None or not t.is_static:
-            return None
-        feeds[i.name] = np.zeros(t.shape, t.dtype)
-    return feeds
-
-
 def _declared(kind: str, shape: list[int | str | None] | None) -> TensorType | None:
     """The IR type of onnxruntime's ``tensor(float)`` and shape; None for sequences, maps and unknown dtypes."""
     if not kind.startswith("tensor(") or kind[7:-1] not in _ELEMENT:
         return None
     dims = None if shape is None else tuple(d if isinstance(d, int | str) else None for d in shape)
     return TensorType(_ELEMENT[kind[7:-1]], dims)
-
-
-def _computed(value: object) -> TensorType | None:
-    """The type of a value a run returned; None if it is not a tensor of a dtype the IR holds."""
-    if not isinstance(value, np.ndarray) or value.dtype.name not in _ELEMENT.values():
-        return None
-    return TensorType(value.dtype.name, tuple(int(d) for d in value.shape))
