@@ -36,15 +36,20 @@ COSTS = ROOT / "taso" / "cost" / "reference_costs.json"
 TRANSFORMERS = [n for n in corpus.NAMES if corpus.MANIFEST[n]["model"] in TRANSFORMER_TYPES]
 
 
+def torch_stand_in() -> types.ModuleType:
+    """What onnxruntime's transformers optimizer reads of torch, which it imports only to ask whether torch is a
+    ROCm build, and reads that only for a GPU: lets it run for the CPU where torch is not installed."""
+    torch = types.ModuleType("torch")
+    torch.version = types.SimpleNamespace(hip=None)  # type: ignore[attr-defined]
+    return torch
+
+
 def ort_optimize(src: Path, dst: Path, model_type: str) -> None:
-    """onnxruntime's transformers optimizer on ``src``, for the CPU, written to ``dst``. It imports torch only to
-    ask whether torch is a ROCm build, which the CPU path never reads: a stand-in lets it run without torch."""
-    if "torch" not in sys.modules:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            sys.modules["torch"] = types.ModuleType("torch")
-            sys.modules["torch"].version = types.SimpleNamespace(hip=None)  # type: ignore[attr-defined]
+    """onnxruntime's transformers optimizer on ``src``, for the CPU, written to ``dst``."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.modules["torch"] = torch_stand_in()
     from onnxruntime.transformers.optimizer import optimize_model
 
     optimize_model(str(src), model_type=model_type, num_heads=0, hidden_size=0, use_gpu=False).save_model_to_file(
