@@ -27,7 +27,7 @@ from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_margin
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
 from taso.cost.unit import Unit, _footprint, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
-from taso.ir import Graph
+from taso.ir import Graph, all_static
 
 if TYPE_CHECKING:
     from taso.cost.tables import Prior
@@ -228,15 +228,16 @@ class CostModel:
 
     def _new(self, found: Sequence[tuple[str, Graph, str]]) -> None:
         """Cost units (key, graph, label) nothing knows into `memo`: measured side by side (and stored), or
-        estimated where they may not be: no time left, a symbolic shape, or output shapes that follow the
-        values of what the unit reads (`shape_follows_values`). A batch that onnxruntime fails is measured again
+        estimated where they may not be: no time left, a symbolic shape or no type at all (a custom op's output
+        neither onnx nor onnxruntime typed), or output shapes that follow the values of what the unit reads
+        (`shape_follows_values`). A batch that onnxruntime fails is measured again
         unit by unit, so that only a unit that cannot run alone is estimated, with the error as its note."""
         measurable = []
         for key, ug, label in found:
             if (
                 not self.measure
                 or self._out_of_time()
-                or not all(t.is_static for t in ug.types.values())
+                or not all_static(ug.types, ug.values())
                 or shape_follows_values(ug)
             ):
                 self.memo[key] = (self.calibration.estimate(ug), True)  # not stored: a later run decides again

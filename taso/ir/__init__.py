@@ -24,7 +24,7 @@ from taso.ir.graph import (
     topological_order,
 )
 from taso.ir.text import format_graph, parse_graph
-from taso.ir.types import AttrValue, Dim, Kind, TensorType, canonical_attr, make_attrs
+from taso.ir.types import AttrValue, Dim, Kind, TensorType, all_static, canonical_attr, make_attrs
 from taso.ir.weights import WeightData
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Node",
     "TensorType",
     "WeightData",
+    "all_static",
     "canonical_attr",
     "correspondence",
     "eliminate_dead",

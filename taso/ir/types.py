@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -42,6 +42,12 @@ class TensorType:
             return f"{self.dtype}[*]"
         dims = ",".join("?" if d is None else str(d) if isinstance(d, int) else quote_name(d) for d in self.shape)
         return f"{self.dtype}[{dims}]"
+
+
+def all_static(types: Mapping[str, TensorType], values: Iterable[str]) -> bool:
+    """Whether every one of ``values`` has a type of static shape. A value with no type at all is unknown, not
+    static: the output of a custom-domain op that neither onnx nor onnxruntime could type."""
+    return all((t := types.get(v)) is not None and t.is_static for v in values)
 
 
 class Kind(Enum):

@@ -8,6 +8,7 @@ with external data when the source had it or the weights pass protobuf's 2 GB li
 
 - `read`: a file (or a caller's ModelProto) to a validated, opset-13+ ModelProto
 - `infer`: every value's type, the shape arithmetic over static shapes evaluated to help
+- `runtime`: onnxruntime as the judge of ops onnx does not know (contrib ops), and the types of their values
 - `importer`: a ModelProto to the IR (`load_model`), opaque nodes and why they are
 - `export`: the IR to a ModelProto and a file (`save_model`)
 - `dims`: symbolic dims fixed to sizes, for costing a dynamic model at one size

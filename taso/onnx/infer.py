@@ -1,9 +1,11 @@
 """Every value's type at import: onnx's shape inference, helped by evaluating the shape arithmetic over static
-shapes (`_infer_folding`), then the model's declared and initializer types."""
+shapes (`_infer_folding`), then the model's declared and initializer types, then onnxruntime's types for the
+values onnx left untyped (after an op it does not know: `taso.onnx.runtime`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -11,7 +13,8 @@ from onnx import helper, numpy_helper, shape_inference
 
 from taso import ops
 from taso.ir import TensorType
-from taso.onnx.read import _DEFAULT_DOMAINS, _payloads_set_aside
+from taso.onnx.read import _DEFAULT_DOMAINS, PROTOBUF_LIMIT, _payloads_set_aside, _size
+from taso.onnx.runtime import runtime_types
 
 
 def _tensor_type(t: onnx.TypeProto) -> TensorType | None:
@@ -25,6 +28,48 @@ def _tensor_type(t: onnx.TypeProto) -> TensorType | None:
 
 
 def _infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    types = _onnx_types(model)
+    untyped = [o for n in model.graph.node for o in n.output if o and o not in types]
+    if not untyped or _size(model) >= PROTOBUF_LIMIT:  # past it, no session can be made from the proto
+        return types
+    found = runtime_types(model, untyped)
+    seeds = {o: _named(o, found[o]) for n in model.graph.node if not _known(n) for o in n.output if o in found}
+    if not seeds:
+        return {**found, **types}
+    with _annotated(model, seeds):  # onnx's inference carries its names and folds on from onnxruntime's types
+        return {**found, **_onnx_types(model)}
+
+
+def _known(node: onnx.NodeProto) -> bool:
+    """Whether onnx has a schema for ``node``'s op (contrib ops and onnxruntime's own have none)."""
+    return onnx.defs.has(node.op_type, node.domain)
+
+
+def _named(value: str, t: TensorType) -> TensorType:
+    """``t`` with each unknown dim named for ``value`` and its axis, as onnx names those it cannot size
+    (``unk__0``): onnxruntime leaves them unnamed, and an unnamed dim is never sized for costing, while a named
+    one is sized where the model is inferred at its costing dims (`taso.onnx.dims.dim_sizes`)."""
+    if t.shape is None or all(d is not None for d in t.shape):
+        return t
+    return TensorType(t.dtype, tuple(f"unk__{value}.{k}" if d is None else d for k, d in enumerate(t.shape)))
+
+
+@contextmanager
+def _annotated(model: onnx.ModelProto, types: Mapping[str, TensorType]) -> Iterator[onnx.ModelProto]:
+    """``model`` with ``types`` added to its value_info while the block runs (a copy would copy every weight)."""
+    infos = model.graph.value_info
+    start = len(infos)
+    for name, t in types.items():
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
+        infos.append(helper.make_tensor_value_info(name, elem, None if t.shape is None else list(t.shape)))
+    try:
+        yield model
+    finally:
+        del infos[start:]
+
+
+def _onnx_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    """The types onnx's inference gives, Slices that step back from past an axis's end left unsized."""
     types = _inferred_types(model)
     overruns = _reversed_overruns(model, types)
     if not overruns:
