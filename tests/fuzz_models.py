@@ -3,9 +3,10 @@
 A model is drawn from a seed (`model`), so a failure is one number to report and replay. It reads one or two
 inputs, static or with the symbolic dims of `SIZES`, some with an empty (0) dim, and applies the ops the catalogue
 covers and the passes before the search touch: Conv, MatMul, Gemm, Add, Mul, Relu, Concat, Split, Transpose,
-Reshape (static, with 0 and -1, and computed by Shape/Gather/Mul/Unsqueeze/Concat shape arithmetic), Flatten,
-Squeeze/Unsqueeze, pools, BatchNorm; values it leaves unread are dead branches, and some value and node names are
-the ones the passes pick for what they add (``view_0``, ``Transpose/regrouped``). `differ` runs a model and
+Reshape (static, with 0 and -1, and computed by Shape/Gather/Slice/Mul/Unsqueeze/Concat shape arithmetic),
+attention's head split and merge, Flatten, Squeeze/Unsqueeze, pools, BatchNorm; values it leaves unread are dead
+branches, and some value and node names are the ones the passes pick for what they add (``view_0``,
+``Transpose/regrouped``). `differ` runs a model and
 its optimized form in onnxruntime at both sets of sizes and says how they differ, if they do.
 """
 
@@ -305,6 +306,28 @@ def _regroup(b: _Builder) -> None:
     b.node("Reshape", [name, target], [[*shape[:keep], *parts]])
 
 
+def _heads(b: _Builder) -> None:
+    """Attention's head split and merge as exporters write them: ``[A, B, K]`` reshaped to ``[A, B, h, K/h]``
+    by a target computed from its shape (symbolic ``A`` and ``B`` read at run time), heads moved forward,
+    scores of the heads against themselves at times, heads moved back and merged by a constant ``[0, 0, K]``."""
+    x = b.pick(lambda s: len(s) == 3 and isinstance(s[2], int) and s[2] > 1 and 0 not in s)
+    if x is None:
+        return
+    name, (a, c, k) = x
+    h = int(b.rng.choice([d for d in range(1, k + 1) if k % d == 0]))  # type: ignore[operator]
+    s = b.node("Shape", [name], [[3]], keep=False)[0]
+    lead = b.node("Slice", [s, *(b.const(np.array([v], np.int64)) for v in (0, 2, 0))], [[2]], keep=False)[0]
+    target = b.node("Concat", [lead, b.const(np.array([h, k // h], np.int64))], [[4]], keep=False, axis=0)[0]  # type: ignore[operator]
+    split = b.node("Reshape", [name, target], [[a, c, h, k // h]], keep=False)[0]  # type: ignore[operator]
+    moved = b.node("Transpose", [split], [[a, h, c, k // h]], keep=False, perm=[0, 2, 1, 3])[0]  # type: ignore[operator]
+    if b.rng.random() < 0.5:
+        keys = b.node("Transpose", [moved], [[a, h, k // h, c]], keep=False, perm=[0, 1, 3, 2])[0]  # type: ignore[operator]
+        scores = b.node("MatMul", [moved, keys], [[a, h, c, c]], keep=False)[0]
+        moved = b.node("MatMul", [scores, moved], [[a, h, c, k // h]], keep=False)[0]  # type: ignore[operator]
+    back = b.node("Transpose", [moved], [[a, c, h, k // h]], keep=False, perm=[0, 2, 1, 3])[0]  # type: ignore[operator]
+    b.node("Reshape", [back, b.const(np.array([0, 0, k], np.int64))], [[a, c, k]])
+
+
 def _flatten(b: _Builder) -> None:
     x = b.pick(lambda s: len(s) >= 2 and _static(s[1:]))
     if x is None:
@@ -338,6 +361,7 @@ OPS = (
     _transpose,
     _reshape,
     _regroup,
+    _heads,
     _flatten,
     _unsqueeze,
 )
