@@ -178,7 +178,7 @@ def _conv_then(b: _Builder) -> None:
 
 
 def _pool(b: _Builder) -> None:
-    x = b.pick(lambda s: len(s) == 4 and _static(s[2:]) and min(s[2:]) > 0)  # type: ignore[type-var]
+    x = b.pick(lambda s: len(s) == 4 and _static(s[1:]) and min(s[1:]) > 0)  # type: ignore[type-var]  # only N empty
     if x is None:
         return
     n, c, h, w = x[1]
