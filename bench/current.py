@@ -420,6 +420,13 @@ METRICS: list[Metric] = [
         lambda d: _of(sum(a["caught"] for a in d["axioms"]), len(d["axioms"])),
     ),
     Metric(
+        "differential fuzz of `optimize --no-check`: random models that come out wrong or crash",
+        45,
+        Target("==", 0, "0"),
+        "2026-11-28/fuzz-cpu.json",
+        lambda d: (d["wrong"] + d["crashes"], f"{d['wrong']} wrong, {d['crashes']} crashes of {d['count']}"),
+    ),
+    Metric(
         "corpus: exports that import, optimize, pass the check and the full check",
         32,
         Target("==", 0, "all"),

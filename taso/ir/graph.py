@@ -333,7 +333,8 @@ def extract(g: Graph, nodes: Sequence[Node]) -> Graph:
 
 
 def eliminate_dead(g: Graph) -> Graph:
-    """Drop nodes and weights no output depends on (ops are pure; opaque nodes are kept only if used)."""
+    """Drop nodes and weights no output depends on (ops are pure; opaque nodes are kept only if used). A kept
+    node's unread outputs keep their types: a rule that matches a Split binds all of its outputs."""
     live = set(g.outputs)
     kept: list[Node] = []
     for n in reversed(g.nodes):
@@ -343,12 +344,13 @@ def eliminate_dead(g: Graph) -> Graph:
     weights = tuple(w for w in g.weights if w in live)
     if len(kept) == len(g.nodes) and len(weights) == len(g.weights):
         return g
+    typed = live | set(g.inputs) | {o for n in kept for o in n.outputs}
     return replace(
         g,
         nodes=tuple(reversed(kept)),
         weights=weights,
         data={k: v for k, v in g.data.items() if k in live},
-        types={k: v for k, v in g.types.items() if k in live or k in g.inputs},
+        types={k: v for k, v in g.types.items() if k in typed},
     )
 
 

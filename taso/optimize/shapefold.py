@@ -201,14 +201,15 @@ def _target(n: Node, g: Graph, values: Mapping[str, Abstract]) -> list[int] | No
 def _sized(target: list[int | None], dims: tuple) -> list[int] | None:
     """``target`` with its -1 spelt as the size it stands for, where the dims it does not copy are static:
     beside a copied 0, onnxruntime cannot infer a -1 on an empty tensor (GPT-2's ``[0, 0, -1, 64]`` failed at
-    batch 0, where the exporter's ``[batch, seq, -1, 64]`` with ``allowzero`` ran)."""
+    batch 0, where the exporter's ``[batch, seq, -1, 64]`` with ``allowzero`` ran). None where the -1 stands for
+    0: written as 0 it would copy its input's dim (an input ``[N, 3, 0]`` to ``[N, -1]`` came out ``[0, 0]``)."""
     copied = {k for k, e in enumerate(target) if e == 0}
     rest = [d for k, d in enumerate(dims) if k not in copied]
     sizes = [e for e in target if e not in (0, -1)]
     if copied - set(range(len(dims))) or not all(isinstance(d, int) for d in rest) or 0 in sizes:
         return None
     whole, part = math.prod(rest), math.prod(sizes)  # type: ignore[arg-type]
-    if whole % part:
+    if whole % part or not whole:
         return None
     return [whole // part if e == -1 else e for e in target]  # type: ignore[misc]
 

@@ -158,12 +158,13 @@ def _compose_once(g: Graph) -> tuple[Graph, int]:
         if n.op in FOLLOW and not n.domain and not n.implicit and (p := _params(n, values)) is not None
     }
     fresh = fresh_names(g.values(), "view_")
+    named = {n.name for n in g.nodes if n.name}  # node names taken, shared by every chain this round writes
     data, types, weights = dict(g.data), dict(g.types), list(g.weights)
     replaced: dict[int, list[Node]] = {}  # id of a chain's last node -> the nodes that take its place
     dropped: set[int] = set()
     for chain in _chains(g, keep, moves):
         try:
-            written = _composed(g, chain, fresh, moves)
+            written = _composed(g, chain, fresh, named, moves)
         except _Uncomposable:
             continue
         if len(written.nodes) < len(chain):
@@ -222,10 +223,12 @@ def _chains(g: Graph, keep: set[str], moves: Mapping[int, Params]) -> list[list[
 @dataclass
 class _Written:
     """The nodes a composition writes, with the targets and the types of the values it makes (fresh names;
-    the chain's output keeps its name and type)."""
+    the chain's output keeps its name and type). Node names are made unique among ``named``: onnxruntime
+    refuses a model with two nodes of one name, and two unnamed chains both named theirs ``Transpose/...``."""
 
     fresh: Iterator[str]
     dtype: str
+    named: set[str]
     nodes: list[Node] = field(default_factory=list)
     data: dict[str, WeightData] = field(default_factory=dict)
     types: dict[str, TensorType] = field(default_factory=dict)
@@ -236,9 +239,17 @@ class _Written:
             self.types[out] = TensorType(self.dtype, tuple(_dim(s) for s in shape))
         return out
 
+    def _name(self, name: str) -> str:
+        unique, k = name, 0
+        while unique in self.named:
+            k += 1
+            unique = f"{name}_{k}"
+        self.named.add(unique)
+        return unique
+
     def transpose(self, x: str, perm: list[int], shape: list[Size], name: str, out: str | None = None) -> str:
         out = self._out(out, shape)
-        self.nodes.append(Node("Transpose", (x,), (out,), (("perm", tuple(perm)),), name=name))
+        self.nodes.append(Node("Transpose", (x,), (out,), (("perm", tuple(perm)),), name=self._name(name)))
         return out
 
     def reshape(self, x: str, shape: list[Size], target: list[Size], name: str, out: str | None = None) -> str:
@@ -251,11 +262,13 @@ class _Written:
         self.data[w] = WeightData(np.array(entries, np.int64))
         self.types[w] = TensorType("int64", (len(entries),))
         out = self._out(out, target)
-        self.nodes.append(Node("Reshape", (x, w), (out,), (("allowzero", 0),), name=name))
+        self.nodes.append(Node("Reshape", (x, w), (out,), (("allowzero", 0),), name=self._name(name)))
         return out
 
 
-def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], moves: Mapping[int, Params]) -> _Written:
+def _composed(
+    g: Graph, chain: list[Node], fresh: Iterator[str], named: set[str], moves: Mapping[int, Params]
+) -> _Written:
     """The chain's composition: Reshape to the atoms, Transpose them, Reshape to the chain's output shape, each
     left out where it changes nothing."""
     x, y = chain[0].inputs[0], chain[-1].outputs[0]
@@ -271,7 +284,7 @@ def _composed(g: Graph, chain: list[Node], fresh: Iterator[str], moves: Mapping[
     if len(perm) > MAX_RANK:
         raise _Uncomposable
     final = layout.shape()
-    written = _Written(fresh, t.dtype)
+    written = _Written(fresh, t.dtype, named)
     value = x
     name = chain[-1].name or chain[-1].op
     if perm != sorted(perm):

@@ -472,10 +472,10 @@ def optimize_graph(
             if form not in searched:
                 pending.setdefault(form, len(piece))
         share = max(work - total.expanded, 0) * pending[forms[k]] // sum(pending.values())
-        if windowed:  # a window's context may have been rewritten by the window before it
-            alive = {id(n) for n in current.nodes}
-            nodes = [n for n in nodes if id(n) in alive]
-            nodes = with_context(current, nodes, context_ops) if nodes else []
+        alive = {id(n) for n in current.nodes}  # a splice drops the nodes no output reads, a dead branch's too
+        nodes = [n for n in nodes if id(n) in alive]
+        if windowed and nodes:  # a window's context may have been rewritten by the window before it
+            nodes = with_context(current, nodes, context_ops)
         if nodes:
             region = extract(current, nodes)
             outside = outside_links(current, region)

@@ -35,6 +35,18 @@ def test_dead_code_elimination_keeps_outputs_and_is_idempotent(g: Graph) -> None
     assert all(any(o in live.consumers or o in live.outputs for o in n.outputs) for n in live.nodes)
 
 
+def test_dead_code_elimination_keeps_the_types_of_a_kept_nodes_unread_outputs() -> None:
+    """A rule that matches the Split binds every output's type (the fuzz's seed 23 failed on the dropped one)."""
+    g = parse_graph("""graph(%x: float32[2,4], %s: int64[2] = [2, 2]):
+  %a, %b = Split(%x, %s) {axis=1} : float32[2,2], float32[2,2]
+  %d = Relu(%x) : float32[2,4]
+  %y = Relu(%a) : float32[2,2]
+  return %y""")
+    live = eliminate_dead(g)
+    assert [n.op for n in live.nodes] == ["Split", "Relu"]
+    assert live.types["b"] == TensorType("float32", (2, 2)) and "d" not in live.types
+
+
 @settings(max_examples=200, deadline=None)
 @given(graphs(), st.randoms(use_true_random=False))
 def test_topological_order_places_the_earliest_ready_node_each_time(g: Graph, rnd) -> None:
