@@ -104,19 +104,32 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> bool:
     tensors = list(_external_tensors(model))
     for t in tensors:
         location = next((e.value for e in t.external_data if e.key == "location"), "")
-        target = (base / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
-            raise BadInput(
-                f"{path}: tensor {t.name!r} points at external data {location!r} outside the model's folder; refused"
-            )
-        if not target.is_file():
-            raise BadInput(f"{path}: external data file {location!r} for tensor {t.name!r} is missing")
+        _refuse_leaving(path, base, t.name, location)
     if tensors:
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(base))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, onnx.checker.ValidationError) as e:
             raise BadInput(f"{path}: cannot read external data: {_first_line(e)}") from None
     return bool(tensors)
+
+
+def _refuse_leaving(path: Path, base: Path, tensor: str, location: str) -> None:
+    """Refuse an external data ``location`` that reads a file outside the model's folder ``base``: a path out of
+    it, a symbolic link anywhere along it that leads out, or a hard link (a second name of a file that may live
+    anywhere on the file system: onnx before 1.21 read such files, CVE-2026-34446/34447)."""
+    where = f"{path}: tensor {tensor!r} points at external data {location!r}"
+    target = (base / location).resolve()
+    if not location or Path(location).is_absolute() or not Path(os.path.normpath(base / location)).is_relative_to(base):
+        raise BadInput(f"{where} outside the model's folder; refused")
+    if not target.is_relative_to(base):
+        raise BadInput(f"{where}, a symbolic link to {target} outside the model's folder; refused")
+    if not target.is_file():
+        raise BadInput(f"{path}: external data file {location!r} for tensor {tensor!r} is missing")
+    if (links := target.stat().st_nlink) > 1:
+        raise BadInput(
+            f"{where}, a file with {links} hard links, any of which may be outside the model's folder; refused "
+            "(copy the file to break the link)"
+        )
 
 
 def _check_domains(model: onnx.ModelProto, path: Path) -> None:
