@@ -21,7 +21,7 @@ from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
 from taso.generate.spool import default_folder, discard, stopped_at
 from taso.ir import IRError
-from taso.rules import ID_LENGTH, REVERSE, STATUSES, Rule, parse_rules, store
+from taso.rules import ID_LENGTH, REVERSE, STATUSES, parse_rules, store
 
 
 def _form_table() -> str:
@@ -443,7 +443,7 @@ def rule_stats(store_path: Path, as_json: bool) -> None:
 
 
 def _title(row: dict) -> str:
-    return Rule.from_row(row).title
+    return store.rule_of(row).title
 
 
 def _row_json(r: dict) -> dict:

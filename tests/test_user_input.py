@@ -7,18 +7,23 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from conftest import subst
+import pytest
+from conftest import ROOT, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
+
+from taso.rules import parse_rules, store
 
 
 def _one_line_refusal(r, *words: str) -> str:  # noqa: ANN001 (subprocess.CompletedProcess)
-    """The refusal's one line, checked: exit 2, no traceback, each of ``words`` in it."""
+    """The refusal's one line, checked: exit 2, no traceback, the last line on stderr (after any progress lines),
+    each of ``words`` in it."""
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("subst: error: "), r.stderr
+    assert "Traceback" not in r.stderr and lines[-1].startswith("subst: error: "), r.stderr
+    assert sum(line.startswith("subst:") for line in lines) == 1, r.stderr
     for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
+        assert w in lines[-1], lines[-1]
+    return lines[-1]
 
 
 # ---- external data that leaves the model's folder ---------------------------------------------------------
@@ -57,3 +62,44 @@ def test_external_data_with_a_second_hard_link_is_refused(tmp_path: Path) -> Non
     _one_line_refusal(subst("info", model), "'w.bin'", "2 hard links", "refused")
     os.unlink(tmp_path / "elsewhere.bin")
     assert subst("info", model).returncode == 0  # the file alone is read
+
+
+# ---- stores that are not what they say --------------------------------------------------------------------
+
+
+def _relu(path: Path, shape: list) -> Path:  # noqa: ANN001 (a shape: ints and dim names)
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    return write_graph(graph, path)
+
+
+def test_a_store_whose_schema_version_is_no_number_is_refused(tmp_path: Path) -> None:
+    db = store.create(tmp_path / "s.db")
+    store.set_meta(db, "schema_version", "abc")
+    model, out = _relu(tmp_path / "m.onnx", [2]), tmp_path / "o.onnx"
+    _one_line_refusal(subst("rules", "list", "--store", tmp_path / "s.db"), "schema version 'abc'")
+    _one_line_refusal(subst("optimize", model, "-o", out, "--store", tmp_path / "s.db"), "schema version 'abc'")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("status", ["proved", "candidate"])
+def test_a_store_row_whose_source_does_not_parse_is_refused(tmp_path: Path, status: str) -> None:
+    path = tmp_path / "s.db"
+    db = store.create(path)
+    rule = parse_rules((ROOT / "specs" / "rules" / "reciprocal.rules").read_text())[0]
+    store.add_rules(db, [rule])
+    db.execute("UPDATE rules SET src = 'garbage(', status = ?", [status])
+    db.conn.commit()
+    before = path.read_bytes()
+    model, out = _relu(tmp_path / "m.onnx", [2]), tmp_path / "o.onnx"
+    _one_line_refusal(subst("rules", "show", rule.id, "--store", path), "rule 1 does not parse", "'garbage'")
+    if status == "proved":
+        _one_line_refusal(subst("optimize", model, "-o", out, "--store", path), "rule 1 does not parse")
+        assert not out.exists()
+    else:
+        _one_line_refusal(subst("verify", "--store", path), "rule 1 does not parse")
+    assert path.read_bytes() == before  # nothing written, not even the z3 version

@@ -18,6 +18,7 @@ from pathlib import Path
 import sqlite_utils
 
 from taso.errors import BadInput
+from taso.ir import IRError
 from taso.rules.rule import REVERSE, Rule
 from taso.shipped import shipped
 
@@ -86,6 +87,8 @@ def open_store(path: str | Path, create_missing: bool = False, read_only: bool =
         raise BadInput(f"{p}: not a subst store ({e})") from None
     if version is None:
         raise BadInput(f"{p}: not a subst store (no schema version)")
+    if not str(version).isdigit():
+        raise BadInput(f"{p}: not a subst store (schema version {version!r} is not a number)")
     if int(version) == 1:
         if read_only or is_shipped(p) or unwritable(p):  # ids added to a copy in memory: the file stays as it is
             memory = sqlite3.connect(":memory:")
@@ -105,8 +108,19 @@ def migrate(db: sqlite_utils.Database) -> None:
         if "rule_id" not in db["rules"].columns_dict:  # an earlier migration may have stopped after adding it
             db["rules"].add_column("rule_id", str)
         rows = list(db["rules"].rows_where(select="id, src, dst, conditions"))
-        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(Rule.from_row(r).id, r["id"]) for r in rows])
+        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(rule_of(r).id, r["id"]) for r in rows])
         _ensure_schema(db)
+
+
+def rule_of(row: dict) -> Rule:
+    """The rule a store row holds; a row that does not parse (edited by hand, written by another tool) is refused
+    in one line naming it, not a traceback from the parser."""
+    try:
+        return Rule.from_row(row)
+    except (IRError, ValueError, KeyError) as e:
+        raise BadInput(
+            f"store rule {row.get('id')} does not parse ({str(e).splitlines()[0][:200]}); fix or delete that row"
+        ) from None
 
 
 def meta(db: sqlite_utils.Database, key: str) -> str | None:
@@ -155,7 +169,7 @@ def load_rules(
         where.append("src_ops <= ?")
         args.append(max_ops)
     for row in db["rules"].rows_where(" AND ".join(where) or None, args, order_by="id"):
-        yield Rule.from_row(row)
+        yield rule_of(row)
 
 
 def find_rule(db: sqlite_utils.Database, key: str) -> dict | None:

@@ -341,6 +341,7 @@ def verify_rows(
     Refuses (`CheckFailed`, nothing written) specs whose axioms fail `taso.speccheck`: a wrong axiom proves
     wrong rules."""
     t0 = time.perf_counter()
+    ops = {r["id"]: store.rule_of(r).ops for r in rows}  # a row that does not parse is refused before any write
     if rows:
         require_sound(specs)
     if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
@@ -348,7 +349,6 @@ def verify_rows(
     summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
     # digested here, not in the provers: their z3 state (and so which proofs they find) stays their own
     basis = Basis.of(specs)
-    ops = {r["id"]: Rule.from_row(r).ops for r in rows}
     batch: list[tuple[int, Verdict]] = []
     flushed = time.perf_counter()
     try:
