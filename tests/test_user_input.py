@@ -103,3 +103,57 @@ def test_a_store_row_whose_source_does_not_parse_is_refused(tmp_path: Path, stat
     else:
         _one_line_refusal(subst("verify", "--store", path), "rule 1 does not parse")
     assert path.read_bytes() == before  # nothing written, not even the z3 version
+
+
+# ---- sizes: too large for memory or for any tensor, and the check at the sizes asked for -------------------
+
+
+def test_an_input_dim_of_2_to_the_40_is_refused_before_any_allocation(tmp_path: Path, empty_store: Path) -> None:
+    model, out = _relu(tmp_path / "m.onnx", [2**40]), tmp_path / "o.onnx"
+    r = subst("optimize", model, "-o", out, "--store", empty_store)
+    _one_line_refusal(r, "input 'x'", "float32[1099511627776]", "8.0 TiB", "memory", "--no-check")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "size, words",
+    [
+        ("1099511627776", ("input 'x'", "float32[1099511627776, 4]", "32.0 TiB", "memory")),
+        ("99999999999999999999", ("--dim batch=99999999999999999999", "input 'x'", "4e+20 elements", "2^63 - 1")),
+    ],
+)
+def test_a_dim_too_large_for_memory_or_any_tensor_is_refused(
+    tmp_path: Path, empty_store: Path, size: str, words: tuple[str, ...]
+) -> None:
+    model, out = _relu(tmp_path / "m.onnx", ["batch", 4]), tmp_path / "o.onnx"
+    _one_line_refusal(subst("optimize", model, "-o", out, "--store", empty_store, "--dim", f"batch={size}"), *words)
+    assert not out.exists()
+
+
+def test_a_string_input_is_named_a_string(tmp_path: Path, empty_store: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["t"]), helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("s", TensorProto.STRING, [2]), helper.make_tensor_value_info("x", 1, [2])],
+        [helper.make_tensor_value_info("t", TensorProto.STRING, [2]), helper.make_tensor_value_info("y", 1, [2])],
+    )
+    model, out = write_graph(graph, tmp_path / "m.onnx"), tmp_path / "o.onnx"
+    line = _one_line_refusal(subst("optimize", model, "-o", out, "--store", empty_store), "'s' is a string tensor")
+    assert "object" not in line
+
+
+def test_dim_sizes_the_check_s_inputs(tmp_path: Path, empty_store: Path) -> None:
+    """A model that runs at batch 3 alone (a Reshape to a fixed [3, 4]) is checked at --dim batch=3: the check
+    drew batch 2 whatever --dim said, and refused the model as one onnxruntime cannot run."""
+    shape = numpy_helper.from_array(np.array([3, 4], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [shape],
+    )
+    model, out = write_graph(graph, tmp_path / "m.onnx"), tmp_path / "o.onnx"
+    r = subst("optimize", model, "-o", out, "--store", empty_store, "--dim", "batch=3")
+    assert r.returncode == 0, r.stderr
+    assert out.exists()

@@ -72,7 +72,9 @@ def save_upgrade(run: Run) -> Run:
 def choose_inputs(run: Run) -> Run:
     """The check's inputs: draws the original runs on (or the user's), chosen before the search."""
     seed = run.checking.seed
-    return replace(run, inputs=check.choose_inputs(run.original, run.imported, (seed, seed + 1), given=run.given))
+    dims = run.settings.dims  # the user's sizes, so a check at --dim batch=8 runs at batch 8
+    chosen = check.choose_inputs(run.original, run.imported, (seed, seed + 1), dims, given=run.given)
+    return replace(run, inputs=chosen)
 
 
 def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:
