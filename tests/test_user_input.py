@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 
+from taso.ir import find_cycle
 from taso.rules import parse_rules, store
 
 
@@ -157,3 +158,34 @@ def test_dim_sizes_the_check_s_inputs(tmp_path: Path, empty_store: Path) -> None
     r = subst("optimize", model, "-o", out, "--store", empty_store, "--dim", "batch=3")
     assert r.returncode == 0, r.stderr
     assert out.exists()
+
+
+# ---- graphs onnx refuses: the refusal names what is wrong ------------------------------------------------
+
+
+def test_a_cycle_is_refused_naming_its_nodes_and_values(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="start"),
+        helper.make_node("Add", ["r", "b"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["b"], name="back"),
+        helper.make_node("Relu", ["a"], ["y"], name="out"),
+    ]
+    vi = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [4]) for v in "xy"]
+    model = write_graph(helper.make_graph(nodes, "g", vi[:1], vi[1:]), tmp_path / "m.onnx")
+    _one_line_refusal(subst("info", model), "cycle", "Add 'add' -> 'a' -> Relu 'back' -> 'b' -> Add 'add'")
+
+
+def test_find_cycle_names_the_cycle_in_the_order_values_flow() -> None:
+    nodes = [(["x"], ["p"]), (["p", "c"], ["a"]), (["a"], ["b"]), (["b"], ["c"]), (["a"], ["y"])]
+    assert find_cycle(nodes) == [1, 2, 3]
+    assert find_cycle([(["x"], ["a"]), (["a"], ["b"]), (["a", "b"], ["y"])]) is None
+    assert find_cycle([(["a"], ["a"])]) == [0]
+
+
+def test_an_unsorted_graph_s_refusal_is_not_cut_mid_sentence(tmp_path: Path) -> None:
+    """onnx's checker says so across three lines; the first alone ended at "of node:"."""
+    nodes = [helper.make_node("Relu", ["a"], ["y"], name="late"), helper.make_node("Relu", ["x"], ["a"], name="early")]
+    vi = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [4]) for v in "xy"]
+    model = write_graph(helper.make_graph(nodes, "g", vi[:1], vi[1:]), tmp_path / "m.onnx")
+    line = _one_line_refusal(subst("info", model), "topologically sorted", "is not output of any previous nodes")
+    assert "cycle" not in line

@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 from onnx import version_converter
 
 from taso.errors import BadInput
+from taso.ir import find_cycle
 
 MIN_OPSET = 13
 
@@ -57,11 +58,12 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upg
     try:
         model = onnx.load_model(str(p), load_external_data=False)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_first_line(e)})") from None
+        raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_one_line(e)})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise BadInput(f"{p}: not an ONNX model (no graph); the file may be truncated or of another format")
     external = _load_external_data(model, p)
     _check_domains(model, p)
+    _refuse_cycles(model, p)
     opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
     nodes = len(model.graph.node)
     upgraded = _upgrade_opset(model, p)
@@ -71,9 +73,11 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upg
     return upgraded, external, Upgrade(opset, nodes, len(upgraded.graph.node) - nodes)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:300]
+def _one_line(e: BaseException) -> str:
+    """``e``'s message on one line: onnx's checker breaks its sentences across lines ("input 'b' of node:\n
+    name: ..."), and their first line alone stopped mid-sentence."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _all_graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -109,7 +113,7 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> bool:
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(base))
         except (OSError, ValueError, onnx.checker.ValidationError) as e:
-            raise BadInput(f"{path}: cannot read external data: {_first_line(e)}") from None
+            raise BadInput(f"{path}: cannot read external data: {_one_line(e)}") from None
     return bool(tensors)
 
 
@@ -144,6 +148,31 @@ def _check_domains(model: onnx.ModelProto, path: Path) -> None:
                 )
 
 
+def _refuse_cycles(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse a graph with a cycle, naming it: onnx's checker calls it unsorted and names one input."""
+    for g in _all_graphs(model.graph):
+        cycle = find_cycle([(n.input, n.output) for n in g.node])
+        if cycle is None:
+            continue
+        steps = [
+            f"{_node_label(g.node[k], k)} -> {_written(g.node[k], g.node[cycle[(i + 1) % len(cycle)]])!r} -> "
+            for i, k in enumerate(cycle)
+        ]
+        raise BadInput(
+            f"{path}: the graph has a cycle, each node reading the value before it: {''.join(steps)}"
+            f"{_node_label(g.node[cycle[0]], cycle[0])}; an ONNX graph must have none"
+        )
+
+
+def _node_label(n: onnx.NodeProto, k: int) -> str:
+    return f"{n.op_type} {n.name!r}" if n.name else f"{n.op_type} (node {k})"
+
+
+def _written(n: onnx.NodeProto, reader: onnx.NodeProto) -> str:
+    """The first value ``n`` writes that ``reader`` reads."""
+    return next(v for v in n.output if v and v in reader.input)
+
+
 def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     version = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
     newest = onnx.defs.onnx_opset_version()
@@ -160,7 +189,7 @@ def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     except Exception as e:  # the converter raises bare RuntimeError/ValidationError subclasses
         raise BadInput(
             f"{path}: opset {version} is older than {MIN_OPSET} and onnx's version converter cannot upgrade it "
-            f"({_first_line(e)}); convert the model to opset {MIN_OPSET}+ first"
+            f"({_one_line(e)}); convert the model to opset {MIN_OPSET}+ first"
         ) from None
     upgraded.ir_version = max(upgraded.ir_version, 7)
     _lift_initializer_inputs(upgraded.graph)
@@ -183,9 +212,9 @@ def _check(model: onnx.ModelProto, path: Path) -> None:
         else:
             onnx.checker.check_model(str(path))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        raise BadInput(f"{path}: invalid ONNX model: {_first_line(e)}") from None
+        raise BadInput(f"{path}: invalid ONNX model: {_one_line(e)}") from None
     except ValueError as e:  # e.g. an opset newer than the installed onnx knows
-        raise BadInput(f"{path}: unsupported ONNX model: {_first_line(e)}") from None
+        raise BadInput(f"{path}: unsupported ONNX model: {_one_line(e)}") from None
 
 
 @contextmanager
@@ -232,7 +261,7 @@ def write_proto(model: object, path: Path) -> Path:
     try:
         onnx.save_model(model, str(path))
     except ValueError as e:  # past protobuf's 2 GB
-        raise BadInput(f"the ModelProto cannot be serialized ({_first_line(e)}); pass the model's path") from None
+        raise BadInput(f"the ModelProto cannot be serialized ({_one_line(e)}); pass the model's path") from None
     return path
 
 
