@@ -20,13 +20,14 @@ import click
 
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
-from cli.options import Finite, dim_option, parse_dims, store_option
+from cli.options import Finite, dim_option, parse_dims, store_option, verbose_option
 from cli.profile import profile
 from cli.progress import StageBars
 from cli.verify import verify
 from taso import cost
 from taso import onnx as onnx_io
 from taso.errors import BadInput, CheckFailed
+from taso.execute import ortlog
 from taso.ir import Kind
 from taso.ops import OPS
 from taso.optimize import Settings
@@ -185,6 +186,7 @@ def cli() -> None:
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@verbose_option()
 def optimize(
     model: Path,
     output: Path,
@@ -204,6 +206,7 @@ def optimize(
     pet: bool,
     report_path: Path | None,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Rewrite MODEL with proved substitutions and write it to OUTPUT.
 
@@ -222,6 +225,7 @@ def optimize(
       python -c "import numpy as np; np.savez('in.npz', x=np.random.randn(1, 512).astype('f4'), sr=np.array(16000))"
       subst optimize vad.onnx -o vad.opt.onnx --check-inputs in.npz
     """
+    ortlog.set_verbose(verbose)
     if report_path is not None:
         _refuse_unwritable(report_path, "--report")
         if report_path.resolve() in (output.resolve(), model.resolve()):

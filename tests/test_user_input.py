@@ -14,6 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 from taso.ir import find_cycle
 from taso.rules import parse_rules, store
 
+COSTS = ROOT / "taso" / "cost" / "reference_costs.json"
+"""A cost table: nothing measured, the same costs on every machine."""
+
 
 def _one_line_refusal(r, *words: str) -> str:  # noqa: ANN001 (subprocess.CompletedProcess)
     """The refusal's one line, checked: exit 2, no traceback, the last line on stderr (after any progress lines),
@@ -189,3 +192,26 @@ def test_an_unsorted_graph_s_refusal_is_not_cut_mid_sentence(tmp_path: Path) -> 
     model = write_graph(helper.make_graph(nodes, "g", vi[:1], vi[1:]), tmp_path / "m.onnx")
     line = _one_line_refusal(subst("info", model), "topologically sorted", "is not output of any previous nodes")
     assert "cycle" not in line
+
+
+# ---- onnxruntime's own log lines ------------------------------------------------------------------------
+
+
+def test_onnxruntime_s_log_lines_are_silenced_on_a_successful_run_unless_verbose(tmp_path: Path) -> None:
+    """A weight-only Reshape onnxruntime cannot evaluate stays as it is (the precompute's failure is handled);
+    onnxruntime logged it in red on stderr all the same, on a run that exits 0."""
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    s = numpy_helper.from_array(np.array([5], np.int64), "s")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["w", "s"], ["r"], name="bad"), helper.make_node("Add", ["x", "r"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])],
+        [w, s],
+    )
+    model = write_graph(graph, tmp_path / "m.onnx")
+    quiet = subst("optimize", model, "-o", tmp_path / "o.onnx", "--no-check", "--costs", COSTS)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "onnxruntime" not in quiet.stderr, quiet.stderr
+    loud = subst("optimize", model, "-o", tmp_path / "p.onnx", "--no-check", "--costs", COSTS, "--verbose")
+    assert loud.returncode == 0 and "[E:onnxruntime:" in loud.stderr, loud.stderr

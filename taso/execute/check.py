@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from taso.errors import BadInput
-from taso.execute import feeds
+from taso.execute import feeds, ortlog
 from taso.execute.feeds import Sample, concrete_shape
 from taso.execute.reference import NoReference, Reference
 from taso.ir import Graph
@@ -162,8 +162,7 @@ class Runner:
     def __init__(self, path: str | os.PathLike[str], optimized: bool = True) -> None:
         import onnxruntime as ort
 
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 4  # its errors come back as exceptions: logged too, they made a second line
+        opts = ortlog.session_options()  # its errors come back as exceptions: logged too, they made a second line
         if not optimized:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
