@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, subst, write_graph
+from conftest import ROOT, prove_into, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
+from test_provenance import DISTRIBUTE
 
 from taso.ir import find_cycle
 from taso.rules import parse_rules, store
@@ -215,3 +218,44 @@ def test_onnxruntime_s_log_lines_are_silenced_on_a_successful_run_unless_verbose
     assert "onnxruntime" not in quiet.stderr, quiet.stderr
     loud = subst("optimize", model, "-o", tmp_path / "p.onnx", "--no-check", "--costs", COSTS, "--verbose")
     assert loud.returncode == 0 and "[E:onnxruntime:" in loud.stderr, loud.stderr
+
+
+# ---- reports a user can act on ----------------------------------------------------------------------------
+
+
+def _distributed(path: Path) -> Path:
+    """x @ w0 + x @ Transpose(t1) at a symbolic batch: DISTRIBUTE pays, and the Transpose of a weight is
+    precomputed (a pass, no rule)."""
+    w0 = numpy_helper.from_array(np.full((8, 5), 1.0, np.float32), "w0")
+    t1 = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(5, 8), "t1")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["t1"], ["w1"], perm=[1, 0]),
+            helper.make_node("MatMul", ["x", "w0"], ["m0"]),
+            helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+            helper.make_node("Add", ["m0", "m1"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])],
+        [w0, t1],
+    )
+    return write_graph(graph, path)
+
+
+def test_the_report_names_rules_by_id_passes_by_name_and_the_dims_used(tmp_path: Path) -> None:
+    rule = replace(parse_rules(DISTRIBUTE)[0], status="proved")
+    db = prove_into(tmp_path / "rules.db", [rule])
+    args = ["optimize", _distributed(tmp_path / "m.onnx"), "--store", db, "--device", "estimate"]
+    report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
+    assert report["rules_applied"] == {rule.id: {"name": rule.name, "count": 1}}  # a rule id, nothing else
+    assert report["passes_applied"] == {"precompute weight-only nodes": 1}
+    assert report["dims"] == {"costed": {"batch": 1}, "checked": {"batch": 2}}
+    for rule_id in report["rules_applied"]:
+        assert subst("rules", "show", rule_id, "--store", db).returncode == 0
+    text = subst(*args, "-o", tmp_path / "p.onnx", "--dim", "batch=3").stdout.splitlines()
+    assert "dims      batch=3 (costed and checked at these sizes)" in text
+    assert "passes    precompute weight-only nodes (1x)" in text
+    applied = text.index("rules     1 proved in store; applied: by id (`subst rules show ID`):")
+    assert text[applied + 1].split() == ["1x", rule.id, *rule.name.split()]  # the passes are not listed there
+    assert subst(*args, "-o", tmp_path / "q.onnx", "--no-check", "--json").stdout.count('"checked"') == 0

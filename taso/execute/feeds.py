@@ -67,6 +67,18 @@ def _bytes(n: int) -> str:
     return f"{n / 2 ** (10 * k):.1f} {units[k]}"
 
 
+def bound_dims(g: Graph, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The size each named symbolic dim of ``g``'s inputs has in ``arrays`` (one input set): what a check ran at."""
+    sizes: dict[str, int] = {}
+    for v in g.inputs:
+        t = g.types.get(v)
+        if t is not None and t.shape is not None and v in arrays:
+            for d, n in zip(t.shape, np.shape(arrays[v])):
+                if isinstance(d, str) and d:
+                    sizes.setdefault(d, int(n))
+    return sizes
+
+
 def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:
     if t.shape is None:
         raise BadInput("cannot draw random inputs for an input of unknown rank; give its shape in the model")

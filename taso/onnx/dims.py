@@ -13,10 +13,19 @@ from taso.onnx.export import _value_info, to_proto
 from taso.onnx.importer import from_proto
 
 
+def input_dims(g: Graph) -> list[str]:
+    """The names of the symbolic dims of ``g``'s inputs, in the order they first appear."""
+    return list(
+        dict.fromkeys(
+            d for v in g.inputs if (t := g.types.get(v)) and t.shape for d in t.shape if isinstance(d, str) and d
+        )
+    )
+
+
 def check_dims(g: Graph, dims: Mapping[str, int]) -> None:
     """Refuse a dim name ``g``'s inputs do not have, naming those they have (a misspelt ``--dim`` was taken
     without a word, and the model costed at size 1), and sizes that make an input larger than any tensor can be."""
-    have = sorted({d for v in g.inputs if (t := g.types.get(v)) and t.shape for d in t.shape if isinstance(d, str)})
+    have = sorted(input_dims(g))
     unknown = sorted(set(dims) - set(have))
     if unknown:
         raise BadInput(
