@@ -14,6 +14,9 @@ from conftest import ROOT, prove_into, subst, write_graph
 from onnx import TensorProto, helper, numpy_helper
 from test_provenance import DISTRIBUTE
 
+from taso import onnx as onnx_io
+from taso.errors import BadInput
+from taso.execute import random_inputs
 from taso.ir import find_cycle
 from taso.rules import parse_rules, store
 
@@ -259,3 +262,11 @@ def test_the_report_names_rules_by_id_passes_by_name_and_the_dims_used(tmp_path:
     applied = text.index("rules     1 proved in store; applied: by id (`subst rules show ID`):")
     assert text[applied + 1].split() == ["1x", rule.id, *rule.name.split()]  # the passes are not listed there
     assert subst(*args, "-o", tmp_path / "q.onnx", "--no-check", "--json").stdout.count('"checked"') == 0
+
+
+def test_every_draw_of_random_inputs_refuses_a_size_past_memory(tmp_path: Path) -> None:
+    """Unit timings (`subst profile`, the cost model) draw inputs too, without the check's refusal first."""
+    g = onnx_io.load_model(_relu(tmp_path / "m.onnx", ["batch", 4]))
+    with pytest.raises(BadInput, match=r"input 'x' \(float32\[1099511627776, 4\]\) would take 32.0 TiB.*memory"):
+        random_inputs(g, dims={"batch": 2**40})
+    assert random_inputs(g, dims={"batch": 3})["x"].shape == (3, 4)
