@@ -168,7 +168,10 @@ def cli() -> None:
     help="Where op costs are measured (cached per user, whatever the store; on an H100 the shipped table of its "
     "costs stands in for those the cache lacks); estimate: analytic costs, nothing measured or read from the cache.",
 )
-@dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
+@dim_option(
+    "Size of one of the inputs' symbolic dims (`subst info` shows them) for costing and for the check's random "
+    "inputs (default 1 for costing, 2 for the check); the report says the sizes used."
+)
 @click.option(
     "--costs",
     "costs_path",
