@@ -153,7 +153,7 @@ class Report:
         if self.cost.get("untimed_gain") is not None:
             return [
                 f"measured  not timed: a predicted gain below the {GUARD_MIN_GAIN}x timing end to end can confirm "
-                f"(the cost line's); kept the original"
+                "(the cost line's); kept the original"
             ]
         m = self.cost.get("measured")
         if not m:
