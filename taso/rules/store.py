@@ -18,7 +18,6 @@ from pathlib import Path
 import sqlite_utils
 
 from taso.errors import BadInput
-from taso.ir import IRError
 from taso.rules.rule import REVERSE, Rule
 from taso.shipped import shipped
 
@@ -117,10 +116,9 @@ def rule_of(row: dict) -> Rule:
     in one line naming it, not a traceback from the parser."""
     try:
         return Rule.from_row(row)
-    except (IRError, ValueError, KeyError) as e:
-        raise BadInput(
-            f"store rule {row.get('id')} does not parse ({str(e).splitlines()[0][:200]}); fix or delete that row"
-        ) from None
+    except (ValueError, KeyError) as e:  # IRError is a ValueError; a JSON column that does not parse too
+        why = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise BadInput(f"store rule {row.get('id')} does not parse ({why}); fix or delete that row") from None
 
 
 def meta(db: sqlite_utils.Database, key: str) -> str | None:
