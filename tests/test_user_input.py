@@ -1,4 +1,5 @@
-"""Bad input a user met (issue 46): each case one line on stderr, exit 2, nothing written; the CLI as run."""
+"""What a user met (issue 46), through the CLI as run: each bad input refused in one line on stderr (exit 2,
+nothing written), reports that name what a user can act on, and onnxruntime's own log lines kept off stderr."""
 
 from __future__ import annotations
 
