@@ -42,8 +42,8 @@ class Sample:
 
 def refuse_oversized(g: Graph, dims: Mapping[str, int], hint: str = "give smaller sizes (--dim)") -> None:
     """Refuse, before any allocation, random inputs for ``g`` at ``dims`` that would not fit in this machine's
-    memory, naming the largest, with ``hint`` on what to do: an input dim of 2^40 (or ``--dim batch=1099511627776``) ended in numpy's
-    "Unable to allocate 8.00 TiB" traceback. Floats are drawn as float64 first, so they count 8 bytes each."""
+    memory, naming the largest, with ``hint`` on what to do: an input dim of 2^40 (or ``--dim batch=2^40``)
+    ended in numpy's "Unable to allocate 8.00 TiB" traceback. Floats are drawn as float64 first: 8 bytes each."""
     sizes = {}
     for v in g.inputs:
         t = g.types.get(v)

@@ -74,8 +74,8 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upg
 
 
 def _one_line(e: BaseException) -> str:
-    """``e``'s message on one line: onnx's checker breaks its sentences across lines ("input 'b' of node:\n
-    name: ..."), and their first line alone stopped mid-sentence."""
+    """``e``'s message on one line: onnx's checker breaks its sentences across lines ("... input 'b' of node:",
+    then the node, then "is not output of any previous nodes."), and the first line alone stopped mid-sentence."""
     text = " ".join(str(e).split()) or type(e).__name__
     return text if len(text) <= 300 else text[:299] + "…"
 
