@@ -467,7 +467,7 @@ def rule_stats(store_path: Path, as_json: bool) -> None:
 
 
 def _title(row: dict) -> str:
-    return Rule.from_row(row).title
+    return store.rule_of(row).title
 
 
 def _row_json(r: dict) -> dict:

@@ -20,13 +20,14 @@ import click
 
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
-from cli.options import Finite, dim_option, parse_dims, store_option
+from cli.options import Finite, dim_option, parse_dims, store_option, verbose_option
 from cli.profile import profile
 from cli.progress import StageBars
 from cli.verify import verify
 from taso import cost
 from taso import onnx as onnx_io
 from taso.errors import BadInput, CheckFailed
+from taso.execute import ortlog
 from taso.ir import Kind
 from taso.ops import OPS
 from taso.optimize import Settings
@@ -167,7 +168,10 @@ def cli() -> None:
     help="Where op costs are measured (cached per user, whatever the store; on an H100 the shipped table of its "
     "costs stands in for those the cache lacks); estimate: analytic costs, nothing measured or read from the cache.",
 )
-@dim_option("Size of one of the inputs' symbolic dims (`subst info` shows them) for costing (default 1).")
+@dim_option(
+    "Size of one of the inputs' symbolic dims (`subst info` shows them) for costing and for the check's random "
+    "inputs (default 1 for costing, 2 for the check); the report says the sizes used."
+)
 @click.option(
     "--costs",
     "costs_path",
@@ -191,6 +195,7 @@ def cli() -> None:
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@verbose_option()
 def optimize(
     model: Path,
     output: Path,
@@ -211,6 +216,7 @@ def optimize(
     refresh: bool,
     report_path: Path | None,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Rewrite MODEL with proved substitutions and write it to OUTPUT.
 
@@ -229,6 +235,7 @@ def optimize(
       python -c "import numpy as np; np.savez('in.npz', x=np.random.randn(1, 512).astype('f4'), sr=np.array(16000))"
       subst optimize vad.onnx -o vad.opt.onnx --check-inputs in.npz
     """
+    ortlog.set_verbose(verbose)
     if report_path is not None:
         _refuse_unwritable(report_path, "--report")
         if report_path.resolve() in (output.resolve(), model.resolve()):

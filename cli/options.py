@@ -45,6 +45,16 @@ def dim_option(help: str) -> Callable:
     return click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help=help)
 
 
+def verbose_option() -> Callable:
+    """``--verbose``: onnxruntime's own warnings and errors on stderr, which subst silences (`taso.execute.ortlog`)."""
+    return click.option(
+        "--verbose",
+        is_flag=True,
+        help="Show onnxruntime's own log lines ([W:onnxruntime...], [E:onnxruntime...]): silenced by default, as "
+        "subst handles the failures they log (a unit that cannot run alone is estimated) or reports them itself.",
+    )
+
+
 def parse_dims(values: tuple[str, ...]) -> dict[str, int]:
     dims = {}
     for item in values:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import click
 
-from cli.options import Finite, dim_option, parse_dims
+from cli.options import Finite, dim_option, parse_dims, verbose_option
 from cli.progress import StageBars
 from taso import cost
 from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import profiler
+from taso.execute import ortlog
 from taso.optimize import COSTS_NOT_CACHED
 
 
@@ -45,6 +46,7 @@ from taso.optimize import COSTS_NOT_CACHED
     "--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the costliest units to list."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@verbose_option()
 def profile(
     model: Path,
     device: str,
@@ -54,6 +56,7 @@ def profile(
     measure_model: bool,
     top: int,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Measure the latency of each distinct op (or fused op group) of MODEL on this device.
 
@@ -69,6 +72,7 @@ def profile(
       subst profile resnet50.onnx                      # GPU if onnxruntime-gpu works here, else CPU
       subst profile bert.onnx --dim batch=1 --dim seq=128 --json
     """
+    ortlog.set_verbose(verbose)
     dev = profiler.pick_device(device)
     t0 = time.perf_counter()
     sizes = parse_dims(dims)

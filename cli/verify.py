@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import click
 
 from cli.options import Finite, store_option
+from cli.progress import StageBars
 from taso.errors import CheckFailed
 from taso.rules import SPECS_DIR, store
 from taso.verify import (
@@ -125,8 +125,18 @@ def verify(
     store.require_writable(store_path)  # verdicts are written as rules are decided: refuse a read-only store first
     db = store.open_store(store_path)
     rows = pending(db, force)
-    with click.progressbar(length=len(rows), label="verifying", file=sys.stderr, show_pos=True) as bar:
-        summary = verify_rows(db, rows, specs, budget, timeout, workers, bar.update)
+    bars, done = StageBars(unit="rules"), 0
+
+    def decided(n: int) -> None:
+        """Rules decided so far of all to decide, and the time left at the pace so far (every 10 s in a log)."""
+        nonlocal done
+        done += n
+        bars.update("verifying", done, len(rows))
+
+    try:
+        summary = verify_rows(db, rows, specs, budget, timeout, workers, decided)
+    finally:
+        bars.close()
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:

@@ -77,6 +77,7 @@ def run_model(name: str, store_path: Path, tmp: Path) -> dict:
         "nodes_before": report.nodes_before,  # type: ignore[union-attr]
         "nodes_after": report.nodes_after,  # type: ignore[union-attr]
         "rules": dict(sorted(report.rules_applied.items())),  # type: ignore[union-attr]  # by id, name beside
+        "passes": dict(sorted(report.passes_applied.items())),  # type: ignore[union-attr]  # subst's own, by name
         "cost_ratio": ratio,
         "check_ok": ok,
         "check": check,

@@ -601,8 +601,12 @@ def test_declined_rewrites_are_counted_in_words_a_user_reads(tmp_path: Path, sav
     args = ("optimize", model, "--store", db, "--device", "estimate")
     report = json.loads(subst(*args, "-o", tmp_path / "o.onnx", "--json").stdout)
     assert report["search"]["declined"] == {"a value the rewrite would remove is a model output": 2}
+    rule = parse_rules(DISTRIBUTE)[0]  # each reason named with an example: the rule's id and the node it matched
+    assert report["search"]["declined_at"] == {
+        "a value the rewrite would remove is a model output": f"{rule.id} at a MatMul"
+    }
     assert (
-        "declined  a value the rewrite would remove is a model output (2)"
+        f"declined  a value the rewrite would remove is a model output (2), e.g. {rule.id} at a MatMul"
         in subst(*args, "-o", tmp_path / "p.onnx").stdout
     )
 

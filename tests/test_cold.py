@@ -4,6 +4,7 @@ concretized graph would be fed, skips a gain too small to confirm, and a warm ru
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,12 @@ def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, m
     assert report.cost["after_ms"] == report.cost["before_ms"] and "measured" not in report.cost
     assert "timing end to end" not in stages and "timing end to end" not in report.seconds
     assert any(line.startswith("measured  not timed: a predicted ") for line in report.lines())
+    # the rewrite kept out is named, rule by rule, and its predicted ratio is the one ratio the report shows
+    assert report.rejected is not None and report.rejected["rules"] and report.rejected["why"].startswith("a predicted")
+    rejected = next(line for line in report.lines() if line.startswith("rejected  "))
+    assert all(f"x {rule_id}" in rejected for rule_id in report.rejected["rules"])
+    ratios = re.findall(r"\d+\.\d{3}x", "\n".join(report.lines()))
+    assert ratios == [f"{report.cost['before_ms'] / report.rejected['after_ms']:.3f}x"], report.lines()
 
 
 def _count_saves(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
@@ -129,6 +136,7 @@ def test_a_warm_run_whose_verdict_kept_the_original_exports_the_original_alone(
     monkeypatch.setattr(guard.cost, "clearly_faster", lambda before, after: False)
     first = optimize(src, tmp_path / "a.onnx", db, settings=settings)
     assert first.cost["measured"]["kept_original"] and first.rules_applied == {}
+    assert first.rejected is not None and first.rejected["rules"] and "timed end to end" in first.rejected["why"]
     saved = _count_saves(monkeypatch)
     again = optimize(src, tmp_path / "b.onnx", db, settings=settings)
     assert again.cost["measured"] == {**first.cost["measured"], "cached": True}

@@ -564,6 +564,7 @@ def small_store(tmp_path: Path) -> Path:
 def test_cli_gives_every_candidate_a_stored_verdict_and_skips_them_next_time(small_store: Path) -> None:
     done = subst("verify", "--store", small_store, "--workers", "2", "--timeout", "5", "--json")
     assert done.returncode == 0, done.stderr
+    assert "verifying (3/3 rules, " in done.stderr  # progress counts rules (and, while it goes, the time left)
     summary = json.loads(done.stdout)
     assert (summary["proved"], summary["refuted"], summary["unknown"], summary["skipped"]) == (1, 1, 1, 0)
     db = store.open_store(small_store)

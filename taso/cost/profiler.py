@@ -24,6 +24,7 @@ import numpy as np
 
 from taso import onnx as onnx_io
 from taso.errors import BadInput
+from taso.execute import ortlog
 from taso.ir import Graph, Node, TensorType
 
 CUDA = "CUDAExecutionProvider"
@@ -159,9 +160,8 @@ def _options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
     idle intra-op threads sleep (see `time_models`)."""
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
+    opts = ortlog.session_options()
     opts.intra_op_num_threads = mode.threads
-    opts.log_severity_level = 3
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see `time_models`
     return opts

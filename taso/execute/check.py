@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from taso.errors import BadInput
-from taso.execute import feeds
+from taso.execute import feeds, ortlog
 from taso.execute.feeds import Sample, concrete_shape
 from taso.execute.reference import NoReference, Reference
 from taso.ir import Graph
@@ -111,8 +111,9 @@ def random_inputs(
     ``sensible``, as the graph says they are used (`feeds.hints`: in-range indices, sizes of ``size``, by
     default the first of `feeds.sizes`). Unit timings draw plain ones; the check and the end-to-end timing
     guard try sensible ones first (`choose_inputs`)."""
-    rng = np.random.default_rng(seed)
     dims = dims or {}
+    feeds.refuse_oversized(g, dims)
+    rng = np.random.default_rng(seed)
     hints = feeds.hints(g, dims) if sensible else {}
     size = size or feeds.sizes(dims)[0]
     drawn = {}
@@ -128,8 +129,12 @@ def random_inputs(
             drawn[name] = feeds.integers(hints.get(name), shape, rng, size).astype(dtype)
         elif dtype.kind == "b":
             drawn[name] = rng.integers(0, 2, shape).astype(bool)
-        else:
-            raise BadInput(f"input {name!r} has element type {t.dtype}, which the check cannot draw")
+        else:  # a string tensor is numpy's object dtype: named as ONNX names it
+            kind = "string" if dtype.kind == "O" else t.dtype
+            raise BadInput(
+                f"input {name!r} is a {kind} tensor, for which the check cannot draw random values; skip the "
+                "check with --no-check"
+            )
     return drawn
 
 
@@ -157,8 +162,7 @@ class Runner:
     def __init__(self, path: str | os.PathLike[str], optimized: bool = True) -> None:
         import onnxruntime as ort
 
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 4  # its errors come back as exceptions: logged too, they made a second line
+        opts = ortlog.session_options()  # its errors come back as exceptions: logged too, they made a second line
         if not optimized:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
@@ -320,6 +324,8 @@ def choose_inputs(
     search, so a model that runs on none is refused in a second, not after minutes of search. Raises
     `BadInput` where onnxruntime cannot load the original or run it on them (`feeds.refusal` says which inputs
     likely need given values)."""
+    if not given:  # refused before onnxruntime loads the model, and with what the check can do about it
+        feeds.refuse_oversized(graph, dims or {}, "give smaller sizes (--dim), or skip the check (--no-check)")
     run = _load(original)
     if given:
         outputs = tuple(_run_original(run, sample.arrays, sample.label) for sample in given)

@@ -11,6 +11,7 @@ rejects the original on drawn values, `refusal` names the inputs the failing nod
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import zipfile
@@ -37,6 +38,45 @@ class Sample:
 
     label: str
     arrays: Mapping[str, np.ndarray]
+
+
+def refuse_oversized(g: Graph, dims: Mapping[str, int], hint: str = "give smaller sizes (--dim)") -> None:
+    """Refuse, before any allocation, random inputs for ``g`` at ``dims`` that would not fit in this machine's
+    memory, naming the largest, with ``hint`` on what to do: an input dim of 2^40 (or ``--dim batch=2^40``)
+    ended in numpy's "Unable to allocate 8.00 TiB" traceback. Floats are drawn as float64 first: 8 bytes each."""
+    sizes = {}
+    for v in g.inputs:
+        t = g.types.get(v)
+        if t is not None and t.shape is not None and np.dtype(t.dtype).kind in "fiub":
+            dtype = np.dtype(t.dtype)
+            sizes[v] = math.prod(concrete_shape(t, dims)) * max(dtype.itemsize, 8 if dtype.kind == "f" else 0)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if sum(sizes.values()) > memory:
+        v = max(sizes, key=sizes.__getitem__)
+        shape = ", ".join(map(str, concrete_shape(g.types[v], dims)))
+        raise BadInput(
+            f"random values for input {v!r} ({g.types[v].dtype}[{shape}]) would take {_bytes(sizes[v])}, more than "
+            f"this machine's {_bytes(memory)} of memory; {hint}"
+        )
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps it at 1 or more: 4.0 TiB."""
+    units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    k = min(len(units) - 1, max(0, (n.bit_length() - 1) // 10))
+    return f"{n / 2 ** (10 * k):.1f} {units[k]}"
+
+
+def bound_dims(g: Graph, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The size each named symbolic dim of ``g``'s inputs has in ``arrays`` (one input set): what a check ran at."""
+    sizes: dict[str, int] = {}
+    for v in g.inputs:
+        t = g.types.get(v)
+        if t is not None and t.shape is not None and v in arrays:
+            for d, n in zip(t.shape, np.shape(arrays[v])):
+                if isinstance(d, str) and d:
+                    sizes.setdefault(d, int(n))
+    return sizes
 
 
 def concrete_shape(t: TensorType, dims: Mapping[str, int]) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from taso import onnx as onnx_io
+from taso.execute import ortlog
 from taso.ir import Graph, Kind, TensorType, WeightData, eliminate_dead, lint
 
 MAX_BYTES = 64 * 2**20
@@ -68,8 +69,7 @@ def precompute(g: Graph) -> tuple[Graph, int]:
 
     constant = [n for n in g.nodes if all(g.kinds.get(o) is Kind.CONSTANT for o in n.outputs if o)]
     sub = eliminate_dead(replace(g, nodes=tuple(constant), inputs=(), outputs=tuple(targets)))
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts = ortlog.session_options()  # a subgraph it cannot evaluate is kept: its error is no news to the user
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         session = ort.InferenceSession(onnx_io.model_bytes(sub), opts, providers=["CPUExecutionProvider"])

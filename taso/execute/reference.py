@@ -18,6 +18,7 @@ import numpy as np
 
 from taso import onnx as onnx_io
 from taso import ops
+from taso.execute import ortlog
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Node, TensorType
 
@@ -94,8 +95,7 @@ class Reference:
     def _session(self, n: Node, names: list[str], args: list[np.ndarray], own: list[np.dtype]) -> tuple[object, bool]:
         import onnxruntime as ort
 
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 4
+        opts = ortlog.session_options()
         # one node, run once or twice: no graph optimizations and no thread pool to set up (5x quicker to make)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1

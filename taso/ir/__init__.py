@@ -19,6 +19,7 @@ from taso.ir.graph import (
     correspondence,
     eliminate_dead,
     extract,
+    find_cycle,
     fresh_names,
     lint,
     topological_order,
@@ -47,5 +48,6 @@ __all__ = [
     "lint",
     "make_attrs",
     "parse_graph",
+    "find_cycle",
     "topological_order",
 ]

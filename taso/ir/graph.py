@@ -265,6 +265,37 @@ def lint(g: Graph) -> Graph:
     return g
 
 
+def find_cycle(nodes: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[int] | None:
+    """The positions of nodes that form a cycle, from the earliest, each writing a value the next one reads (the
+    last one a value the first reads), or None where there is none; ``nodes`` are (values read, values written).
+    For naming the cycle of a file onnx refuses as unsorted: its checker's message names one input, cut in lines.
+    An iterative depth-first search: a model's graph can be deeper than Python's recursion limit."""
+    writer = {v: k for k, (_, outs) in enumerate(nodes) for v in outs if v}
+    state = [0] * len(nodes)  # 0 not seen, 1 on the current path, 2 done
+    for root in range(len(nodes)):
+        if state[root]:
+            continue
+        path, stack = [root], [iter(nodes[root][0])]
+        state[root] = 1
+        while stack:
+            v = next(stack[-1], None)
+            if v is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            k = writer.get(v)
+            if k is None or state[k] == 2:
+                continue
+            if state[k] == 1:
+                cycle = path[path.index(k) :][::-1]
+                first = cycle.index(min(cycle))
+                return cycle[first:] + cycle[:first]
+            state[k] = 1
+            path.append(k)
+            stack.append(iter(nodes[k][0]))
+    return None
+
+
 def topological_order(nodes: list[Node], defined: set[str]) -> list[Node] | None:
     """``nodes`` in an order where every value is defined before it is read, keeping the given order where
     it already is one (so rewrites disturb the model's layout as little as possible); None on a cycle.

@@ -16,7 +16,7 @@ with external data when the source had it or the weights pass protobuf's 2 GB li
 Other stages use it as ``from taso import onnx as onnx_io``.
 """
 
-from taso.onnx.dims import check_dims, concretize, dim_sizes, reinfer
+from taso.onnx.dims import check_dims, concretize, dim_sizes, input_dims, reinfer
 from taso.onnx.export import model_bytes, move_model, save_model, to_proto
 from taso.onnx.importer import Opaque, from_proto, import_model, int_attrs, load_model, opaque_reasons
 from taso.onnx.infer import NONDETERMINISTIC
@@ -41,6 +41,7 @@ __all__ = [
     "Opaque",
     "Upgrade",
     "check_dims",
+    "input_dims",
     "concretize",
     "dim_sizes",
     "from_proto",

@@ -3,6 +3,7 @@ shape inference named inside the model included."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -12,16 +13,41 @@ from taso.onnx.export import _value_info, to_proto
 from taso.onnx.importer import from_proto
 
 
+def input_dims(g: Graph) -> list[str]:
+    """The names of the symbolic dims of ``g``'s inputs, in the order they first appear."""
+    return list(
+        dict.fromkeys(
+            d for v in g.inputs if (t := g.types.get(v)) and t.shape for d in t.shape if isinstance(d, str) and d
+        )
+    )
+
+
 def check_dims(g: Graph, dims: Mapping[str, int]) -> None:
-    """Refuse a dim name ``g``'s inputs do not have, naming those they have: a misspelt ``--dim`` was taken
-    without a word, and the model costed at size 1."""
-    have = sorted({d for v in g.inputs if (t := g.types.get(v)) and t.shape for d in t.shape if isinstance(d, str)})
+    """Refuse a dim name ``g``'s inputs do not have, naming those they have (a misspelt ``--dim`` was taken
+    without a word, and the model costed at size 1), and sizes that make an input larger than any tensor can be."""
+    have = sorted(input_dims(g))
     unknown = sorted(set(dims) - set(have))
     if unknown:
         raise BadInput(
             f"--dim {unknown[0]}: the model has no symbolic dim of that name "
             f"(its inputs have {', '.join(have) if have else 'none'})"
         )
+    for v in g.inputs:
+        t = g.types.get(v)
+        if t is None or t.shape is None:
+            continue
+        elements = math.prod(dims.get(d, 1) if isinstance(d, str) else max(d, 1) for d in t.shape)
+        if elements > MAX_ELEMENTS:
+            given = ", ".join(f"{d}={dims[d]}" for d in dict.fromkeys(t.shape) if isinstance(d, str) and d in dims)
+            raise BadInput(
+                f"--dim {given}: input {v!r} ({t}) would have {elements:.3g} elements, more than any tensor can "
+                f"hold (2^63 - 1)"
+            )
+
+
+MAX_ELEMENTS = 2**63 - 1
+"""The most elements a tensor can have: its dims and sizes are int64 in ONNX, in numpy and in onnxruntime (a
+larger ``--dim`` overflowed numpy's product of a shape: a traceback, not a refusal)."""
 
 
 def dim_sizes(g: Graph, dims: Mapping[str, int], default: int = 1) -> dict[str, int]:

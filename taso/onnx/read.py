@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from onnx import version_converter
 
 from taso.errors import BadInput
+from taso.ir import find_cycle
 from taso.onnx.runtime import runs
 
 MIN_OPSET = 13
@@ -59,11 +60,12 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upg
     try:
         model = onnx.load_model(str(p), load_external_data=False)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_first_line(e)})") from None
+        raise BadInput(f"{p}: not an ONNX model (protobuf could not parse it: {_one_line(e)})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise BadInput(f"{p}: not an ONNX model (no graph); the file may be truncated or of another format")
     external = _load_external_data(model, p)
     _check_domains(model, p)
+    _refuse_cycles(model, p)
     opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
     nodes = len(model.graph.node)
     upgraded = _upgrade_opset(model, p)
@@ -73,9 +75,11 @@ def read_proto(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool, Upg
     return upgraded, external, Upgrade(opset, nodes, len(upgraded.graph.node) - nodes)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:300]
+def _one_line(e: BaseException) -> str:
+    """``e``'s message on one line: onnx's checker breaks its sentences across lines ("... input 'b' of node:",
+    then the node, then "is not output of any previous nodes."), and the first line alone stopped mid-sentence."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _all_graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -106,19 +110,32 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> bool:
     tensors = list(_external_tensors(model))
     for t in tensors:
         location = next((e.value for e in t.external_data if e.key == "location"), "")
-        target = (base / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
-            raise BadInput(
-                f"{path}: tensor {t.name!r} points at external data {location!r} outside the model's folder; refused"
-            )
-        if not target.is_file():
-            raise BadInput(f"{path}: external data file {location!r} for tensor {t.name!r} is missing")
+        _refuse_leaving(path, base, t.name, location)
     if tensors:
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(base))
-        except (OSError, ValueError) as e:
-            raise BadInput(f"{path}: cannot read external data: {_first_line(e)}") from None
+        except (OSError, ValueError, onnx.checker.ValidationError) as e:
+            raise BadInput(f"{path}: cannot read external data: {_one_line(e)}") from None
     return bool(tensors)
+
+
+def _refuse_leaving(path: Path, base: Path, tensor: str, location: str) -> None:
+    """Refuse an external data ``location`` that reads a file outside the model's folder ``base``: a path out of
+    it, a symbolic link anywhere along it that leads out, or a hard link (a second name of a file that may live
+    anywhere on the file system: onnx before 1.21 read such files, CVE-2026-34446/34447)."""
+    where = f"{path}: tensor {tensor!r} points at external data {location!r}"
+    target = (base / location).resolve()
+    if not location or Path(location).is_absolute() or not Path(os.path.normpath(base / location)).is_relative_to(base):
+        raise BadInput(f"{where} outside the model's folder; refused")
+    if not target.is_relative_to(base):
+        raise BadInput(f"{where}, a symbolic link to {target} outside the model's folder; refused")
+    if not target.is_file():
+        raise BadInput(f"{path}: external data file {location!r} for tensor {tensor!r} is missing")
+    if (links := target.stat().st_nlink) > 1:
+        raise BadInput(
+            f"{where}, a file with {links} hard links, any of which may be outside the model's folder; refused "
+            "(copy the file to break the link)"
+        )
 
 
 def _check_domains(model: onnx.ModelProto, path: Path) -> None:
@@ -131,6 +148,31 @@ def _check_domains(model: onnx.ModelProto, path: Path) -> None:
                     f"{path}: node {node.name or node.op_type!r} uses op domain {node.domain!r}, "
                     "which the model does not import"
                 )
+
+
+def _refuse_cycles(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse a graph with a cycle, naming it: onnx's checker calls it unsorted and names one input."""
+    for g in _all_graphs(model.graph):
+        cycle = find_cycle([(n.input, n.output) for n in g.node])
+        if cycle is None:
+            continue
+        steps = [
+            f"{_node_label(g.node[k], k)} -> {_written(g.node[k], g.node[cycle[(i + 1) % len(cycle)]])!r} -> "
+            for i, k in enumerate(cycle)
+        ]
+        raise BadInput(
+            f"{path}: the graph has a cycle, each node reading the value before it: {''.join(steps)}"
+            f"{_node_label(g.node[cycle[0]], cycle[0])}; an ONNX graph must have none"
+        )
+
+
+def _node_label(n: onnx.NodeProto, k: int) -> str:
+    return f"{n.op_type} {n.name!r}" if n.name else f"{n.op_type} (node {k})"
+
+
+def _written(n: onnx.NodeProto, reader: onnx.NodeProto) -> str:
+    """The first value ``n`` writes that ``reader`` reads."""
+    return next(v for v in n.output if v and v in reader.input)
 
 
 def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
@@ -149,7 +191,7 @@ def _upgrade_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     except Exception as e:  # the converter raises bare RuntimeError/ValidationError subclasses
         raise BadInput(
             f"{path}: opset {version} is older than {MIN_OPSET} and onnx's version converter cannot upgrade it "
-            f"({_first_line(e)}); convert the model to opset {MIN_OPSET}+ first"
+            f"({_one_line(e)}); convert the model to opset {MIN_OPSET}+ first"
         ) from None
     upgraded.ir_version = max(upgraded.ir_version, 7)
     _lift_initializer_inputs(upgraded.graph)
@@ -175,9 +217,9 @@ def _check(model: onnx.ModelProto, path: Path) -> None:
         # an op onnx has no schema for (onnxruntime's SimplifiedLayerNormalization, in the default domain) is
         # onnxruntime's to judge: the model is valid if onnxruntime makes a session of it
         if "No Op registered" not in str(e) or not runs(model if _size(model) < PROTOBUF_LIMIT else path):
-            raise BadInput(f"{path}: invalid ONNX model: {_first_line(e)}") from None
+            raise BadInput(f"{path}: invalid ONNX model: {_one_line(e)}") from None
     except ValueError as e:  # e.g. an opset newer than the installed onnx knows
-        raise BadInput(f"{path}: unsupported ONNX model: {_first_line(e)}") from None
+        raise BadInput(f"{path}: unsupported ONNX model: {_one_line(e)}") from None
 
 
 @contextmanager
@@ -224,7 +266,7 @@ def write_proto(model: object, path: Path) -> Path:
     try:
         onnx.save_model(model, str(path))
     except ValueError as e:  # past protobuf's 2 GB
-        raise BadInput(f"the ModelProto cannot be serialized ({_first_line(e)}); pass the model's path") from None
+        raise BadInput(f"the ModelProto cannot be serialized ({_one_line(e)}); pass the model's path") from None
     return path
 
 

@@ -30,7 +30,7 @@ from taso.execute.precompute import precompute
 from taso.ir import Graph
 from taso.optimize import guard
 from taso.optimize.idle import drop_idle
-from taso.optimize.report import Progress, Report, named, quiet
+from taso.optimize.report import Progress, Report, named, quiet, split_passes
 from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
 from taso.optimize.views import compose_views
@@ -57,7 +57,9 @@ def load(run: Run) -> Run:
     # upgrade whatever the opset, as the rewrite starts from it
     checked_upgraded = upgrade is not None and upgrade.opset < onnx_io.ORT_MIN_OPSET
     run = replace(run, db=db, imported=graph, graph=graph, given=given)
+    costed = {d: run.settings.dims.get(d, 1) for d in onnx_io.input_dims(graph)}
     return run.reporting(
+        dims={"costed": costed} if costed else {},
         nodes_before=len(graph.nodes),
         proved_rules=store.proved_rule_count(db),
         upgrade=None if upgrade is None else {**asdict(upgrade), "checked_upgraded": checked_upgraded},
@@ -72,7 +74,12 @@ def save_upgrade(run: Run) -> Run:
 def choose_inputs(run: Run) -> Run:
     """The check's inputs: draws the original runs on (or the user's), chosen before the search."""
     seed = run.checking.seed
-    return replace(run, inputs=check.choose_inputs(run.original, run.imported, (seed, seed + 1), given=run.given))
+    dims = run.settings.dims  # the user's sizes, so a check at --dim batch=8 runs at batch 8
+    chosen = check.choose_inputs(run.original, run.imported, (seed, seed + 1), dims, given=run.given)
+    checked = feeds.bound_dims(run.imported, chosen.sets[0])
+    return replace(run, inputs=chosen).reporting(
+        dims={**run.report.dims, "checked": checked} if checked else run.report.dims
+    )
 
 
 def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[feeds.Sample]:
@@ -189,6 +196,7 @@ def search(run: Run) -> Run:
         "expanded": found.expanded,
         "candidates": found.candidates,
         "declined": dict(found.declined),
+        "declined_at": dict(found.declined_at),
         "alpha": settings.alpha,
         "seconds": found.seconds,
         "time_limit_reached": found.timed_out,
@@ -210,8 +218,14 @@ def predict(run: Run) -> Run:
     before, after = model.graph_cost(run.baseline), model.graph_cost(run.graph)
     gain = before.total_ms / after.total_ms
     untimed = gain if model.measure and 1.0 < gain < guard.GUARD_MIN_GAIN else None  # timing it only costs time
+    rules, passes = split_passes(run.applied, run.proved)
+    rejected = None
     if gain <= 1.0 or untimed is not None:  # never hand back a graph predicted costlier, nor one the guard can't clear
-        run, after = replace(run, graph=run.imported, applied=Counter()), before
+        if run.graph != run.baseline:
+            why = "predicted no faster" if untimed is None else f"a predicted gain below {guard.GUARD_MIN_GAIN}x"
+            at = model.at_quick_host(after).total_ms
+            rejected = {"rules": named(rules, run.proved), "passes": passes, "after_ms": at, "why": why}
+        run, after, rules, passes = replace(run, graph=run.imported, applied=Counter()), before, {}, {}
     costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
         "before_ms": model.at_quick_host(before).total_ms,
         "after_ms": model.at_quick_host(after).total_ms,
@@ -223,7 +237,9 @@ def predict(run: Run) -> Run:
         **({"untimed_gain": untimed} if untimed is not None else {}),
     }
     guarded = model if model.measure and run.graph is not run.imported else None
-    return replace(run, guarded=guarded).reporting(cost=costs, rules_applied=named(run.applied, run.proved))
+    return replace(run, guarded=guarded).reporting(
+        cost=costs, rules_applied=named(rules, run.proved), passes_applied=passes, rejected=rejected
+    )
 
 
 def rewrite_with(rewrite: Rewrite) -> Pass:
@@ -277,8 +293,17 @@ def keep_original(run: Run) -> Run:
 
 
 def _discarded(run: Run) -> Run:
-    """The run with its rewrites undone: the original is its result."""
-    return replace(run, graph=run.imported, applied=Counter()).reporting(rules_applied={})
+    """The run with its rewrites undone, named in the report as rejected: the original is its result."""
+    r = run.report
+    rejected = {
+        "rules": r.rules_applied,
+        "passes": r.passes_applied,
+        "after_ms": r.cost["after_ms"],
+        "why": "not clearly faster timed end to end",
+    }
+    return replace(run, graph=run.imported, applied=Counter()).reporting(
+        rules_applied={}, passes_applied={}, rejected=rejected
+    )
 
 
 def check_result(run: Run) -> Run:

@@ -29,6 +29,15 @@ Applied = dict[str, object]
 """One entry of `Report.rules_applied`: ``{"name": ..., "count": ...}``."""
 
 
+def split_passes(applied: Mapping[str, int], rules: Iterable[Rule]) -> tuple[dict[str, int], dict[str, int]]:
+    """``applied`` as the rules' (by id, ``ID~reverse`` for one read backwards) and PET mutants' counts, and the
+    passes' (by the pass's own name): a report listed "precompute weight-only nodes" among the rule ids, which
+    `subst rules show` rejects."""
+    ids = {r.id for r in rules}
+    by_rule = {k: n for k, n in applied.items() if k.removesuffix(REVERSE) in ids or k.startswith(pet.PREFIX)}
+    return by_rule, {k: n for k, n in applied.items() if k not in by_rule}
+
+
 def named(applied: Mapping[str, int], rules: Iterable[Rule]) -> dict[str, Applied]:
     """``applied`` (counts by rule id, ``ID~reverse`` for a rule read backwards, PET mutant or pass name) with each
     rule's `Rule.title` beside its count; a key no rule has is its own name."""
@@ -53,8 +62,17 @@ class Report:
     opaque_nodes: int
     proved_rules: int
     rules_applied: dict[str, Applied] = field(default_factory=dict)
-    """By rule id (`taso.rules.rule_id`, what `subst rules show ID` looks up), PET mutant or pass: its name and
-    how often it was applied."""
+    """By rule id (`taso.rules.rule_id`, what `subst rules show ID` looks up) or PET mutant: its name and how
+    often it was applied."""
+    passes_applied: dict[str, int] = field(default_factory=dict)
+    """How often each of subst's own passes (no rule: precomputing weight-only nodes, folding shape arithmetic)
+    rewrote the model, by the pass's name."""
+    rejected: dict[str, object] | None = None
+    """The best rewrite found where the original was kept instead: its rules and passes (as above), its
+    predicted cost (``after_ms``, beside ``cost``'s ``before_ms``) and why it was not kept."""
+    dims: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The sizes of the inputs' symbolic dims the model was ``costed`` at (``--dim``, else 1) and ``checked`` at
+    (``--dim``, else the check's own size, or the given inputs')."""
     check: check.CheckResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     cost: dict[str, object] = field(default_factory=dict)
@@ -72,9 +90,13 @@ class Report:
         if not self.cost:
             return []
         before, after = float(self.cost["before_ms"]), float(self.cost["after_ms"])  # type: ignore[arg-type]
+        if self.rejected is not None:  # the one predicted ratio shown is the rewrite's, said to be not kept
+            after = float(self.rejected["after_ms"])  # type: ignore[arg-type]
         s = self.search
         return [
-            f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x) on {self.cost['device']}"
+            f"cost      {before:.4f} -> {after:.4f} ms predicted ({before / after:.3f}x)"
+            + (", the rewrite not kept" if self.rejected is not None else "")
+            + f" on {self.cost['device']}"
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else "")
             + (", device calibration estimated" if self.cost.get("estimated_calibration") else ""),
             *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
@@ -94,31 +116,44 @@ class Report:
             ),
             *([f"warning   {TIME_LIMIT_REACHED}"] if s.get("time_limit_reached") else []),
             *self._declined_lines(),
-            *self._nearest_lines(before),
+            *self._nearest_lines(),
             *self._measured_lines(),
+            *self._rejected_lines(),
         ]
 
     def _declined_lines(self) -> list[str]:
-        """Rewrites a rule matched but that could not be made here, by what stood in the way (`rewrite.Declined`)."""
+        """Rewrites a rule matched but that could not be made here, a line per reason (what stood in the way,
+        `rewrite.Declined`), with how often and the first such rewrite: its rule's id and the node it matched."""
         declined = sorted((self.search.get("declined") or {}).items(), key=lambda kv: -kv[1])  # type: ignore[union-attr]
-        return ["declined  " + "; ".join(f"{why} ({n})" for why, n in declined)] if declined else []
+        examples: Mapping[str, str] = self.search.get("declined_at") or {}  # type: ignore[assignment]
+        return [
+            f"{'declined' if k == 0 else '':<10}{why} ({n})" + (f", e.g. {examples[why]}" if why in examples else "")
+            for k, (why, n) in enumerate(declined)
+        ]
 
-    def _nearest_lines(self, before: float) -> list[str]:
-        """Why nothing was applied: the single rewrite that came closest to paying."""
+    def _nearest_lines(self) -> list[str]:
+        """Why nothing was applied: the single rewrite that came closest to paying (what it adds, not a second
+        ratio beside the cost line's)."""
         near = self.search.get("nearest")
         if not near:
             return []
         added = float(near["added_ms"])  # type: ignore[index]
-        return [
-            f"nearest   {near['rule']}: +{added:.4f} ms predicted ({before / (before + added):.3f}x); "  # type: ignore[index]
-            "no rewrite was predicted faster"
-        ]
+        return [f"nearest   {near['rule']}: +{added:.4f} ms predicted; no rewrite was predicted faster"]  # type: ignore[index]
+
+    def _rejected_lines(self) -> list[str]:
+        """The rewrite the original was kept over: each rule by id, each pass by name, and why."""
+        r = self.rejected
+        if r is None:
+            return []
+        made = [f"{v['count']}x {k}" for k, v in sorted(r["rules"].items())]  # type: ignore[attr-defined]
+        made += [f"{n}x {k}" for k, n in sorted(r["passes"].items())]  # type: ignore[attr-defined]
+        return [f"rejected  {'; '.join(made) or 'the rewrite'}: {r['why']}"]
 
     def _measured_lines(self) -> list[str]:
-        if (gain := self.cost.get("untimed_gain")) is not None:
+        if self.cost.get("untimed_gain") is not None:
             return [
-                f"measured  not timed: a predicted {gain:.3f}x is below the {GUARD_MIN_GAIN}x timing end to end can "
-                "confirm; kept the original"
+                f"measured  not timed: a predicted gain below the {GUARD_MIN_GAIN}x timing end to end can confirm "
+                "(the cost line's); kept the original"
             ]
         m = self.cost.get("measured")
         if not m:
@@ -139,6 +174,19 @@ class Report:
             for why, n in sorted(skipped.items())  # type: ignore[union-attr]
         ]
 
+    def _dims_lines(self) -> list[str]:
+        """The sizes the model was costed and checked at: a cost or a check means little without them."""
+        costed, checked = self.dims.get("costed"), self.dims.get("checked")
+        if not costed and not checked:
+            return []
+
+        def sizes(dims: Mapping[str, int]) -> str:
+            return ", ".join(f"{d}={n}" for d, n in dims.items())
+
+        if costed == checked or not checked:
+            return [f"dims      {sizes(costed or {})} (costed{' and checked' if checked else ''} at these sizes)"]
+        return [f"dims      costed at {sizes(costed or {})}; checked at {sizes(checked)}"]
+
     def _file_nodes(self) -> str:
         """The file's own node count and what its opset upgrade added, before the rewrite's counts."""
         u = self.upgrade
@@ -156,9 +204,15 @@ class Report:
             f"output    {self.output}",
             f"nodes     {self._file_nodes()}{self.nodes_before} -> {self.nodes_after} "
             f"({self.opaque_nodes} passed through untouched)",
+            *self._dims_lines(),
             f"rules     {self.proved_rules} proved in store; applied: "
             + ("by id (`subst rules show ID`):" if applied else "none"),
             *applied,
+            *(
+                ["passes    " + "; ".join(f"{k} ({n}x)" for k, n in sorted(self.passes_applied.items()))]
+                if self.passes_applied
+                else []
+            ),
             *self._untrusted_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),

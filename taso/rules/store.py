@@ -92,6 +92,8 @@ def open_store(path: str | Path, create_missing: bool = False, read_only: bool =
         raise BadInput(f"{p}: not a subst store ({e})") from None
     if version is None:
         raise BadInput(f"{p}: not a subst store (no schema version)")
+    if not str(version).isdigit():
+        raise BadInput(f"{p}: not a subst store (schema version {version!r} is not a number)")
     if int(version) == 1:
         if read_only or is_shipped(p) or unwritable(p):  # ids added to a copy in memory: the file stays as it is
             memory = sqlite3.connect(":memory:")
@@ -117,8 +119,25 @@ def migrate(db: sqlite_utils.Database) -> None:
         if "rule_id" not in db["rules"].columns_dict:  # an earlier migration may have stopped after adding it
             db["rules"].add_column("rule_id", str)
         rows = list(db["rules"].rows_where(select="id, src, dst, conditions"))
-        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(Rule.from_row(r).id, r["id"]) for r in rows])
+        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(rule_of(r).id, r["id"]) for r in rows])
         _ensure_schema(db)
+
+
+def rule_of(row: dict) -> Rule:
+    """The rule a store row holds, whose id must be its content's (`taso.rules.rule_id`): a row that does not parse
+    (edited by hand, written by another tool), or whose id is not its content's (edited, or written under another
+    rule's id), is refused in one line naming it."""
+    try:
+        rule = Rule.from_row(row)
+    except (ValueError, KeyError) as e:  # IRError is a ValueError; a JSON column that does not parse too
+        why = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise BadInput(f"store rule {row.get('id')} does not parse ({why}); fix or delete that row") from None
+    content = rule_id(rule)
+    if row.get("rule_id") != content:
+        raise BadInput(
+            f"store row {row['id']}: rule id {row.get('rule_id')} is not its content's ({content}); the store is refused"
+        )
+    return rule
 
 
 def meta(db: sqlite_utils.Database, key: str) -> str | None:
@@ -175,18 +194,6 @@ def load_rules(
         args.append(max_ops)
     for row in db["rules"].rows_where(" AND ".join(where) or None, args, order_by="id"):
         yield rule_of(row)
-
-
-def rule_of(row: dict) -> Rule:
-    """The rule of a store row, whose id must be its content's (`taso.rules.rule_id`): `BadInput` naming the row
-    where it is not (the row was edited, or written under another rule's id)."""
-    rule = Rule.from_row(row)
-    content = rule_id(rule)
-    if row.get("rule_id") != content:
-        raise BadInput(
-            f"store row {row['id']}: rule id {row.get('rule_id')} is not its content's ({content}); the store is refused"
-        )
-    return rule
 
 
 def find_rule(db: sqlite_utils.Database, key: str) -> dict | None:

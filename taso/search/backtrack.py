@@ -123,6 +123,9 @@ class SearchResult:
     expanded: int = 0
     candidates: int = 0
     declined: Counter = field(default_factory=Counter)
+    declined_at: dict[str, str] = field(default_factory=dict)
+    """One rewrite declined for each reason of ``declined``, the first met: its rule's id (a PET mutant's name)
+    and the node it matched, so a report can show what each reason stopped, not only how often."""
     regions: int = 1
     seconds: float = 0.0
     timed_out: bool = False
@@ -135,6 +138,16 @@ class SearchResult:
     nearest: tuple[float, str] | None = None
     """The rewrite of the starting graph that came closest to paying without doing so: (how much it adds to the
     cost, its name). What a user wants to know when nothing was applied."""
+
+    def decline(self, why: str, example: str) -> None:
+        """Count a rewrite declined for ``why``; the first of each reason is its example."""
+        self.declined[why] += 1
+        self.declined_at.setdefault(why, example)
+
+    def add_declines(self, other: SearchResult) -> None:
+        self.declined.update(other.declined)
+        for why, example in other.declined_at.items():
+            self.declined_at.setdefault(why, example)
 
     def note_miss(self, added: float, name: str) -> None:
         if added >= 0 and (self.nearest is None or added < self.nearest[0]):
@@ -194,7 +207,7 @@ def search(
         result.graph, result.cost_after = last.graph, last.cost_after
         result.steps += last.steps
         result.applied.update(last.applied)
-        result.declined.update(last.declined)
+        result.add_declines(last)
         result.expanded += last.expanded
         result.candidates += last.candidates
     result.seconds = clock() - t0
@@ -250,7 +263,7 @@ def _search_pass(
             found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
         fresh = {}  # by structure: a graph two rewrites reach is one candidate
-        for name, new, match in _rewrites(current, found, folds, mutate, result.declined, outside):
+        for name, new, match in _rewrites(current, found, folds, mutate, result, outside):
             if new.structure not in seen:
                 fresh.setdefault(new.structure, (name, new, match))
         if prefetch is not None:
@@ -313,7 +326,7 @@ def _repaid(
     and matching every rule at every candidate made SqueezeNet's search 1.7x as long."""
     every: list[Match] | None = None
     shrinking = fresh_matches(new, index.shrinking, current)
-    for name, after, match in _rewrites(new, shrinking, folds, None, result.declined, outside):
+    for name, after, match in _rewrites(new, shrinking, folds, None, result, outside):
         if after.structure in seen:
             continue
         c = cost(after)
@@ -326,26 +339,26 @@ def _repaid(
 
 
 def _rewrites(
-    g: Graph, found: list, folds: Folds, mutate: Mutate | None, declined: Counter, outside: Sequence[Node] = ()
+    g: Graph, found: list, folds: Folds, mutate: Mutate | None, result: SearchResult, outside: Sequence[Node] = ()
 ) -> Iterator[tuple[str, Graph, Match | None]]:
-    """Each match applied (counting why a match was declined), then ``mutate``'s rewrites; none that would
-    close a cycle with the ``outside`` paths."""
+    """Each match applied (noting in ``result`` why a match was declined), then ``mutate``'s rewrites; none that
+    would close a cycle with the ``outside`` paths."""
     for m in found:
         if surely_cycles(g, m, outside):
-            declined[CYCLE] += 1
+            result.decline(CYCLE, _at(m))
             continue
         try:
             new = apply(g, m, folds)
         except Declined as e:
-            declined[str(e).split(":")[0]] += 1
+            result.decline(str(e).split(":")[0], _at(m))
             continue
         if closes_cycle(new, outside):
-            declined[CYCLE] += 1
+            result.decline(CYCLE, _at(m))
         else:
             yield m.rule.name, new, m
     for name, new in mutate(g) if mutate is not None else ():
         if closes_cycle(new, outside):
-            declined[CYCLE] += 1
+            result.decline(CYCLE, name)
         else:
             yield name, new, None
 
@@ -354,6 +367,15 @@ ALWAYS_WORK = 4
 """Rewrites the always pass makes per node of the graph it starts from, at most: an honest always rule folds
 or removes what it matches, so a graph has far fewer of them than this; one whose target matches its own
 source (true, so verify proves it) would rewrite forever."""
+
+
+def _at(m: Match) -> str:
+    """A match as a report names it: its rule's id (`subst rules show ID`) and the first model node it binds."""
+    return f"{m.rule.id} at {_node(m.nodes[min(m.nodes)])}"
+
+
+def _node(n: Node) -> str:
+    return f"{n.op} {n.name!r}" if n.name else f"a {n.op}"
 
 
 def apply_everywhere(g: Graph, rules: Sequence[Rule]) -> tuple[Graph, Counter]:
@@ -502,7 +524,8 @@ def optimize_graph(
                 if spliced is not None and _cheaper(after := cost(spliced), whole):
                     current, whole = spliced, after
                 else:  # a region is costed apart from the units it borders: the whole graph decides
-                    total.declined[CYCLE if spliced is None else "no cheaper in the whole graph"] += 1
+                    why = CYCLE if spliced is None else "no cheaper in the whole graph"
+                    total.decline(why, f"{', '.join(sorted(r.applied))} at {_node(nodes[0])}")
                     searched[region.form] = SearchResult(region, r.cost_before, r.cost_before)
                     r = replace(r, graph=region, cost_after=r.cost_before, applied=Counter())
             total.replayed += r.replayed
@@ -512,7 +535,7 @@ def optimize_graph(
             total.candidates += r.candidates
             total.timed_out |= r.timed_out
             total.applied.update(r.applied)
-            total.declined.update(r.declined)
+            total.add_declines(r)
             if r.nearest is not None:
                 total.note_miss(*r.nearest)
         if progress is not None:

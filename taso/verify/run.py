@@ -385,7 +385,8 @@ def verify_rows(
     Refuses (`CheckFailed`, nothing written) specs whose axioms fail `taso.speccheck`: a wrong axiom proves
     wrong rules."""
     t0 = time.perf_counter()
-    rules = {r["id"]: store.rule_of(r) for r in rows}  # a proof binds its rule's id: one not its content's is refused
+    # refused before any write: a row that does not parse, or whose id is not its content's (a proof binds it)
+    rules = {r["id"]: store.rule_of(r) for r in rows}
     key = signing.user_key(create=True) if rows else b""  # signs each proof; refused before any work (none: no rows)
     if rows:
         require_sound(specs)
