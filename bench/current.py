@@ -378,17 +378,17 @@ METRICS: list[Metric] = [
         lambda d: (_one(d)["wall_s"], f"{_one(d)['wall_s']} s"),
     ),
     Metric(
-        "verify the shipped store (symbolic sizes): unknown",
-        4,
+        "verify the shipped store (symbolic sizes, proofs bound): unknown",
+        45,
         Target("<=", 2, "<= 2 %"),
-        "2026-11-24/verify-cpu-store.json",
+        "2026-11-28/verify-cpu-bound-proofs.json",
         _unknown_pct,
     ),
     Metric(
-        "verify the shipped store (symbolic sizes): wall, machine loaded",
-        4,
+        "verify the shipped store (symbolic sizes, proofs bound): wall, 2 workers",
+        47,
         Target("<=", 60, "<= 60 s"),
-        "2026-11-24/verify-cpu-store.json",
+        "2026-11-28/verify-cpu-bound-proofs.json",
         lambda d: (_one(d)["wall_s"], _minutes(_one(d)["wall_s"])),
     ),
     Metric(
