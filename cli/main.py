@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from cli.certify import certify
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
 from cli.options import Finite, dim_option, parse_dims, store_option
@@ -184,6 +185,12 @@ def cli() -> None:
 @click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
+@click.option(
+    "--certificate",
+    "certificate_path",
+    type=click.Path(path_type=Path),
+    help="Also write the certificate of every step of the rewrite (JSON), for `subst certify`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def optimize(
     model: Path,
@@ -203,6 +210,7 @@ def optimize(
     costs_path: Path | None,
     pet: bool,
     report_path: Path | None,
+    certificate_path: Path | None,
     as_json: bool,
 ) -> None:
     """Rewrite MODEL with proved substitutions and write it to OUTPUT.
@@ -236,7 +244,16 @@ def optimize(
         bars = StageBars()
         try:
             report = run_optimize(
-                model, output, store_path, check, rtol, atol, seed, settings=settings, progress=bars.update
+                model,
+                output,
+                store_path,
+                check,
+                rtol,
+                atol,
+                seed,
+                settings=settings,
+                progress=bars.update,
+                certificate=certificate_path,
             )
         finally:
             bars.close()
@@ -312,6 +329,7 @@ def info(model: Path, as_json: bool) -> None:
 
 cli.add_command(verify)
 cli.add_command(profile)
+cli.add_command(certify)
 
 
 cli.add_command(generate_command)
