@@ -106,8 +106,9 @@ def validated(run: Run, name: str, after: Graph, removed: int) -> Run:
         return run
     validator = run.validator or steps.Validator(run.settings.dims, [s.arrays for s in run.given])
     run = replace(run, validator=validator)
+    t0 = time.perf_counter()
     try:
-        evidence = validator.validate(run.graph, after)
+        evidence = {**validator.validate(run.graph, after), "seconds": time.perf_counter() - t0}
     except steps.Invalid as e:
         return replace(run, declined=(*run.declined, {"name": name, "why": str(e)}))
     except steps.Unevaluated as e:
