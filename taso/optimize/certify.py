@@ -17,7 +17,6 @@ import json
 import os
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -202,10 +201,7 @@ class _Chain:
             if r.get("proof") != rule.detail.get("proof"):
                 raise _Failed(f"rule {r.get('id')}: its proof record is not the store's")
         if s.name == ALWAYS:
-            after, applied = apply_everywhere(graph, self.always)
-            if applied != Counter({str(r["id"]): r.get("count") for r in s.rules}):
-                raise _Failed("replayed, the always rules apply other rules than the certificate says")
-            return after
+            return apply_everywhere(graph, self.always)[0]
         if not last:
             raise _Failed("found by a search, it is not replayed, so it must be the last step")
         return self.out
