@@ -12,6 +12,7 @@ passes and runs the same validation again (`taso.optimize.certify`).
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -145,14 +146,19 @@ class Validator:
     def outputs(self, g: Graph) -> list[dict[str, np.ndarray]]:
         """``g``'s outputs on each input set; raises `check.RunError` where onnxruntime cannot run it."""
         if g.key not in self._outputs:
+            lifted, weights = _lifted(g)
             with tempfile.TemporaryDirectory(prefix="subst-step-") as tmp:
-                run = check.Runner(onnx_io.save_model(g, Path(tmp) / "step.onnx"))
+                session = check.Runner(onnx_io.save_model(lifted, Path(tmp) / "step.onnx"))
+
+                def run(feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+                    return session({**feed, **weights})
+
                 if not self.sets:
                     self._draw(g, run)
                 self._outputs[g.key] = [run(s) for s in self.sets]
         return self._outputs[g.key]
 
-    def _draw(self, g: Graph, run: check.Runner) -> None:
+    def _draw(self, g: Graph, run: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]) -> None:
         """The input sets: the given ones, else per set of sizes the first draw ``g`` runs on (sensible
         integers, then plain ones); a set of sizes ``g`` runs on no draw at is left out, but not both."""
         if self.given:
@@ -191,6 +197,23 @@ class Validator:
                 b = g.get(name)
                 worst = max(worst, _differ(name, a, b, dims))
         return {"how": "evaluated", "sizes": self.at, "input_sets": len(self.sets), "max_abs_diff": worst}
+
+
+LIFTED = 64
+"""Float weights of more elements than this are fed to a step's graphs as inputs, not written into them."""
+
+
+def _lifted(g: Graph) -> tuple[Graph, dict[str, np.ndarray]]:
+    """``g`` with its large float weights made inputs, and their arrays: a step's graph is then a few kB to
+    write and load, and its weights are handed to onnxruntime as they are (BERT-base's 200 MB written once
+    per step had its validation double optimize's CPU time). Small ones (shapes, axes) stay constants."""
+    big = [w for w in g.weights if w in g.data and g.data[w].dtype.kind == "f" and math.prod(g.data[w].shape) > LIFTED]
+    if not big:
+        return g, {}
+    lift = set(big)
+    weights = tuple(w for w in g.weights if w not in lift)
+    data = {k: v for k, v in g.data.items() if k not in lift}
+    return replace(g, inputs=(*g.inputs, *big), weights=weights, data=data), {w: g.data[w].array for w in big}
 
 
 def _differ(name: str, a: np.ndarray, b: np.ndarray | None, dims: Mapping[str, int]) -> float:
