@@ -1,8 +1,7 @@
 """`subst certify` on every corpus model's output, and what validating the pass steps costs `subst optimize`.
 
-    PYTHONPATH=. python3 bench/bench_certify.py --result bench/results/2026-11-28/certify-cpu.json
-    PYTHONPATH=. python3 bench/bench_certify.py --models googlenet_ts,bert_dynamo,gpt2_dynamo \
-        --baseline /work/main --result bench/results/2026-11-28/certify-cold-cpu.json
+    PYTHONPATH=. python3 bench/bench_certify.py --what corpus
+    PYTHONPATH=. python3 bench/bench_certify.py --models googlenet_ts,bert_dynamo,gpt2_dynamo --baseline /work/main --what cold
 
 For each model (models/corpus/, seeded weights, costed at `corpus.dims`): `subst optimize` with the reference
 cost table (nothing measured) and ``--certificate``, then `subst certify` of its output with that certificate;
@@ -10,7 +9,7 @@ each in a fresh process, timed wall to wall and in CPU seconds (the shared machi
 the CPU seconds move less). Records the steps by kind, the verdict and the seconds of the pass validations the
 certificate lists. ``--baseline TREE`` runs optimize of that checkout too (without ``--certificate``, which it
 may lack), model by model in turn with this tree: a before/after pair under one load. Writes the result after
-every model and prints a table.
+every model (bench/results/<today>/certify-cpu-<what>.json) and prints a line per model.
 """
 
 from __future__ import annotations
@@ -25,9 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "models")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
+import layout  # noqa: E402
 
 COSTS = ROOT / "taso" / "cost" / "reference_costs.json"
 
@@ -85,15 +85,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(corpus.NAMES))
     ap.add_argument("--baseline", type=Path, help="Another checkout (with its .venv) to time optimize of too.")
-    ap.add_argument("--result", type=Path, required=True)
+    ap.add_argument("--what", default="corpus", help="The result's name: bench/results/<today>/certify-cpu-WHAT.json.")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    meta = {"command": " ".join(sys.argv), "commit": commit.stdout.strip(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    result, meta = layout.result_path("certify", "cpu", args.what), layout.meta()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-certify-") as tmp:
         for name in args.models.split(","):
             rows.append({**one(name, Path(tmp), args.baseline), "load": os.getloadavg()[0]})
-            args.result.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+            layout.write(result, {"meta": meta, "rows": rows})
             r = rows[-1]
             print(
                 f"{name:<22} steps {r.get('steps')} (rules {r.get('rule_steps')}, passes {r.get('pass_steps')}) "

@@ -80,6 +80,7 @@ def cli() -> None:
       subst generate --max-ops 3     enumerate small graphs, store candidate rewrite rules
       subst verify                   prove each candidate with z3; only proved rules are ever used
       subst optimize IN -o OUT       rewrite a model with proved rules, check it in onnxruntime, write it
+      subst certify IN OUT           check every step of that rewrite again (optimize --certificate)
     \b
     Stores: generate, verify and rules add write ./substitutions.db unless given --store; optimize and
     rules list/show/stats read the shipped store (read-only) unless given --store (`--store substitutions.db`
