@@ -9,7 +9,9 @@ each in a fresh process, timed wall to wall and in CPU seconds (the shared machi
 the CPU seconds move less). Records the steps by kind, the verdict and the seconds of the pass validations the
 certificate lists. ``--baseline TREE`` runs optimize of that checkout too (without ``--certificate``, which it
 may lack), model by model in turn with this tree: a before/after pair under one load. Writes the result after
-every model (bench/results/<today>/certify-cpu-<what>.json) and prints a line per model.
+every model (bench/results/<today>/certify-cpu-<what>.json) and prints a line per model. ``--planted`` plants a
+wrong step in each model's output instead (a weight of the rewrite changed; that and the certificate made to
+agree; a rule of the certificate swapped for one the store lacks) and records that certify fails each, naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +31,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "models")]
 
 import corpus  # noqa: E402
 import layout  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+from taso import onnx as onnx_io  # noqa: E402
+from taso.optimize import steps  # noqa: E402
 
 COSTS = ROOT / "taso" / "cost" / "reference_costs.json"
 
@@ -81,16 +89,67 @@ def one(name: str, tmp: Path, baseline: Path | None) -> dict:
     return row
 
 
+def _plant_weight(out: Path, cert: Path) -> None:
+    """One element of the rewrite's largest initializer changed (the certificate left as it was)."""
+    model = onnx.load(str(out))
+    w = max(model.graph.initializer, key=lambda t: numpy_helper.to_array(t).size)
+    array = numpy_helper.to_array(w).copy()
+    array.flat[0] += 1
+    w.CopyFrom(numpy_helper.from_array(array, w.name))
+    onnx.save_model(model, str(out))
+
+
+def _plant_agreeing(out: Path, cert: Path) -> None:
+    """The weight changed, and the certificate's last step and output made to name the changed rewrite."""
+    _plant_weight(out, cert)
+    data = json.loads(cert.read_text())
+    data["steps"][-1]["after"] = data["output"] = steps.digest(onnx_io.import_model(out)[0])
+    cert.write_text(json.dumps(data))
+
+
+def _plant_rule(out: Path, cert: Path) -> None:
+    """The first rule the certificate lists swapped for an id the store lacks."""
+    data = json.loads(cert.read_text())
+    ruled = [s for s in data["steps"] if s["rules"]]
+    if ruled:  # a rewrite by passes alone has no rule to swap: certify then passes it, as it should
+        ruled[0]["rules"][0]["id"] = "0000000000"
+    cert.write_text(json.dumps(data))
+
+
+def planted(name: str, tmp: Path) -> dict:
+    """``name`` optimized with its certificate, then each planting certified on a copy: exit code and failure."""
+    model, out, cert = tmp / f"{name}.onnx", tmp / f"{name}.opt.onnx", tmp / f"{name}.cert.json"
+    corpus.write(name, model)
+    _optimize(ROOT, model, out, ["--certificate", str(cert)])
+    row: dict = {"model": name, "steps": len(json.loads(cert.read_text())["steps"])}
+    for plant in (_plant_weight, _plant_agreeing, _plant_rule):
+        o, c = tmp / "planted.onnx", tmp / "planted.cert.json"
+        shutil.copy(out, o)
+        shutil.copy(cert, c)
+        plant(o, c)
+        cmd = [sys.executable, "-m", "cli.main", "certify", str(model), str(o), "--certificate", str(c), "--json"]
+        done, _, _ = _timed(cmd, ROOT)
+        verdict = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+        row[plant.__name__.removeprefix("_plant_")] = {"exit": done.returncode, "failure": verdict.get("failure")}
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(corpus.NAMES))
     ap.add_argument("--baseline", type=Path, help="Another checkout (with its .venv) to time optimize of too.")
+    ap.add_argument("--planted", action="store_true", help="Plant wrong steps and certify those instead.")
     ap.add_argument("--what", default="corpus", help="The result's name: bench/results/<today>/certify-cpu-WHAT.json.")
     args = ap.parse_args()
     result, meta = layout.result_path("certify", "cpu", args.what), layout.meta()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-certify-") as tmp:
         for name in args.models.split(","):
+            if args.planted:
+                rows.append(planted(name, Path(tmp)))
+                layout.write(result, {"meta": meta, "rows": rows})
+                print(rows[-1], flush=True)
+                continue
             rows.append({**one(name, Path(tmp), args.baseline), "load": os.getloadavg()[0]})
             layout.write(result, {"meta": meta, "rows": rows})
             r = rows[-1]
