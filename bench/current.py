@@ -216,6 +216,13 @@ def _generated(d: dict) -> Value:
     )
 
 
+def _validation_cost(d: dict) -> Value:
+    """The largest ratio of optimize's CPU seconds with the pass validation to without, by model."""
+    ratios = {r["model"]: r["optimize_cpu_s"] / r["baseline_cpu_s"] for r in d["rows"]}
+    worst = max(ratios, key=ratios.__getitem__)
+    return ratios[worst], f"{ratios[worst]:.2f}x ({worst}, of {len(ratios)})"
+
+
 def _minutes(s: float) -> str:
     return f"{int(s // 60)} min {round(s % 60)} s"
 
@@ -499,6 +506,20 @@ METRICS: list[Metric] = [
             d["make_test"]["wall_s"],
             f"{_minutes(d['make_test']['wall_s'])}, {d['make_test']['passed']} passed",
         ),
+    ),
+    Metric(
+        "certify: corpus models' outputs certified, every step accounted for (cost table)",
+        45,
+        Target("==", 0, "all"),
+        "2026-11-28/certify-cpu-corpus.json",
+        lambda d: _of(sum(r.get("verdict") == "certified" for r in d["rows"]), len(d["rows"])),
+    ),
+    Metric(
+        "optimize: CPU seconds with each pass step validated over without (3 corpus models, max)",
+        45,
+        Target("<=", 2.0, "< 2x (must not double)"),
+        "2026-11-28/certify-cpu-cold.json",
+        _validation_cost,
     ),
 ]
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from cli.certify import certify
 from cli.generate import generate as generate_command
 from cli.generate import rules as rules_group
 from cli.options import Finite, dim_option, parse_dims, store_option, verbose_option
@@ -80,6 +81,7 @@ def cli() -> None:
       subst generate --max-ops 3     enumerate small graphs, store candidate rewrite rules
       subst verify                   prove each candidate with z3; only proved rules are ever used
       subst optimize IN -o OUT       rewrite a model with proved rules, check it in onnxruntime, write it
+      subst certify IN OUT           check every step of that rewrite again (optimize --certificate)
     \b
     Stores: generate, verify and rules add write ./substitutions.db unless given --store; optimize and
     rules list/show/stats read the shipped store (read-only) unless given --store (`--store substitutions.db`
@@ -194,6 +196,12 @@ def cli() -> None:
 @click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
+@click.option(
+    "--certificate",
+    "certificate_path",
+    type=click.Path(path_type=Path),
+    help="Also write the certificate of every step of the rewrite (JSON), for `subst certify`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @verbose_option()
 def optimize(
@@ -215,6 +223,7 @@ def optimize(
     pet: bool,
     refresh: bool,
     report_path: Path | None,
+    certificate_path: Path | None,
     as_json: bool,
     verbose: bool,
 ) -> None:
@@ -259,7 +268,16 @@ def optimize(
         bars = StageBars()
         try:
             report = run_optimize(
-                model, output, store_path, check, rtol, atol, seed, settings=settings, progress=bars.update
+                model,
+                output,
+                store_path,
+                check,
+                rtol,
+                atol,
+                seed,
+                settings=settings,
+                progress=bars.update,
+                certificate=certificate_path,
             )
         finally:
             bars.close()
@@ -335,6 +353,7 @@ def info(model: Path, as_json: bool) -> None:
 
 cli.add_command(verify)
 cli.add_command(profile)
+cli.add_command(certify)
 
 
 cli.add_command(generate_command)

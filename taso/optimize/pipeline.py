@@ -28,13 +28,13 @@ from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph
-from taso.optimize import guard
+from taso.optimize import certify, guard, steps
 from taso.optimize.idle import drop_idle
 from taso.optimize.report import Progress, Report, named, quiet, split_passes
 from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
 from taso.optimize.views import compose_views
-from taso.rules import provenance, store
+from taso.rules import REVERSE, provenance, store
 from taso.search import apply_everywhere, optimize_graph, rulecache
 from taso.verify import basis
 
@@ -105,38 +105,67 @@ def read_rules(run: Run) -> Run:
     return replace(run, proved=proved, index=rulecache.search_index(proved))
 
 
+def validated(run: Run, name: str, after: Graph, removed: int) -> Run:
+    """``run`` rewritten by the pass ``name`` into ``after`` where its step validates (`steps.Validator`):
+    where the graphs differ, the pass's application is declined and reported, never written. A step whose
+    graph before cannot be run here is made, its evidence saying so (`subst certify` then refuses it)."""
+    if after is run.graph:
+        return run
+    validator = run.validator or steps.Validator(run.settings.dims, [s.arrays for s in run.given])
+    run = replace(run, validator=validator)
+    t0 = time.perf_counter()
+    try:
+        evidence = {**validator.validate(run.graph, after), "seconds": time.perf_counter() - t0}
+    except steps.Invalid as e:
+        return replace(run, declined=(*run.declined, {"name": name, "why": str(e)}))
+    except steps.Unevaluated as e:
+        evidence = {"how": "not evaluated", "why": str(e)}
+    made = steps.step(steps.PASS, name, run.graph, after, evidence=evidence)
+    return replace(run.rewritten(after, Counter({name: removed})), steps=(*run.steps, made))
+
+
+def ruled(run: Run, name: str, after: Graph, applied: Counter) -> Run:
+    """``run`` rewritten by rules into ``after``: a step carrying each rule's id, count and proof record (the
+    rules are proved; the proof, not a run, is the evidence)."""
+    if after is run.graph:
+        return run.rewritten(after, applied)
+    proofs = {r.id: r.detail.get("proof") for r in run.proved}
+    rules = [{"id": k, "count": n, "proof": proofs.get(k.removesuffix(REVERSE))} for k, n in sorted(applied.items())]
+    made = steps.step(steps.RULES, name, run.graph, after, rules, {"how": "proof"})
+    return replace(run.rewritten(after, applied), steps=(*run.steps, made))
+
+
 def precompute_weights(run: Run) -> Run:
     """Weight-only nodes computed ahead of time; the result is the baseline a gain is measured against."""
-    ran, precomputed = precompute(run.graph)
-    return replace(run.rewritten(ran, Counter({"precompute weight-only nodes": precomputed})), baseline=ran)
+    run = validated(run, "precompute weight-only nodes", *precompute(run.graph))
+    return replace(run, baseline=run.graph)
 
 
 def fold_shape_arithmetic(run: Run) -> Run:
     """Shape arithmetic over static dims folded: onnxruntime leaves it to the run, so it is a gain, not baseline."""
-    shaped, shape_folded = fold_shapes(run.graph)
-    if shaped is not run.graph:  # re-inferred: its inner dims have names of their own, to be sized
-        run = replace(run, folded_dims=onnx_io.dim_sizes(shaped, run.settings.dims))
-    return run.rewritten(shaped, Counter({"fold shape arithmetic over static dims": shape_folded}))
+    before = run.graph
+    run = validated(run, "fold shape arithmetic over static dims", *fold_shapes(run.graph))
+    if run.graph is not before:  # re-inferred: its inner dims have names of their own, to be sized
+        run = replace(run, folded_dims=onnx_io.dim_sizes(run.graph, run.settings.dims))
+    return run
 
 
 def drop_idle_operations(run: Run) -> Run:
     """Operations an operand's known content makes idle (an And with all-true) replaced by their other operand:
     the test for packed sequences in transformers' masks, true at every size, is not computed."""
-    dropped, removed = drop_idle(run.graph)
-    return run.rewritten(dropped, Counter({"drop operations their operand's content makes idle": removed}))
+    return validated(run, "drop operations their operand's content makes idle", *drop_idle(run.graph))
 
 
 def compose_axis_moves(run: Run) -> Run:
     """Chains of Reshapes, Transposes, Squeezes and Unsqueezes as at most a Reshape, a Transpose and a Reshape,
     where that takes fewer nodes: at most one copy (Transpose) where the chain made one or more, none where it
     made none."""
-    composed, removed = compose_views(run.graph)
-    return run.rewritten(composed, Counter({"compose chains of axis moves": removed}))
+    return validated(run, "compose chains of axis moves", *compose_views(run.graph))
 
 
 def apply_always(run: Run) -> Run:
     """The rules marked ``always`` applied wherever they match (`apply_everywhere`)."""
-    return run.rewritten(*apply_everywhere(run.graph, [r for r in run.proved if r.always]))
+    return ruled(run, certify.ALWAYS, *apply_everywhere(run.graph, [r for r in run.proved if r.always]))
 
 
 # --- costs, and the search they guide ------------------------------------------------------------------------
@@ -207,7 +236,7 @@ def search(run: Run) -> Run:
     }
     if found.nearest is not None and found.cost_after >= found.cost_before:  # at the quick host, like the costs
         facts["nearest"] = {"rule": found.nearest[1], "added_ms": found.nearest[0] * model.host_scale()}
-    return run.rewritten(found.graph, found.applied).reporting(search=facts)
+    return ruled(run, certify.SEARCH, found.graph, found.applied).reporting(search=facts)
 
 
 def predict(run: Run) -> Run:
@@ -225,7 +254,7 @@ def predict(run: Run) -> Run:
             why = "predicted no faster" if untimed is None else f"a predicted gain below {guard.GUARD_MIN_GAIN}x"
             at = model.at_quick_host(after).total_ms
             rejected = {"rules": named(rules, run.proved), "passes": passes, "after_ms": at, "why": why}
-        run, after, rules, passes = replace(run, graph=run.imported, applied=Counter()), before, {}, {}
+        run, after, rules, passes = replace(run, graph=run.imported, applied=Counter(), steps=()), before, {}, {}
     costs: dict = {  # reported at the host's quick speed; their ratio is unchanged
         "before_ms": model.at_quick_host(before).total_ms,
         "after_ms": model.at_quick_host(after).total_ms,
@@ -247,7 +276,7 @@ def rewrite_with(rewrite: Rewrite) -> Pass:
 
     def given(run: Run) -> Run:
         result, applied = rewrite(run.graph)
-        return run.rewritten(result, Counter(applied)).reporting(rules_applied=named(applied, ()))
+        return ruled(run, "rewrite as given", result, Counter(applied)).reporting(rules_applied=named(applied, ()))
 
     return Pass("rewrite as given", given, None)
 
@@ -259,7 +288,9 @@ def export(run: Run) -> Run:
     """The result saved into the staging folder, and counted into the report."""
     staged = onnx_io.save_model(run.graph, run.staging / run.dst.name)
     return replace(run, staged=staged).reporting(
-        nodes_after=len(run.graph.nodes), opaque_nodes=sum(n.is_opaque for n in run.graph.nodes)
+        nodes_after=len(run.graph.nodes),
+        opaque_nodes=sum(n.is_opaque for n in run.graph.nodes),
+        certificate=certify.certificate(run.imported, run.graph, run.steps, run.declined, run.settings.dims),
     )
 
 
@@ -301,7 +332,7 @@ def _discarded(run: Run) -> Run:
         "after_ms": r.cost["after_ms"],
         "why": "not clearly faster timed end to end",
     }
-    return replace(run, graph=run.imported, applied=Counter()).reporting(
+    return replace(run, graph=run.imported, applied=Counter(), steps=()).reporting(
         rules_applied={}, passes_applied={}, rejected=rejected
     )
 
@@ -320,6 +351,8 @@ def write(run: Run) -> Run:
             f"rewritten model differs from the original: {run.report.check.summary()}; nothing written", run.report
         )
     onnx_io.move_model(run.staged, run.dst)
+    if run.certificate is not None:
+        certify.write(run.certificate, run.report.certificate)
     return run
 
 
@@ -409,12 +442,16 @@ def optimize(
     rewrite: Rewrite | None = None,
     settings: Settings = Settings(),
     progress: Progress | None = None,
+    certificate: str | Path | None = None,
 ) -> Report:
     """Optimize ``src`` into ``dst`` by running `PASSES` (with ``rewrite`` in place of the rules and costs where
     given); raises `BadInput` (nothing read or written) or `CheckFailed`. The check judges the result against a
     float64 reference of the original, or element-wise at ``rtol``/``atol`` where either is given
-    (`check.compare`)."""
+    (`check.compare`). With ``certificate``, the certificate of the rewrite's steps (`Report.certificate`) is
+    written there too, for `subst certify`."""
     src, dst = Path(src), Path(dst)
+    if certificate is not None:
+        certify.refuse_unwritable(Path(certificate), (src, dst))
     if dst.resolve() == src.resolve():
         raise BadInput(f"{dst}: output would overwrite the input; choose another path")
     if not dst.parent.exists():
@@ -439,6 +476,7 @@ def optimize(
             Path(tmp),
             progress or quiet,
             Report(str(src), str(dst), 0, 0, 0, 0),
+            certificate=None if certificate is None else Path(certificate),
         )
         try:
             for p in passes:

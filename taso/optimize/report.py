@@ -82,6 +82,9 @@ class Report:
     upgrade: dict[str, object] | None = None
     """The opset upgrade import made to the file (`onnx_io.Upgrade`), and whether the check ran against the
     upgraded original because onnxruntime cannot run the file itself."""
+    certificate: dict = field(default_factory=dict)
+    """Every step from the input to the output, with its evidence, and the pass applications declined
+    (`taso.optimize.certify.certificate`): what ``--certificate`` writes and `subst certify` re-checks."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -187,6 +190,19 @@ class Report:
             return [f"dims      {sizes(costed or {})} (costed{' and checked' if checked else ''} at these sizes)"]
         return [f"dims      costed at {sizes(costed or {})}; checked at {sizes(checked)}"]
 
+    def _step_lines(self) -> list[str]:
+        """How many steps the rewrite took, by kind, and each pass application its validation declined."""
+        c = self.certificate
+        if not c:
+            return []
+        kinds = [s["kind"] for s in c["steps"]]
+        unchecked = sum(s["evidence"].get("how") == "not evaluated" for s in c["steps"])
+        return [
+            f"steps     {len(kinds)}: {kinds.count('rules')} by proved rules, {kinds.count('pass')} by passes "
+            "validated on the model" + (f" ({unchecked} could not be run, not validated)" if unchecked else ""),
+            *(f"declined  {d['name']}: {d['why']}" for d in c["declined"]),
+        ]
+
     def _file_nodes(self) -> str:
         """The file's own node count and what its opset upgrade added, before the rewrite's counts."""
         u = self.upgrade
@@ -214,6 +230,7 @@ class Report:
                 else []
             ),
             *self._untrusted_lines(),
+            *self._step_lines(),
             *([f"pet       {len(mutants)} mutated: " + "; ".join(mutants)] if mutants else []),
             *self._cost_lines(),
             f"check     {self.check.summary() if self.check else 'skipped (--no-check)'}"

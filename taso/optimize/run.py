@@ -12,6 +12,7 @@ from taso import cost
 from taso.execute import check, feeds
 from taso.ir import Graph
 from taso.optimize.report import Progress, Report
+from taso.optimize.steps import Step, Validator
 from taso.rules import Rule, RuleIndex, provenance
 
 
@@ -103,6 +104,14 @@ class Run:
     """The cost model to time the result with end to end: only where it measures and the result differs."""
     staged: Path | None = None
     """Where the export pass saved the result in ``staging``."""
+    certificate: Path | None = None
+    """Where to write the certificate of the rewrite's steps (`taso.optimize.certify`), beside the model."""
+    steps: tuple[Step, ...] = ()
+    """The rewrites from ``imported`` to ``graph``, in order, each with its evidence (`taso.optimize.steps`)."""
+    declined: tuple[dict, ...] = ()
+    """The pass applications whose validation failed, not made: the pass's name and where its graphs differ."""
+    validator: Validator | None = None
+    """Runs the pass steps' graphs, once each; made at the first step, on input sets drawn for the model."""
 
     @property
     def original(self) -> Path:
