@@ -99,7 +99,7 @@ def test_a_cache_folder_not_the_users_alone_is_refused_in_one_line(
 
 
 def test_verify_with_a_cache_folder_others_may_write_exits_2_in_one_line(cache: Path, tmp_path: Path) -> None:
-    """Refused before any verdict is written, in one line (after the progress bar's label)."""
+    """Refused before any verdict is written, in one line (and no progress shown before it)."""
     cache.mkdir(parents=True)
     cache.chmod(0o777)
     _specs(tmp_path / "specs")
@@ -107,8 +107,8 @@ def test_verify_with_a_cache_folder_others_may_write_exits_2_in_one_line(cache: 
     store.add_rules(store.create(db), parse_rules((SPECS_DIR / "rules" / "batchnorm.rules").read_text())[:1])
     before = db.read_bytes()
     r = subst("verify", "--store", db, "--specs", tmp_path / "specs", "--workers", "1")
-    *progress, line = r.stderr.splitlines()
-    assert r.returncode == 2 and progress == ["verifying"], r.stderr  # the progress bar's label, then why
+    (line,) = r.stderr.splitlines()
+    assert r.returncode == 2, r.stderr
     assert line.startswith("subst: error: the cache folder") and "may be written by others (mode 777)" in line
     assert db.read_bytes() == before
 

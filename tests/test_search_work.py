@@ -39,7 +39,7 @@ def test_the_search_stops_at_its_candidate_bound_not_its_clock(tmp_path: Path, m
 
 PAST_THE_LIMIT = ("inception_v1", "inception_v2")
 """The light models whose searches at the default budget ran past the 60 s limit on the loaded 2-core machine
-before the candidate bound (bench/results/2026-11-28/light-search.json; the others ended in 34 s or less)."""
+before the candidate bound (bench/results/2026-11-28/light-cpu-search.json; the others ended in 34 s or less)."""
 
 
 @pytest.mark.slow

@@ -119,25 +119,31 @@ def migrate(db: sqlite_utils.Database) -> None:
         if "rule_id" not in db["rules"].columns_dict:  # an earlier migration may have stopped after adding it
             db["rules"].add_column("rule_id", str)
         rows = list(db["rules"].rows_where(select="id, src, dst, conditions"))
-        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(rule_of(r).id, r["id"]) for r in rows])
+        db.conn.executemany("UPDATE rules SET rule_id = ? WHERE id = ?", [(parsed(r).id, r["id"]) for r in rows])
         _ensure_schema(db)
 
 
 def rule_of(row: dict) -> Rule:
-    """The rule a store row holds, whose id must be its content's (`taso.rules.rule_id`): a row that does not parse
-    (edited by hand, written by another tool), or whose id is not its content's (edited, or written under another
-    rule's id), is refused in one line naming it."""
-    try:
-        rule = Rule.from_row(row)
-    except (ValueError, KeyError) as e:  # IRError is a ValueError; a JSON column that does not parse too
-        why = (str(e).splitlines() or [type(e).__name__])[0][:200]
-        raise BadInput(f"store rule {row.get('id')} does not parse ({why}); fix or delete that row") from None
+    """The rule a store row holds, whose id must be its content's (`taso.rules.rule_id`): a row whose id is not
+    (edited, or written under another rule's id) is refused in one line naming it, as is one that does not
+    parse (`parsed`)."""
+    rule = parsed(row)
     content = rule_id(rule)
     if row.get("rule_id") != content:
         raise BadInput(
             f"store row {row['id']}: rule id {row.get('rule_id')} is not its content's ({content}); the store is refused"
         )
     return rule
+
+
+def parsed(row: dict) -> Rule:
+    """The rule of a store row, as written: a row that does not parse (edited by hand, written by another tool)
+    is refused in one line naming it, not a traceback from the parser."""
+    try:
+        return Rule.from_row(row)
+    except (ValueError, KeyError) as e:  # IRError is a ValueError; a JSON column that does not parse too
+        why = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise BadInput(f"store rule {row.get('id')} does not parse ({why}); fix or delete that row") from None
 
 
 def meta(db: sqlite_utils.Database, key: str) -> str | None:
