@@ -20,7 +20,7 @@ from taso.search import rulecache
 
 DATA = Path(__file__).parent / "data"
 FUZZ_GRAPHS = min(30, int(os.environ.get("SUBST_SLOW_LIMIT", 30)))
-"""Random models in CI's bounded run (about 0.7 s each on one core; a different draw each is bench_fuzz.py's job)."""
+"""Random models in CI's bounded run (about 0.7 s each on one core; bench/bench_fuzz.py runs the full 2,000)."""
 
 
 def _optimized(m: onnx.ModelProto) -> onnx.ModelProto:
