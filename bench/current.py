@@ -499,12 +499,22 @@ METRICS: list[Metric] = [
     ),
     Metric(
         "make test, 2-core machine",
-        31,
+        46,
         Target("<=", 720, "<= 12 min"),
-        "2026-11-27/maketest-cpu-8f9661e.json",
+        "2026-11-29/maketest-cpu.json",
         lambda d: (
             d["make_test"]["wall_s"],
             f"{_minutes(d['make_test']['wall_s'])}, {d['make_test']['passed']} passed",
+        ),
+    ),
+    Metric(
+        "make test, 2-core machine: CPU (user + system)",
+        46,
+        Target("<=", 900, "<= 15 min"),
+        "2026-11-29/maketest-cpu.json",
+        lambda d: (
+            (cpu := d["make_test"]["cpu_user_s"] + d["make_test"]["cpu_system_s"]),
+            _minutes(cpu),
         ),
     ),
     Metric(
