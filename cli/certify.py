@@ -7,10 +7,9 @@ from pathlib import Path
 
 import click
 
-from cli.options import store_option
+from cli.options import specs_option, store_option
 from taso.errors import BadInput, CheckFailed
 from taso.optimize.certify import certify as run_certify
-from taso.rules import SPECS_DIR
 
 
 @click.command()
@@ -23,14 +22,7 @@ from taso.rules import SPECS_DIR
     help="The certificate `subst optimize --certificate` wrote.  [default: REWRITE.certificate.json]",
 )
 @store_option("Rule store the rules of the steps must be proved in.")
-@click.option(
-    "--specs",
-    "specs_dir",
-    type=click.Path(path_type=Path),
-    default=SPECS_DIR,
-    show_default="the shipped specs",
-    help="Specs the rules' proofs must be from to be trusted.",
-)
+@specs_option("Specs the rules' proofs must be from to be trusted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def certify(
     original: Path, rewrite: Path, certificate_path: Path | None, store_path: Path, specs_dir: Path, as_json: bool

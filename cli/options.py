@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from taso.errors import BadInput
-from taso.rules import store
+from taso.rules import SPECS_DIR, store
 
 WORKING_STORE = "substitutions.db"
 """The store `subst generate`, `subst rules add` and `subst verify` write without --store: in the working folder."""
@@ -36,6 +36,18 @@ def store_option(help: str, writes: bool = False) -> Callable:
         type=click.Path(path_type=Path, dir_okay=False),
         default=Path(WORKING_STORE) if writes else store.DEFAULT_PATH,
         show_default=f"{WORKING_STORE} in the working folder" if writes else "the shipped substitutions.db",
+        help=help,
+    )
+
+
+def specs_option(help: str) -> Callable:
+    """``--specs``: the folder of operator specs, the shipped ones unless given."""
+    return click.option(
+        "--specs",
+        "specs_dir",
+        type=click.Path(path_type=Path),
+        default=SPECS_DIR,
+        show_default="the shipped specs",
         help=help,
     )
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from cli.options import Finite, store_option
+from cli.options import Finite, specs_option, store_option
 from cli.progress import StageBars
 from taso.errors import CheckFailed
-from taso.rules import SPECS_DIR, store
+from taso.rules import store
 from taso.verify import (
     DEFAULT_BUDGET,
     DEFAULT_LIMIT,
@@ -25,14 +25,7 @@ from taso.verify import (
 
 
 @click.command()
-@click.option(
-    "--specs",
-    "specs_dir",
-    type=click.Path(path_type=Path),
-    default=SPECS_DIR,
-    show_default="the shipped specs",
-    help="Folder of operator specs (one *.py per operator: symbols, shape rules, axioms).",
-)
+@specs_option("Folder of operator specs (one *.py per operator: symbols, shape rules, axioms).")
 @store_option("Rule store whose candidates get verdicts.", writes=True)
 @click.option(
     "--budget",

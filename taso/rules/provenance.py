@@ -38,6 +38,8 @@ SPECS_DIR = shipped("specs")
 VERIFIER_CODE = (
     "verify/lowering.py",  # a rule's sides as z3 terms, the facts and conditions a proof may assume
     "verify/run.py",  # what counts as a proof: goals, stages, which conditions are recorded
+    "verify/premises.py",  # no goal before the premises have a model: a contradiction proves anything
+    "verify/admit.py",  # rule text normalised through the catalogue before it is proved
     "verify/spec.py",  # the spec vocabulary: symbols' shape axioms, requirements, semantics
     "verify/speccheck.py",  # the gate that refuses specs whose axioms fail the ops' semantics
     "verify/basis.py",  # what a specs digest covers

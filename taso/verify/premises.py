@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import z3
 
-from taso.verify.spec import DIM, RANK, Specs, T
+from taso.verify.spec import DIM, RANK, Specs, T, subterms
 
 
 def premises_check(
@@ -37,15 +37,4 @@ def premises_check(
 
 def _applications(exprs: list[z3.ExprRef], specs: Specs) -> list[z3.ExprRef]:
     """Every application of a spec symbol in ``exprs``, once."""
-    seen: dict[int, z3.ExprRef] = {}
-    found: list[z3.ExprRef] = []
-    todo = list(exprs)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen[e.get_id()] = e
-        todo.extend(e.children())
-        if e.sort() == T and e.num_args() and e.decl().name() in specs.symbols:
-            found.append(e)
-    return found
+    return [e for e in subterms(exprs) if e.sort() == T and e.num_args() and e.decl().name() in specs.symbols]

@@ -282,7 +282,8 @@ class Unsupported(Exception):
     """A node the specs cannot express (an op without a spec, broadcasting, an attribute not modelled)."""
 
 
-def _walk(exprs: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
+def subterms(exprs: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
+    """Every subterm of ``exprs``, once, in the order a depth-first walk meets them."""
     seen: dict[int, z3.ExprRef] = {}
     todo = list(exprs)
     while todo:
@@ -297,7 +298,7 @@ def _walk(exprs: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
 def _consts(exprs: Sequence[z3.ExprRef], sort: z3.SortRef) -> list[z3.ExprRef]:
     found = {
         str(e): e
-        for e in _walk(exprs)
+        for e in subterms(exprs)
         if z3.is_const(e) and e.sort() == sort and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
     }
     return [found[k] for k in sorted(found)]
@@ -305,7 +306,7 @@ def _consts(exprs: Sequence[z3.ExprRef], sort: z3.SortRef) -> list[z3.ExprRef]:
 
 def _decls(exprs: Sequence[z3.ExprRef]) -> set[str]:
     """Operator symbols (functions returning a tensor) used in ``exprs``."""
-    return {e.decl().name() for e in _walk(exprs) if z3.is_app(e) and e.sort() == T and e.decl().arity()}
+    return {e.decl().name() for e in subterms(exprs) if z3.is_app(e) and e.sort() == T and e.decl().arity()}
 
 
 def _is_var(d: object) -> bool:
@@ -316,7 +317,7 @@ def _pattern_ok(side: z3.ExprRef, bound: Sequence[z3.ExprRef]) -> bool:
     """A side triggers the axiom if it is an application holding every variable, with no arithmetic in it."""
     if not z3.is_app(side) or side.decl().arity() == 0:
         return False
-    nodes = _walk([side])
+    nodes = subterms([side])
     if any(z3.is_arith(e) and not (z3.is_const(e)) for e in nodes):
         return False
     names = {str(e) for e in nodes if z3.is_const(e)}
