@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from test_provenance import DISTRIBUTE, SIBLING_CONVS, _sibling_convs, _two_matm
 from taso.errors import BadInput
 from taso.optimize import Settings, optimize
 from taso.rules import Rule, parse_rules, provenance, rule_id, signing, store
+from taso.rules.rule import rule_digest
 from taso.search import rulecache
 from taso.verify import load_specs, pending, verify_rows
 from taso.verify.basis import for_folder
@@ -259,3 +261,15 @@ def test_a_proof_record_of_another_shape_is_counted_not_a_crash() -> None:
     rule = replace(parse_rules(DISTRIBUTE)[0], status="proved", detail={"proof": "forged", "axioms": []})
     kept, skipped = provenance.trusted([rule], for_folder(provenance.SPECS_DIR).digest_of)
     assert kept == [] and skipped == {"no proof record (not proved by `subst verify`)": 1}
+
+
+def test_a_false_rule_whose_id_collides_with_a_true_ones_keeps_no_proof(tmp_path: Path) -> None:
+    """An id is 40 bits, within a forger's search: a false rule given the true rule's id and its signed record
+    (as a collision would give it) is still refused, as the record binds the rule's whole content digest."""
+    db, row = _proved_true(tmp_path)
+    (true,) = store.load_rules(store.open_store(db), status="proved")
+    colliding = replace(parse_rules(FALSE_DISTRIBUTE)[0], status="proved", detail=true.detail, id=true.id)
+    assert colliding.id == true.id and rule_digest(colliding) != rule_digest(true)
+    basis = for_folder(provenance.SPECS_DIR)
+    assert provenance.trusted([true], basis.digest_of)[0] == [true]  # the control
+    assert provenance.trusted([colliding], basis.digest_of) == ([], Counter({"its proof record is not this rule's": 1}))
