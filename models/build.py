@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from builders.bert import bert, bert_base
 from builders.cnn import csrnet, inception_v3, nasnet_a, resnext50
-from builders.light import LIGHT_DIR, light_models, materialize
+from builders.light import LIGHT_DIR, light_models, materialize, weight_count
 from builders.seq import gpt2_block, nasrnn
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "nasnet_a",
     "nasrnn",
     "resnext50",
+    "weight_count",
     "write",
     "zoo_files",
 ]

@@ -61,6 +61,19 @@ def vision(name: str, size: int = 224, **kwargs: object) -> Callable[[], tuple[t
     return build
 
 
+def timm_model(name: str, size: int = 224) -> Callable[[], tuple[torch.nn.Module, torch.Tensor]]:
+    """A timm model at random init (no network): the families torchvision lacks (ConvNeXt, EfficientNet,
+    re-parameterizable, MLP-only and hybrid conv-attention nets)."""
+
+    def build() -> tuple[torch.nn.Module, torch.Tensor]:
+        import timm
+
+        torch.manual_seed(0)
+        return timm.create_model(name, pretrained=False), torch.randn(2, 3, size, size)
+
+    return build
+
+
 def text(kind: str) -> Callable[[], tuple[torch.nn.Module, torch.Tensor]]:
     def build() -> tuple[torch.nn.Module, torch.Tensor]:
         import transformers as tf
@@ -84,6 +97,25 @@ def text(kind: str) -> Callable[[], tuple[torch.nn.Module, torch.Tensor]]:
             m = tf.LlamaModel(cfg)
         elif kind == "t5":
             m = tf.T5EncoderModel(tf.T5Config(d_model=512, d_ff=2048, num_layers=4, num_heads=8, use_cache=False))
+        elif kind == "distilbert":
+            m = tf.DistilBertModel(tf.DistilBertConfig(n_layers=4))
+        elif kind == "opt":
+            m = tf.OPTModel(tf.OPTConfig(hidden_size=512, ffn_dim=2048, num_hidden_layers=4, num_attention_heads=8))
+        elif kind == "qwen2":
+            cfg = tf.Qwen2Config(
+                hidden_size=512,
+                intermediate_size=1376,
+                num_hidden_layers=4,
+                num_attention_heads=8,
+                num_key_value_heads=2,
+                vocab_size=32000,
+                use_cache=False,
+            )
+            m = tf.Qwen2Model(cfg)
+        elif kind == "wav2vec2":
+            cfg = tf.Wav2Vec2Config(hidden_size=384, num_hidden_layers=4, num_attention_heads=6, intermediate_size=1536)
+            m = tf.Wav2Vec2Model(cfg)
+            ids = torch.randn(2, 16000)
         elif kind == "whisper":
             cfg = tf.WhisperConfig(
                 d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536, max_source_positions=100
@@ -114,6 +146,19 @@ BUILDERS: dict[str, Callable[[], tuple[torch.nn.Module, torch.Tensor]]] = {
     "whisper_encoder": text("whisper"),
     "gpt2": text("gpt2"),
     "llama": text("llama"),
+    "distilbert": text("distilbert"),
+    "opt": text("opt"),
+    "qwen2": text("qwen2"),
+    "wav2vec2": text("wav2vec2"),
+    "convnext_tiny": timm_model("convnext_tiny"),
+    "efficientnet_b0": timm_model("efficientnet_b0"),
+    "repvgg_a0": timm_model("repvgg_a0"),
+    "mobileone_s0": timm_model("mobileone_s0"),
+    "mixer_s16": timm_model("mixer_s16_224"),
+    "resmlp_12": timm_model("resmlp_12_224"),
+    "mobilevit_xs": timm_model("mobilevit_xs", 256),
+    "deit_tiny": timm_model("deit_tiny_patch16_224"),
+    "regnety_002": timm_model("regnety_002"),
 }
 
 # (model, exporter, dtype): the corpus. Text models take (batch, seq) dims, vision and audio models batch only.
@@ -131,6 +176,12 @@ ENTRIES: list[tuple[str, str, str]] = [
             "whisper_encoder",
             "gpt2",
             "llama",
+            "distilbert",
+            "opt",
+            "qwen2",
+            "wav2vec2",
+            "convnext_tiny",
+            "mixer_s16",
         )
     ],
     ("squeezenet1_1", "ts", "float16"),
@@ -147,8 +198,12 @@ def entry_name(model: str, exporter: str, dtype: str) -> str:
 # ---- export -----------------------------------------------------------------------------------------------------
 
 
+TOKEN_MODELS = {"bert", "t5_encoder", "gpt2", "llama", "distilbert", "opt", "qwen2"}
+"""Models of token ids: dynamic in batch and sequence; the others (vision, audio) in batch only."""
+
+
 def dim_names(model: str) -> list[str]:
-    return ["batch", "seq"] if model in ("bert", "t5_encoder", "gpt2", "llama") else ["batch"]
+    return ["batch", "seq"] if model in TOKEN_MODELS else ["batch"]
 
 
 def export(module: torch.nn.Module, x: torch.Tensor, exporter: str, dims: list[str], path: Path) -> list[str]:

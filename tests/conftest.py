@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import onnx
 import pytest
@@ -14,6 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import build as zoo  # noqa: E402, F401  (models/build.py: the zoo's builders, re-exported to tests)
+
+T = TypeVar("T")
+
+FULL = os.environ.get("SUBST_FULL") == "1"
+"""`make test` (CI) runs the slow checks (`@pytest.mark.slow`) in a bounded form that keeps the suite within
+its 12 minutes on 2 cores; SUBST_FULL=1 (`make test-full`) runs each of them whole."""
+
+
+def bounded(cases: Sequence[T], ci: int) -> list[T]:
+    """A slow check's cases: all of them with SUBST_FULL=1, else the first ``ci`` (put the telling ones first)."""
+    return list(cases) if FULL else list(cases)[:ci]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,24 +2,24 @@
 with the check off, each result run in onnxruntime beside its original at two sets of sizes for the symbolic dims.
 
 The findings each stand here as the minimal model that showed them (tests/data/, as the fuzz wrote them, or built
-below); the slow test runs `FUZZ_GRAPHS` random models (SUBST_SLOW_LIMIT caps them), bench/bench_fuzz.py the full
+below); the slow test runs `FUZZ_GRAPHS` random models (12 in CI, 30 with SUBST_FULL=1), bench/bench_fuzz.py the full
 2,000.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import fuzz_models
 import onnx
 import pytest
+from conftest import FULL
 
 import taso
 from taso.search import rulecache
 
 DATA = Path(__file__).parent / "data"
-FUZZ_GRAPHS = min(30, int(os.environ.get("SUBST_SLOW_LIMIT", 30)))
+FUZZ_GRAPHS = 30 if FULL else 12
 """Random models in CI's bounded run (about 0.7 s each on one core; bench/bench_fuzz.py runs the full 2,000)."""
 
 

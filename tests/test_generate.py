@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import subst
+from conftest import FULL, subst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,14 +41,6 @@ K = InputClass("K", (4, 4, 3, 3), "weight", 2)
 KP = InputClass("Kp", (4, 4, 1, 1), "weight", 1)
 x = InputClass("x", (2, 4), "activation", 2)
 W = InputClass("w", (4, 4), "weight", 3)
-
-
-def slow_ops(wanted: int) -> int:
-    """Op count for a slow test: ``wanted``, unless SUBST_SLOW_LIMIT caps it (then tests needing more skip)."""
-    limit = int(os.environ.get("SUBST_SLOW_LIMIT", wanted))
-    if limit < wanted:
-        pytest.skip(f"needs {wanted} ops; SUBST_SLOW_LIMIT={limit}")
-    return wanted
 
 
 @cache
@@ -104,7 +95,7 @@ def test_a_1x1_kernel_enlarged_to_3x3_and_the_merged_siblings() -> None:
 @pytest.mark.slow
 def test_a_3x3_and_a_1x1_sibling_merge_with_enlarge() -> None:
     """Found as a candidate; kept, or folded because enlarge-then-merge (two smaller kept rules) derives it."""
-    forms, pool, n = ("conv_s1_same", "enlarge3", "concat0", "split1"), (X, K, KP), slow_ops(4)
+    forms, pool, n = ("conv_s1_same", "enlarge3", "concat0", "split1"), (X, K, KP), 4
     merged = lookup(
         rules_of(forms, pool, n, prune_pairs=False), {"Conv": 2}, {"Enlarge": 1, "Concat": 1, "Conv": 1, "Split": 1}
     )
@@ -162,7 +153,7 @@ def test_pruning_over_splittable_inputs_drops_only_derivable_pairs() -> None:
 
 @pytest.mark.slow
 def test_conv_followed_by_relu_siblings_merge() -> None:
-    rules = rules_of(("conv_s1_same", "relu", "concat0", "split1"), (X, K), slow_ops(4))
+    rules = rules_of(("conv_s1_same", "relu", "concat0", "split1"), (X, K), 4)
     assert lookup(rules, {"Conv": 2, "Relu": 2}, {"Concat": 1, "Conv": 1, "Relu": 1, "Split": 1})
 
 
@@ -401,7 +392,7 @@ def test_pruning_drops_only_derivable_pairs_at_three_ops(forms: tuple[str, ...])
         InputClass("w", (2, 2), "weight", 2),
         InputClass("s", (), "weight", 1),
     )
-    n = min(3, int(os.environ.get("SUBST_SLOW_LIMIT", 3)))
+    n = 3 if FULL else 2
     kept = rules_of(forms, pool, n)
     kept_keys = {(r.src.key, r.dst.key) for r in kept}
     dropped = [

@@ -10,7 +10,6 @@ attribute moved by one). bench/bench_planted.py prints every verdict in a table.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 from dataclasses import replace
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import z3
-from conftest import ROOT, subst
+from conftest import FULL, ROOT, subst
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +41,7 @@ does; the slow test gives them `MUTATION_TIMEOUT` (bench/bench_planted.py record
 PLANTED_AXIOMS = (DATA / "planted_axioms.py").read_text()
 MUTATION_TIMEOUT = 10.0
 """Seconds per z3 verdict in the mutation tests: a mutant that runs out is unknown, which is never a proof."""
-SLOW_LIMIT = int(os.environ.get("SUBST_SLOW_LIMIT", 100))
+SLOW_LIMIT = 100 if FULL else 30
 """Hypothesis examples of the slow test (about 0.7 s each, 10 s where z3 reaches the safety net)."""
 
 

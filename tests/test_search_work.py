@@ -4,12 +4,11 @@ the machine."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import onnx
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bounded
 
 from build import light_model
 from taso.optimize import Settings, optimize
@@ -43,7 +42,7 @@ before the candidate bound (bench/results/2026-11-28/light-cpu-search.json; the 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", PAST_THE_LIMIT[: int(os.environ.get("SUBST_SLOW_LIMIT", len(PAST_THE_LIMIT)))])
+@pytest.mark.parametrize("name", bounded(PAST_THE_LIMIT, 1))
 def test_the_light_models_searches_end_by_work_before_the_time_limit(tmp_path: Path, name: str) -> None:
     """At the default budget and time limit, the search ends by its work bound, 3,000 candidates (Inception-v1's
     2,129 at the zoo's budget took 6 s on the quiet 2-core machine, models/baseline.json)."""
