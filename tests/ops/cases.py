@@ -52,10 +52,10 @@ CASES: dict[str, list[tuple]] = {
     "Reshape": [([(2, 3, 4), (3,)], {"allowzero": 0}, {1: np.array([0, -1, 2], np.int64)}, 1)],
     "BatchNormalization": [([(2, 3, 4, 4), (3,), (3,), (3,), (3,)], {"epsilon": 1e-3}, {}, 1)],
     "LayerNormalization": [
-        ([(2, 3, 8), (8,), (8,)], {"axis": -1, "epsilon": 1e-5}, {}, 1),
+        ([(2, 3, 8), (8,), (8,)], {"axis": 2, "epsilon": 1e-5}, {}, 1),
         ([(2, 3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-5}, {}, 1),
     ],
-    "Softmax": [([(2, 7)], {"axis": -1}, {}, 1), ([(2, 3, 4)], {"axis": 1}, {}, 1)],
+    "Softmax": [([(2, 7)], {"axis": 1}, {}, 1), ([(2, 3, 4)], {"axis": 1}, {}, 1)],
     "Enlarge": [([(4, 2, 1, 3)], {"kernel_shape": (3, 3)}, {}, 1)],
     "Ones": [([], {"shape": (2, 3), "dtype": "float32"}, {}, 1)],
     "Eye": [([], {"shape": (4, 4), "dtype": "float32"}, {}, 1)],
