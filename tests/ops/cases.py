@@ -61,7 +61,10 @@ CASES: dict[str, list[tuple]] = {
     "Eye": [([], {"shape": (4, 4), "dtype": "float32"}, {}, 1)],
     "ConvIdentity": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
     "PoolKernel": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
-    "ReduceSum": [([(2, 3, 4)], {"axes": (0, 2), "keepdims": 0}, {}, 1), ([(3, 4)], {"axes": (1,), "keepdims": 1}, {}, 1)],
+    "ReduceSum": [
+        ([(2, 3, 4)], {"axes": (0, 2), "keepdims": 0}, {}, 1),
+        ([(3, 4)], {"axes": (1,), "keepdims": 1}, {}, 1),
+    ],
     "ReduceMean": [
         ([(2, 3, 4, 5)], {"axes": (2, 3), "keepdims": 1}, {}, 1),
         ([(2, 3, 4)], {"axes": (0, 1, 2), "keepdims": 0}, {}, 1),
