@@ -5,7 +5,8 @@ Add axioms. ``epsilon`` is an integer argument (a float by its bits): a norm wit
 another function, and no axiom relates two. Neither is a norm of a scaled input the norm itself (the epsilon
 makes it false), nor is anything said of the mean and variance inside.
 
-Axioms: the norm, and a spread scale or bias, move through a concat along an axis before the normalised ones.
+Axioms: the norm, and a spread scale or bias, move through a concat along an axis before the normalised ones;
+spreading is linear (a sum of scales, a scalar factor), so a scalar Mul or an Add of two norms' weights folds.
 Over the field the norm is a keyed function of (element, its group, epsilon) (`taso.ops.normalisation`).
 """
 
@@ -60,9 +61,9 @@ LOWER = {"LayerNormalization": _lower}
 
 
 def axioms(f):
-    x, y, g = tensors("x y g")
+    x, y, g, h, c = tensors("x y g h c")
     m, n, a, b, e = ints("m n a b e")
-    same = {"x": (m, n), "y": (m, n), "g": (n,)}
+    same = {"x": (m, n), "y": (m, n), "g": (n,), "h": (n,), "c": ()}
     dom = {"a": (0, 1), "b": (0, 1), "e": tuple(attr_int(eps) for eps in (1e-5, 1e-12, 0.5))}
     return [
         Axiom(
@@ -74,6 +75,15 @@ def axioms(f):
             domains=dom,
             generic=True,
         ),
+        Axiom(
+            "trail-add",
+            f.trail(f.add(g, h), x),
+            f.add(f.trail(g, x), f.trail(h, x)),
+            same,
+            when=(R(g) == R(h),),  # the right side alone lets one be spread from fewer axes than the other
+            generic=True,
+        ),
+        Axiom("trail-smul", f.trail(f.smul(g, c), x), f.smul(f.trail(g, x), c), same, generic=True),
         Axiom(
             "trail-cat",
             f.trail(g, f.cat(x, y, axis=b)),

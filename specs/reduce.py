@@ -4,7 +4,7 @@ reduce keep their numbers), and GlobalAveragePool to ``rmean`` over each spatial
 over several axes is the mean of the means over each, every group being the same size.
 
 Axioms: both are linear (a sum of adds, a scalar factor), commute with a concat along another axis and with
-each other, move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
+each other (a sum and a mean along different axes too), move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
 axis; a sum over a concat along its own axis is the sum of the sums. None relates a mean to a sum: that would
 need the count, a constant the vocabulary has no term for, so such rules stay unknown rather than risk one that
 drops it.
@@ -144,10 +144,19 @@ def _linear(f, r):
 
 def axioms(f):
     x, y = tensors("x y")
-    m, n, a, kd = ints("m n a kd")
+    m, n, a, b, kd = ints("m n a b kd")
     return [
         *_linear(f, "rsum"),
         *_linear(f, "rmean"),
+        Axiom(
+            "rsum-rmean-commute",
+            f.rsum(f.rmean(x, axis=a, keepdims=1), axis=b, keepdims=1),
+            f.rmean(f.rsum(x, axis=b, keepdims=1), axis=a, keepdims=1),
+            {"x": (m, n)},
+            when=(a != b,),  # along one axis the mean leaves a single element: the sum of it is the mean
+            domains={"a": (0, 1), "b": (0, 1)},
+            generic=True,
+        ),
         Axiom(
             "rsum-cat-own-axis",
             f.rsum(f.cat(x, y, axis=a), axis=a, keepdims=kd),
