@@ -251,7 +251,9 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
     if ops.PLANEWISE in d.traits:  # maps of each (image, channel): the batch joins the images
         (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key)
         return (y.reshape(b, -1, *y.shape[1:]),)
-    if "axis" in d.attrs:  # Concat, Split (a Split's second argument, its sizes, is not batched)
+    if "axis" in d.attrs and (ops.REARRANGES in d.traits or len(xs) == 1):
+        # Concat, Split (its second argument, its sizes, is not batched), Softmax; not a LayerNormalization,
+        # whose scale and bias would meet the batch axis where they expect the normalised ones
         return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key)
     if "perm" in d.attrs:
         return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key)

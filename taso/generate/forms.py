@@ -141,6 +141,30 @@ def _elementwise_forms() -> list[Form]:
     ]
 
 
+def _on_matrix(attrs: dict) -> Callable[[Sequence[Sig]], dict | None]:
+    return lambda sigs: dict(attrs) if _rank(sigs[0]) == 2 else None
+
+
+def _layernorm(sigs: Sequence[Sig]) -> dict | None:
+    (xs, xk, _), (gs, gk, _), (bs, bk, _) = sigs
+    if len(xs) != 2 or xk != ACTIVATION or gk != WEIGHT or bk != WEIGHT or not gs == bs == xs[1:]:
+        return None
+    return {"axis": 1, "epsilon": 1e-5}
+
+
+def _reduction_forms() -> list[Form]:
+    """Softmax, LayerNormalization (with its scale and bias, over a matrix's rows), sums and means along one
+    axis of a matrix (kept as size 1), and GlobalAveragePool of an image."""
+    out = [Form(f"softmax{a}", "Softmax", 1, _on_matrix({"axis": a}), doc=f"along axis {a}") for a in (0, 1)]
+    out.append(Form("layernorm", "LayerNormalization", 3, _layernorm, doc="over the last axis, scale and bias"))
+    for op in ("ReduceSum", "ReduceMean"):
+        out += [
+            Form(f"{op.lower()}{a}", op, 1, _on_matrix({"axes": (a,), "keepdims": 1}), doc=f"axis {a}") for a in (0, 1)
+        ]
+    gap = Form("gap", "GlobalAveragePool", 1, lambda s: {} if _rank(s[0]) == 4 else None, doc="of an image")
+    return [*out, gap]
+
+
 FORMS: dict[str, Form] = {
     f.name: f
     for f in [
@@ -171,6 +195,7 @@ FORMS: dict[str, Form] = {
         Form("eye", "Eye", 0, _constant((4, 4)), doc="4x4"),
         Form("conv_identity", "ConvIdentity", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 identity kernel"),
         Form("pool_kernel", "PoolKernel", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 kernel of 1/9"),
+        *_reduction_forms(),
     ]
 }
 

@@ -35,6 +35,18 @@ def _opset(g: Graph) -> int:
     return g.meta.opset("") or g.meta.opset("ai.onnx") or MIN_OPSET
 
 
+def _attrs_as_inputs(spec: ops.Export, d: ops.OpDef, opset: int) -> ops.Export:
+    """``spec`` with the attributes its ONNX op takes as constant inputs at ``opset`` (`OpDef.attr_inputs`)
+    moved there, in input order."""
+    moved = sorted((pos, k) for k, pos, since in d.attr_inputs if opset >= since and k in spec.attrs)
+    if not moved:
+        return spec
+    extra = tuple(np.asarray(spec.attrs[k], np.int64) for _, k in moved)
+    names = {k for _, k in moved}
+    kept = {k: v for k, v in spec.attrs.items() if k not in names}
+    return ops.Export(spec.op_type, kept, (*spec.extra_inputs, *extra))
+
+
 def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
     """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
     if n.is_opaque:
@@ -45,7 +57,8 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
             proto.domain = n.domain
         proto.input.extend(n.inputs)
     else:
-        spec = ops.get(n.op).to_onnx(n.attr, [g.types[i] for i in n.inputs if i])
+        d = ops.get(n.op)
+        spec = _attrs_as_inputs(d.to_onnx(n.attr, [g.types[i] for i in n.inputs if i]), d, _opset(g))
         proto = onnx.NodeProto(op_type=spec.op_type)
         for k, v in sorted(spec.attrs.items()):
             value = numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v

@@ -71,6 +71,14 @@ def _constant_value(name: str, producers: dict[str, onnx.NodeProto], data: dict[
     return None
 
 
+def _kept_inputs(node: onnx.NodeProto, opset: int) -> tuple[str, ...]:
+    """``node``'s inputs but those the catalogue reads as attributes at ``opset`` (`OpDef.attr_inputs`, always
+    trailing: ReduceSum's axes)."""
+    d = ops.OPS.get(node.op_type)
+    moved = [pos for _, pos, since in (d.attr_inputs if d else ()) if opset >= since]
+    return tuple(node.input[: min(moved)] if moved else node.input)
+
+
 @dataclass(frozen=True)
 class Opaque:
     """Why a node stays opaque: kept for `subst info` and reports."""
@@ -93,9 +101,8 @@ def _import_node(
         outputs = list(node.output)
         while outputs and not outputs[-1]:
             outputs.pop()
-        return Node(
-            node.op_type, tuple(node.input), tuple(outputs), make_attrs(reason), node.name, "", node.doc_string
-        ), None
+        inputs = _kept_inputs(node, opset)
+        return Node(node.op_type, inputs, tuple(outputs), make_attrs(reason), node.name, "", node.doc_string), None
     raw = onnx.NodeProto()
     raw.CopyFrom(node)
     for f in ("input", "output", "name", "doc_string", "op_type", "domain"):
@@ -136,18 +143,25 @@ def _catalogue_attrs(
     raw_attrs = {a.name: _attr_value(a) for a in node.attribute}
     if any(v is None for v in raw_attrs.values()):
         return "attribute of a kind the catalogue does not model"
-    in_types = [types.get(i) if i else None for i in node.input]
+    inputs = _kept_inputs(node, opset)
+    for name, pos, since in d.attr_inputs:
+        if opset >= since and len(node.input) > pos and node.input[pos]:
+            value = _constant_value(node.input[pos], producers, data)
+            if value is None:
+                return f"{node.op_type} {name} not a constant"
+            raw_attrs[name] = tuple(int(v) for v in value.ravel())
+    in_types = [types.get(i) if i else None for i in inputs]
     outputs = [o for o in node.output if o]
     if d.outputs is not None and (len(outputs) != d.outputs or node.output[0] == ""):
         return f"{node.op_type} with {len(outputs)} outputs"
-    attrs = d.from_onnx(raw_attrs, in_types, len(node.input), opset)  # type: ignore[arg-type]
+    attrs = d.from_onnx(raw_attrs, in_types, len(inputs), opset)  # type: ignore[arg-type]
     if isinstance(attrs, str):
         return attrs
-    if any(not i for i in node.input):
+    if any(not i for i in inputs):
         return "omitted optional input"
     if any(t is None for t in in_types):
         return "input type unknown"
-    consts = [_constant_value(i, producers, data) if k in d.static_inputs else None for k, i in enumerate(node.input)]
+    consts = [_constant_value(i, producers, data) if k in d.static_inputs else None for k, i in enumerate(inputs)]
     try:
         ops.infer(node.op_type, in_types, attrs, consts, len(outputs))  # type: ignore[arg-type]
     except ops.OpError as e:

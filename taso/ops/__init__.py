@@ -5,7 +5,7 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
 from taso.ops.field import P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
@@ -29,6 +29,7 @@ from taso.ops.opdef import (
 )
 from taso.ops.pooling import AVGPOOL, MAXPOOL
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
+from taso.ops.reductions import GLOBAL_AVGPOOL, REDUCE_MEAN, REDUCE_SUM
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     COMMUTATIVE,
@@ -67,6 +68,7 @@ __all__ = [
     "Export",
     "FIELD_EXACT",
     "GEMM",
+    "GLOBAL_AVGPOOL",
     "LAYERNORM",
     "MATMUL",
     "MAXPOOL",
@@ -82,6 +84,8 @@ __all__ = [
     "POOL_KERNEL",
     "PRODUCT_EPILOGUE",
     "REARRANGES",
+    "REDUCE_MEAN",
+    "REDUCE_SUM",
     "RELU",
     "REQUIRED",
     "RESHAPE",
@@ -106,6 +110,7 @@ __all__ = [
     "normalisation",
     "pooling",
     "products",
+    "reductions",
     "salt",
     "shape_input",
     "size_inputs",

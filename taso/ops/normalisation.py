@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from taso.ir import Dim, TensorType
+from taso.ops import field as ff
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index, first_type
 from taso.ops.traits import (
@@ -158,10 +159,44 @@ def _layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return (y.astype(x.dtype),)
 
 
+def _keyed_along(x: np.ndarray, axes: tuple[int, ...], key: int, op: str) -> np.ndarray:
+    """A keyed random function of each element and the multiset of the elements it is normalised with (those
+    sharing its index off ``axes``): the field's stand-in for a normalisation, which divides by values it
+    computes. It keeps every identity an uninterpreted function of (element, its group) keeps: through
+    transposes, concats and slices that leave the groups whole."""
+    moved = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
+    groups = moved.reshape(*moved.shape[: x.ndim - len(axes)], -1)
+    h = ff.keyed_multiset(groups, key, op).reshape(*groups.shape[:-1], *(1,) * len(axes))
+    with np.errstate(over="ignore"):  # both below 2**25: h * P + x names the pair (h, x) without collision
+        pairs = h.astype(np.uint64) * np.uint64(ff.P) + moved.astype(np.uint64)
+    return np.moveaxis(ff.keyed(pairs, key, op), tuple(range(x.ndim - len(axes), x.ndim)), axes)
+
+
+def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """The normalisation keyed by its epsilon (two epsilons are two functions), then scaled and shifted exactly."""
+    x = xs[0]
+    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
+    y = _keyed_along(x, axes, key, f"LayerNormalization/{attrs['epsilon']!r}") * xs[1] % ff.P
+    return ((y + xs[2]) % ff.P if len(xs) > 2 else y,)
+
+
+def _axis_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
+    """The axis made non-negative, as a generated rule (and a lifted one) writes it: -1 and rank - 1 are one
+    node, and a rule matches only attributes equal to its own."""
+    x = types[0]
+    if x is None or x.rank is None:
+        return "normalisation over an input of unknown rank"
+    try:
+        attrs["axis"] = axis_index(int(attrs.get("axis", -1)), x.rank)
+    except OpError as e:
+        return str(e)
+    return attrs
+
+
 def _layernorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     if attrs.pop("stash_type", 1) != 1:
         return "LayerNormalization with stash_type other than float"
-    return attrs
+    return _axis_normalize(attrs, types, opset)
 
 
 LAYERNORM = register(
@@ -174,10 +209,8 @@ LAYERNORM = register(
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
         normalize=_layernorm_normalize,
-        field=_no_field("LayerNormalization"),
+        field=_layernorm_field,
         tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
-        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
-        "value, which the field refuses",
     )
 )
 
@@ -188,6 +221,11 @@ def _softmax(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return ((e / e.sum(axis=int(attrs["axis"]), keepdims=True)).astype(x.dtype),)  # type: ignore[arg-type]
 
 
+def _softmax_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    return (_keyed_along(x, (axis_index(int(attrs["axis"]), x.ndim),), key, "Softmax"),)  # type: ignore[arg-type]
+
+
 SOFTMAX = register(
     OpDef(
         "Softmax",
@@ -196,9 +234,8 @@ SOFTMAX = register(
         first_type,
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
-        field=_no_field("Softmax"),
+        normalize=_axis_normalize,
+        field=_softmax_field,
         tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
-        no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
-        "value, which the field refuses",
     )
 )

@@ -81,6 +81,10 @@ class OpDef:
     """Finite-field semantics where ``compute`` followed by ``% p`` is not right (non-linear ops, division)."""
     fuses: frozenset[str] = frozenset()
     """Traits of the consumers onnxruntime fuses into this op's kernel (`taso.cost.EPILOGUES`)."""
+    attr_inputs: tuple[tuple[str, int, int], ...] = ()
+    """Attributes ONNX moved to a constant input from some opset on: (name, input position, opset). Import
+    reads the constant into the attribute (the node keeps only the inputs before it), export writes it back as
+    that input, so the IR has one form whatever opset the file was written at."""
     no_spec: str = ""
     """Why no spec under specs/ models this op, where none does: rules using it stay unknown (a test holds every
     op to a spec or to this reason)."""

@@ -57,6 +57,7 @@ CODE = (
     "ops/layout.py",
     "ops/normalisation.py",
     "ops/generators.py",
+    "ops/reductions.py",
     "rules/rule.py",
     "rules/store.py",
     "search/rulecache.py",

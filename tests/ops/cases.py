@@ -52,15 +52,24 @@ CASES: dict[str, list[tuple]] = {
     "Reshape": [([(2, 3, 4), (3,)], {"allowzero": 0}, {1: np.array([0, -1, 2], np.int64)}, 1)],
     "BatchNormalization": [([(2, 3, 4, 4), (3,), (3,), (3,), (3,)], {"epsilon": 1e-3}, {}, 1)],
     "LayerNormalization": [
-        ([(2, 3, 8), (8,), (8,)], {"axis": -1, "epsilon": 1e-5}, {}, 1),
+        ([(2, 3, 8), (8,), (8,)], {"axis": 2, "epsilon": 1e-5}, {}, 1),
         ([(2, 3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-5}, {}, 1),
     ],
-    "Softmax": [([(2, 7)], {"axis": -1}, {}, 1), ([(2, 3, 4)], {"axis": 1}, {}, 1)],
+    "Softmax": [([(2, 7)], {"axis": 1}, {}, 1), ([(2, 3, 4)], {"axis": 1}, {}, 1)],
     "Enlarge": [([(4, 2, 1, 3)], {"kernel_shape": (3, 3)}, {}, 1)],
     "Ones": [([], {"shape": (2, 3), "dtype": "float32"}, {}, 1)],
     "Eye": [([], {"shape": (4, 4), "dtype": "float32"}, {}, 1)],
     "ConvIdentity": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
     "PoolKernel": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
+    "ReduceSum": [
+        ([(2, 3, 4)], {"axes": (0, 2), "keepdims": 0}, {}, 1),
+        ([(3, 4)], {"axes": (1,), "keepdims": 1}, {}, 1),
+    ],
+    "ReduceMean": [
+        ([(2, 3, 4, 5)], {"axes": (2, 3), "keepdims": 1}, {}, 1),
+        ([(2, 3, 4)], {"axes": (0, 1, 2), "keepdims": 0}, {}, 1),
+    ],
+    "GlobalAveragePool": [([(2, 3, 4, 5)], {}, {}, 1), ([(1, 2, 3, 4, 2)], {}, {}, 1)],
 }
 
 

@@ -1,0 +1,55 @@
+"""Softmax along one axis, ``softmax(x, axis)``, the axis numbered from 0 (the lowering resolves -1).
+
+exp and the division by a computed sum stay inside the uninterpreted symbol: only what holds for any function
+of each element and the elements along its axis is an axiom. So softmax moves through a 2-D transpose to the
+other axis, and through a concat or a slice along another axis (each row is normalised on its own). Over the
+field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
+"""
+
+from taso.verify import Axiom, D, R, Symbol, ints, tensors
+
+SYMBOLS = [Symbol("softmax", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), attrs=("axis",), op="Softmax")]
+
+
+def _lower(node, args, types, f):
+    rank = types[node.inputs[0]].rank
+    return [f.softmax(args[0], axis=int(node.attr["axis"]) % rank)]
+
+
+LOWER = {"Softmax": _lower}
+
+
+def axioms(f):
+    x, y = tensors("x y")
+    m, n, a, b, s, k = ints("m n a b s k")
+    same = {"x": (m, n), "y": (m, n)}
+    dom = {"a": (0, 1), "b": (0, 1), "s": (0, 1), "k": (1, 2)}
+    return [
+        Axiom(
+            "softmax-transpose",
+            f.softmax(f.tr(x), axis=a),
+            f.tr(f.softmax(x, axis=1 - a)),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains=dom,
+        ),
+        Axiom(
+            "softmax-cat",
+            f.softmax(f.cat(x, y, axis=b), axis=a),
+            f.cat(f.softmax(x, axis=a), f.softmax(y, axis=a), axis=b),
+            same,
+            when=(a != b, D(x, a) == D(y, a)),
+            domains=dom,
+            generic=True,
+        ),
+        Axiom(
+            "softmax-slice",
+            f.slice(f.softmax(x, axis=a), axis=b, start=s, size=k),
+            f.softmax(f.slice(x, axis=b, start=s, size=k), axis=a),
+            {"x": (m, n)},
+            when=(a != b,),
+            domains=dom,
+            generic=True,
+            oriented=True,
+        ),
+    ]

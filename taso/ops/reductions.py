@@ -1,0 +1,145 @@
+"""Reductions: ReduceSum, ReduceMean and GlobalAveragePool.
+
+The IR holds a reduction's axes as a normalised attribute (sorted, non-negative, every axis when ONNX gives
+none), whichever way the file wrote them: ONNX made ``axes`` a constant input (ReduceSum from opset 13,
+ReduceMean from 18), and import reads that constant into the attribute, export writes it back as an input
+(`OpDef.attr_inputs`). So one rule matches either exporter's form, and a node's axes are never a tensor a
+rewrite could lose track of. Over Z_p a sum is exact and a mean is the sum times the inverse of the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from taso.ir import TensorType
+from taso.ops import field as ff
+from taso.ops.opdef import REQUIRED, Arrays, Attrs, OpDef, OpError, register
+from taso.ops.shapes import axis_index
+from taso.ops.traits import FIELD_EXACT
+
+
+def _reduce_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
+    """Axes sorted and non-negative; none given means every axis (noop_with_empty_axes=1 then an identity,
+    which is not modelled)."""
+    x = types[0]
+    if x is None or not x.rank:
+        return "a reduction over an input of unknown rank or a scalar"
+    given = tuple(attrs.get("axes", ()))
+    if not given and attrs.get("noop_with_empty_axes", 0):
+        return "a reduction with noop_with_empty_axes=1 and no axes (an identity) is not modelled"
+    attrs.pop("noop_with_empty_axes", None)
+    try:
+        axes = sorted({axis_index(int(a), x.rank) for a in given} if given else range(x.rank))
+    except OpError as e:
+        return str(e)
+    if len(axes) != len(given or axes):
+        return f"reduction axes {given} name an axis twice"
+    attrs["axes"] = tuple(axes)
+    return attrs
+
+
+def _axes(x: np.ndarray | TensorType, attrs: Attrs) -> tuple[int, ...]:
+    """The attribute's axes, checked to be as import normalises them (a generated node's are too)."""
+    axes, keep = tuple(attrs["axes"]), attrs["keepdims"]  # type: ignore[arg-type]
+    rank = x.ndim if isinstance(x, np.ndarray) else x.rank
+    if not axes or list(axes) != sorted(set(axes)) or axes[0] < 0 or (rank is not None and axes[-1] >= rank):
+        raise OpError(f"reduction axes {axes} must be distinct sorted axes of a rank-{rank} input")
+    if keep not in (0, 1):
+        raise OpError(f"keepdims must be 0 or 1, got {keep}")
+    return axes  # type: ignore[return-value]
+
+
+def _reduce_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    x = types[0]
+    axes = _axes(x, attrs)
+    if x.shape is None:
+        return (TensorType(x.dtype, None),)
+    keep = attrs["keepdims"]
+    return (TensorType(x.dtype, tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)),)
+
+
+def _sum(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    return (np.sum(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])).astype(x.dtype),)
+
+
+def _mean(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    return (np.mean(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])).astype(x.dtype),)
+
+
+def _sum_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """Exact: elements below 2**25 add up in int64 far past any generated graph's sizes."""
+    x = xs[0]
+    return (np.sum(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])) % ff.P,)
+
+
+def _mean_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """The sum times the inverse of the count: a mean is a sum divided by a constant."""
+    count = int(np.prod([xs[0].shape[a] for a in _axes(xs[0], attrs)]))
+    return (_sum_field(xs, attrs, n, key)[0] * ff.modinv(count) % ff.P,)
+
+
+REDUCE_SUM = register(
+    OpDef(
+        "ReduceSum",
+        (1, 1),
+        {"axes": REQUIRED, "keepdims": 1},
+        _reduce_shape,
+        _sum,
+        "Sum over ``axes`` (keepdims=1 keeps them as size 1).",
+        normalize=_reduce_normalize,
+        attr_inputs=(("axes", 1, 13),),
+        field=_sum_field,
+        tags=frozenset({FIELD_EXACT}),
+    )
+)
+REDUCE_MEAN = register(
+    OpDef(
+        "ReduceMean",
+        (1, 1),
+        {"axes": REQUIRED, "keepdims": 1},
+        _reduce_shape,
+        _mean,
+        "Mean over ``axes`` (keepdims=1 keeps them as size 1).",
+        normalize=_reduce_normalize,
+        attr_inputs=(("axes", 1, 18),),
+        field=_mean_field,
+        tags=frozenset({FIELD_EXACT}),
+    )
+)
+
+
+def _spatial(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(range(2, x.ndim))
+
+
+def _gap_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    x = types[0]
+    if x.shape is None:
+        return (x,)
+    if len(x.shape) < 3:
+        raise OpError(f"GlobalAveragePool needs an input with spatial axes (N, C, ...), got rank {len(x.shape)}")
+    return (TensorType(x.dtype, (*x.shape[:2], *(1,) * (len(x.shape) - 2))),)
+
+
+def _gap_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    count = int(np.prod(x.shape[2:]))
+    return (np.sum(x, axis=_spatial(x), keepdims=True) % ff.P * ff.modinv(count) % ff.P,)
+
+
+GLOBAL_AVGPOOL = register(
+    OpDef(
+        "GlobalAveragePool",
+        (1, 1),
+        {},
+        _gap_shape,
+        lambda xs, a, n: (np.mean(xs[0], axis=_spatial(xs[0]), keepdims=True).astype(xs[0].dtype),),
+        "Mean over every spatial axis (2 on), kept as size 1: ReduceMean over them with keepdims=1.",
+        field=_gap_field,
+        tags=frozenset({FIELD_EXACT}),
+    )
+)
