@@ -4,6 +4,7 @@ the machine."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import onnx
@@ -43,8 +44,13 @@ before the candidate bound (bench/results/2026-11-28/light-cpu-search.json; the 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", bounded(PAST_THE_LIMIT, 1))
-def test_the_light_models_searches_end_by_work_before_the_time_limit(tmp_path: Path, name: str) -> None:
-    """At the default budget and time limit, the search ends by its work bound, 3,000 candidates (Inception-v1's
-    2,129 at the zoo's budget took 6 s on the quiet 2-core machine, models/baseline.json)."""
-    search = _searched(tmp_path, name)
-    assert not search["time_limit_reached"] and search["candidates"] <= backtrack.CANDIDATES + SLACK
+def test_the_light_models_searches_end_by_work_well_within_the_time_limit(tmp_path: Path, name: str) -> None:
+    """With no clock at all, the search ends by its work bound, 3,000 candidates, having spent well under the
+    default time limit in CPU (Inception-v1's 2,129 at the zoo's budget took 6 s on the quiet 2-core machine,
+    models/baseline.json). CPU time, not wall: a test of the bound must not depend on how busy the machine is
+    (under a load of 12 the wall clock ran past 60 s)."""
+    cpu = time.process_time()
+    search = _searched(tmp_path, name, time_limit=1e9)
+    cpu = time.process_time() - cpu
+    assert search["candidates"] <= backtrack.CANDIDATES + SLACK
+    assert cpu < Settings().time_limit / 2, f"{cpu:.1f} s of CPU for the whole run"
