@@ -207,8 +207,8 @@ def test_field_eval_matches_numpy_on_integer_linear_graphs() -> None:
 
 def test_ops_without_field_semantics_are_refused() -> None:
     g = parse_graph(
-        """graph(%x: float32[2,4]):
-  %y = Softmax(%x) {axis=-1} : float32[2,4]
+        """graph(%x: float32[2,4], %s: float32[4] weight, %b: float32[4] weight, %m: float32[4] weight, %v: float32[4] weight):
+  %y = BatchNormalization(%x, %s, %b, %m, %v) {epsilon=0.001} : float32[2,4]
   return %y"""
     )
     with pytest.raises(ops.OpError, match="no finite-field semantics"):

@@ -5,7 +5,7 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, powers  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
 from taso.ops.field import P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
@@ -28,6 +28,7 @@ from taso.ops.opdef import (
     traits_of,
 )
 from taso.ops.pooling import AVGPOOL, MAXPOOL
+from taso.ops.powers import EXP, POW, SQRT
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
@@ -35,6 +36,7 @@ from taso.ops.traits import (
     CONSTANT,
     ELEMENTWISE,
     EPILOGUE,
+    EXPONENTIAL,
     FIELD_EXACT,
     PLANEWISE,
     PRODUCT_EPILOGUE,
@@ -63,6 +65,8 @@ __all__ = [
     "ELEMENTWISE",
     "ENLARGE",
     "EPILOGUE",
+    "EXP",
+    "EXPONENTIAL",
     "EYE",
     "Export",
     "FIELD_EXACT",
@@ -80,6 +84,7 @@ __all__ = [
     "P",
     "PLANEWISE",
     "POOL_KERNEL",
+    "POW",
     "PRODUCT_EPILOGUE",
     "REARRANGES",
     "RELU",
@@ -90,6 +95,7 @@ __all__ = [
     "SKIP_EPILOGUE",
     "SOFTMAX",
     "SPLIT",
+    "SQRT",
     "TANH",
     "TASO",
     "TRANSPOSE",
@@ -105,6 +111,7 @@ __all__ = [
     "moves_values",
     "normalisation",
     "pooling",
+    "powers",
     "products",
     "salt",
     "shape_input",

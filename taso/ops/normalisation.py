@@ -9,11 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from taso.ir import Dim, TensorType
+from taso.ops import field as ff
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index, first_type
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     EPILOGUE,
+    EXPONENTIAL,
     FIELD_EXACT,
     PRODUCT_EPILOGUE,
     SKIP_EPILOGUE,
@@ -21,12 +23,34 @@ from taso.ops.traits import (
 
 
 def _no_field(name: str) -> FieldRule:
-    """For ops whose division by data-dependent values has no finite-field stand-in: refuse, never guess."""
+    """For ops given no field rule yet (numpy's followed by ``% p`` would be wrong): refuse, never guess."""
 
     def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
         raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
 
     return refuse
+
+
+def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """Its formula in Z_m: means are sums times the inverse of the count, epsilon its exact residue, the root
+    `Ring.sqrt`'s (so the result is exact where the variance plus epsilon is a residue)."""
+    x = xs[0]
+    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
+    per = z.modinv(int(np.prod([x.shape[a] for a in axes])))
+    centred = (x - x.sum(axis=axes, keepdims=True) % z.m * per) % z.m
+    var = (centred * centred % z.m).sum(axis=axes, keepdims=True) % z.m * per % z.m
+    scale = z.inverse(z.sqrt(var + z.constant(float(attrs["epsilon"]))))  # type: ignore[arg-type]
+    y = centred * scale % z.m * xs[1] % z.m
+    return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
+
+
+def _softmax_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """exp(x) / sum(exp(x)) with Exp's exact w ** x (`taso.ops.powers`), so softmax(x + c) = softmax(x) holds;
+    numpy's subtraction of the maximum only keeps floats finite and is left out. Z_q: keyed, as Exp's."""
+    if z.partner is None:
+        return (z.keyed(xs[0], "Softmax"),)
+    e = ff.power(ff.W, z.partner[0], z.m)
+    return (e * z.inverse(e.sum(axis=int(attrs["axis"]), keepdims=True) % z.m) % z.m,)  # type: ignore[arg-type]
 
 
 def _batchnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -174,7 +198,7 @@ LAYERNORM = register(
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
         normalize=_layernorm_normalize,
-        field=_no_field("LayerNormalization"),
+        field=_layernorm_field,
         tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
         no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
         "value, which the field refuses",
@@ -196,8 +220,8 @@ SOFTMAX = register(
         first_type,
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
-        field=_no_field("Softmax"),
-        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
+        field=_softmax_field,
+        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE, EXPONENTIAL}),
         no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
         "value, which the field refuses",
     )

@@ -61,6 +61,13 @@ CASES: dict[str, list[tuple]] = {
     "Eye": [([], {"shape": (4, 4), "dtype": "float32"}, {}, 1)],
     "ConvIdentity": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
     "PoolKernel": [([], {"shape": (3, 1, 3, 3), "dtype": "float32"}, {}, 1)],
+    "Exp": [([(3, 4)], {}, {}, 1)],
+    "Sqrt": [([(3, 4)], {}, {}, 1)],
+    "Pow": [
+        ([(3, 4), ()], {}, {1: np.array(3.0, np.float32)}, 1),
+        ([(2, 3), (1,)], {}, {1: np.array([-2.0], np.float32)}, 1),
+        ([(2, 3), ()], {}, {1: np.array(0.5, np.float32)}, 1),
+    ],
 }
 
 
