@@ -1,8 +1,7 @@
 """Sqrt: the square root, element-wise (nan below 0). Only the axioms every element-wise function satisfies (it
 moves through transposes, concats and slices). sqrt(x) * sqrt(x) = x holds only for x >= 0, and an axiom's
 ``when`` constrains sizes, not values, so it is not stated; sqrt(x * y) = sqrt(x) * sqrt(y) is false for
-negative x and y (nan against a number) though the fingerprint sees it (its root is multiplicative): z3 must
-leave it unproved (tests/test_field_ops.py plants it)."""
+negative x and y (nan against a number): z3 must leave it unproved (tests/test_field_ops.py plants it)."""
 
 import numpy as np
 

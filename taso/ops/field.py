@@ -23,17 +23,17 @@ op                            seen exactly                                      
 Add, Mul, MatMul, Conv, ...   every polynomial identity (ring laws, linearity)    none
 Div, Reciprocal               (x / y) * y = x, 1 / (1 / x) = x (y, x not 0)       division by 0 (gives 0)
 float constants               m * 2**e exactly (0.5, 1e-5 are exact dyadics)     none
-Sqrt (x ** ((p+1)/4))         sqrt(x)**2 = x and sqrt(x*y) = sqrt(x)*sqrt(y) on   for a non-residue x the root is
-                              residues; sqrt(exp(x)) = exp(x / 2)                 one of -x: sqrt(x)**2 = -x
+Sqrt (x ** ((p+1)/4))         sqrt(x)**2 = x on residues, sqrt(x**4) = x**2,      a non-residue (a negative's
+                              sqrt(exp(x)) = exp(x / 2), x ** 0.5 = sqrt(x)      stand-in) has a keyed root
 Exp (w ** (x mod q))          exp(a + b) = exp(a) * exp(b), exp(0) = 1,           exp of an exp (Mirage's LAX
                               exp(k * a) = exp(a) ** k                            fragment): keyed in Z_q
 Pow (constant exponent)       integer exponents as products, 0.5 as Sqrt,         other exponents: keyed
                               negative ones through inverses
-ReduceSum, ReduceMean, pools  sums exact, a mean = sum * inverse(count)          none
+AveragePool, sums and means   sums exact, a mean = sum * inverse(count)          none
 Softmax                       softmax(x + c) = softmax(x), = exp(x) / sum exp(x)  softmax of an exp
 LayerNormalization            its formula with Sqrt's residue caveat              variance a non-residue
-Relu, Sigmoid, Tanh, Erf,     commuting with transpose, concat, slice (every     relu(x) + relu(-x) = |x| and
-Gelu, MaxPool                 element-wise function does)                         every other specific identity
+Relu, Sigmoid, Tanh, MaxPool  commuting with transpose, concat, slice (every     relu(x) + relu(-x) = |x| and
+(and erf, gelu: no algebra)   element-wise function does)                         every other specific identity
 ============================  ==================================================  ===============================
 """
 
@@ -47,9 +47,7 @@ import numpy as np
 P = 33_553_799
 """The Z_p component's prime, a safe prime below 2**25 (see the module docstring for why)."""
 Q = (P - 1) // 2
-"""The Z_q component's prime, q = (p - 1) / 2: the order of `W`, so exponents live in Z_q."""
-W = 4
-"""exp's base in Z_p: a square other than 1, so of order q (p - 1 = 2q)."""
+"""The Z_q component's prime, q = (p - 1) / 2: the order of exp's base (`Ring.exp`), so exponents live in Z_q."""
 LOW = (1 << 32) - 1
 """Mask of a packed value's Z_p residue."""
 
@@ -146,9 +144,20 @@ class Ring(int):
         return constant(c, self.m)
 
     def sqrt(self, values: np.ndarray) -> np.ndarray:
-        """x ** ((m + 1) / 4): a square root of x when x is a residue (m = 3 mod 4); for a non-residue, a root
-        of -x (its square is -x), still a fixed function of x."""
-        return power(values, (self.m + 1) // 4, self.m)
+        """x ** ((m + 1) / 4), a square root of x where x is a residue (m = 3 mod 4); a keyed value where it is
+        not. A non-residue plays the part of a negative number, whose real root is nan: x ** ((m + 1) / 4) there
+        would be a root of -x, and make the root even (sqrt(-x) = sqrt(x)), pairing sqrt(x) ** 2 with sqrt(x * x)
+        and sqrt(x * y) with sqrt(x) * sqrt(y), which differ over the reals where x < 0."""
+        x = np.asarray(values, dtype=np.int64) % self.m
+        root = power(x, (self.m + 1) // 4, self.m)
+        return np.where(root * root % self.m == x, root, self.keyed(x, "Sqrt"))
+
+    def exp(self, exponents: np.ndarray) -> np.ndarray:
+        """w ** x in Z_p for exponents x in Z_q, w of order q: exp(a + b) = exp(a) * exp(b) exactly. w is the
+        square of a number drawn from the key (a square other than 1 has order q, as p - 1 = 2q), so e is no fixed
+        residue that a constant could meet (w = 4 would make sqrt(exp(1)) the constant 2)."""
+        root = salt(int(self), "exp") % (P - 3) + 2  # in [2, p - 2]: its square is neither 0 nor 1
+        return power(np.full(np.shape(exponents), root * root % P), exponents, P)
 
     def power(self, values: np.ndarray, e: int) -> np.ndarray:
         """``values ** e`` for an integer ``e``; a negative one through the inverse."""

@@ -20,7 +20,7 @@ def _exp_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray
     function, so an exp of an exp is a random function of the inner one (Mirage's LAX fragment)."""
     if z.partner is None:
         return (z.keyed(xs[0], "Exp"),)
-    return (ff.power(ff.W, z.partner[0], z.m),)
+    return (z.exp(z.partner[0]),)
 
 
 EXP = _unary(
