@@ -109,13 +109,13 @@ RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", 
 SIGMOID = _unary(
     "Sigmoid",
     lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
-    "1 / (1 + exp(-x)); over Z_p a keyed random function, as exp has no field counterpart (specs/sigmoid.py).",
+    "1 / (1 + exp(-x)); over Z_p a keyed random function (specs/sigmoid.py).",
     {BATCH_POLYMORPHIC, EPILOGUE},
 )
 TANH = _unary(
     "Tanh",
     np.tanh,
-    "Hyperbolic tangent; over Z_p a keyed random function, as exp has no field counterpart.",
+    "Hyperbolic tangent; over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
     no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py (a spec of its own "
     "leaves every shipped proof trusted: each records only what it rested on)",
