@@ -7,7 +7,7 @@ knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic ove
 
 from taso.ops import elementwise, products, pooling, layout, normalisation, generators, powers  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
-from taso.ops.field import P, salt
+from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
 from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
 from taso.ops.normalisation import BATCHNORM, BN_BIAS, BN_KERNEL, CHANNEL_VECTOR, LAYERNORM, SOFTMAX
@@ -36,7 +36,6 @@ from taso.ops.traits import (
     CONSTANT,
     ELEMENTWISE,
     EPILOGUE,
-    EXPONENTIAL,
     FIELD_EXACT,
     PLANEWISE,
     PRODUCT_EPILOGUE,

@@ -50,6 +50,11 @@ Q = (P - 1) // 2
 """The Z_q component's prime, q = (p - 1) / 2: the order of exp's base (`Ring.exp`), so exponents live in Z_q."""
 LOW = (1 << 32) - 1
 """Mask of a packed value's Z_p residue."""
+EXPONENTIAL = "exponential"
+"""The trait (`OpDef.tags`) of an op whose field rule reads its inputs' Z_q components (Exp raises a generator to
+them): only an evaluation with such an op carries them (`taso.generate.fingerprint.needs_exponents`); any other
+computes Z_p alone. It lives here, not in `taso.ops.traits`, whose code the verifier's digest covers: no proof
+rests on how a fingerprint is computed."""
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15

@@ -15,7 +15,6 @@ from taso.ops.shapes import axis_index, first_type
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     EPILOGUE,
-    EXPONENTIAL,
     FIELD_EXACT,
     PRODUCT_EPILOGUE,
     SKIP_EPILOGUE,
@@ -221,7 +220,7 @@ SOFTMAX = register(
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
         field=_softmax_field,
-        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE, EXPONENTIAL}),
+        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE, ff.EXPONENTIAL}),
         no_spec="imported from ONNX only, no generated rule builds one; a spec would need division by a computed "
         "value, which the field refuses",
     )

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taso.ir import AttrValue, TensorType, canonical_attr
-from taso.ops.field import Ring
 from taso.ops.onnx_facts import ONNX_OPS
 from taso.ops.traits import COMMUTATIVE, ELEMENTWISE, REARRANGES
 
@@ -29,10 +28,8 @@ Arrays = Sequence[np.ndarray]
 ShapeRule = Callable[[Sequence[TensorType], Attrs, Sequence["np.ndarray | None"], int], tuple[TensorType, ...]]
 NumpyRule = Callable[[Arrays, Attrs, int], tuple[np.ndarray, ...]]
 Normalizer = Callable[[dict[str, AttrValue], Sequence["TensorType | None"], int], "dict[str, AttrValue] | str"]
-FieldRule = Callable[[Arrays, Attrs, int, Ring], tuple[np.ndarray, ...]]
-"""Semantics over one component of Z_p x Z_q (`taso.ops.field`): (inputs in [0, m), attrs, output count, ring)
--> outputs in [0, m), run once per component. The `Ring` is an int, the key of the random functions, so a rule
-written as (xs, attrs, n, key) for Z_p alone still works."""
+FieldRule = Callable[[Arrays, Attrs, int, int], tuple[np.ndarray, ...]]
+"""Semantics over Z_p (`taso.ops.field`): (inputs in [0, p), attrs, output count, key) -> outputs in [0, p)."""
 
 REQUIRED = object()
 

@@ -12,7 +12,7 @@ from taso.ops import field as ff
 from taso.ops.elementwise import _unary
 from taso.ops.opdef import Arrays, Attrs, OpDef, register
 from taso.ops.shapes import broadcast_shapes
-from taso.ops.traits import BATCH_POLYMORPHIC, EPILOGUE, EXPONENTIAL
+from taso.ops.traits import BATCH_POLYMORPHIC, EPILOGUE
 
 
 def _exp_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
@@ -27,7 +27,7 @@ EXP = _unary(
     "Exp",
     np.exp,
     "e ** x. Over Z_p, w ** x with w of order q, exact through sums (see `_exp_field`).",
-    {BATCH_POLYMORPHIC, EXPONENTIAL},
+    {BATCH_POLYMORPHIC, ff.EXPONENTIAL},
     field=_exp_field,
 )
 SQRT = _unary(

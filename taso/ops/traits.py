@@ -16,9 +16,6 @@ CONSTANT = "constant"
 ELEMENTWISE = "elementwise"
 """Each output element depends on the inputs' elements at its own position only (``OpDef.elementwise``), the
 inputs broadcast numpy-style: the output's shape is their broadcast (`taso.optimize.idle` relies on it)."""
-EXPONENTIAL = "exponential"
-"""Its field rule reads its inputs' Z_q components (`taso.ops.field`: Exp raises a generator to them): only an
-evaluation with such an op carries them (`taso.generate.fingerprint.needs_exponents`); any other computes Z_p alone."""
 COMMUTATIVE = "commutative"
 """The inputs may be swapped (``OpDef.commutative``); the matcher and the generator expand the swap."""
 FIELD_EXACT = "field-exact"
