@@ -164,6 +164,11 @@ class Ring(int):
         root = salt(int(self), "exp") % (P - 3) + 2  # in [2, p - 2]: its square is neither 0 nor 1
         return power(np.full(np.shape(exponents), root * root % P), exponents, P)
 
+    def mean(self, values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        """The mean over ``axes`` (kept, of size 1): the sum times the inverse of the count, exact."""
+        count = int(np.prod([np.shape(values)[a] for a in axes]))
+        return np.sum(values, axis=axes, keepdims=True) % self.m * self.modinv(count) % self.m
+
     def power(self, values: np.ndarray, e: int) -> np.ndarray:
         """``values ** e`` for an integer ``e``; a negative one through the inverse."""
         return power(values, e, self.m) if e >= 0 else power(self.inverse(values), -e, self.m)

@@ -35,9 +35,8 @@ def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.n
     `Ring.sqrt`'s (so the result is exact where the variance plus epsilon is a residue)."""
     x = xs[0]
     axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
-    per = z.modinv(int(np.prod([x.shape[a] for a in axes])))
-    centred = (x - x.sum(axis=axes, keepdims=True) % z.m * per) % z.m
-    var = (centred * centred % z.m).sum(axis=axes, keepdims=True) % z.m * per % z.m
+    centred = (x - z.mean(x, axes)) % z.m
+    var = z.mean(centred * centred % z.m, axes)
     scale = z.inverse(z.sqrt(var + z.constant(float(attrs["epsilon"]))))  # type: ignore[arg-type]
     y = centred * scale % z.m * xs[1] % z.m
     return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
