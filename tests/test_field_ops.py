@@ -81,6 +81,9 @@ def test_a_mean_is_the_sum_times_the_inverse_of_the_count(seed: int, shape: tupl
         weights={"k": ones["k"], "r": 1 / shape[1]},  # 1/2, 1/4, 1/8: dyadic, so exact as floats too
     )
     assert same(divided, scaled, seed)
+    values = field.residues(field.lift(np.arange(np.prod(shape)).reshape(shape) * 7))
+    for m in (field.P, field.Q):
+        assert np.array_equal(field.Ring(seed, m).mean(values, (1,)) * shape[1] % m, values.sum(1, keepdims=True) % m)
     norm = "  %y = LayerNormalization(%s, %g) {axis=-1, epsilon=1e-05} : $S"
     gamma = {"g": np.ones(shape[1])}
     shifted = graph("  %s = Add(%a, %b) : $S\n" + norm, shape, weights=gamma, b=rows)  # the mean absorbs it
