@@ -10,9 +10,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from taso import ops
-from taso.generate.fingerprint import EVALUATIONS, evaluation_seeds, field_apply, input_values, value_digest
+from taso.generate.fingerprint import (
+    EVALUATIONS,
+    evaluation_seeds,
+    field_apply,
+    input_values,
+    needs_exponents,
+    value_digest,
+)
 from taso.generate.forms import ACTIVATION, MIN_IMAGE, WEIGHT, Form, NodeSpec, Settings, Shape, Sig, Splits, _cut
 from taso.ir import TensorType
+from taso.ops.field import residues
 
 _FRESH_KEPT = 20_000
 """`_Context.fresh` is emptied past this many inputs (a few tens of MB per worker at TASO's shapes)."""
@@ -33,6 +41,8 @@ class _Context:
     def __init__(self, settings: Settings, runs: int = EVALUATIONS) -> None:
         self.settings = settings
         self.forms = settings.form_list()
+        self.wide = needs_exponents(f.op for f in self.forms)
+        """Whether values carry their Z_q components (only an Exp-like form reads them)."""
         self.names: list[str] = []
         self.cls: list[int] = []
         self.index: list[int] = []
@@ -45,7 +55,7 @@ class _Context:
             self.first.append(len(self.names))
             for i in range(ic.count):
                 name = f"{ic.prefix}{i}"
-                runs = tuple(input_values(name, ic.shape, s) for s, _ in seeds)
+                runs = tuple(self._draw(name, ic.shape, s) for s, _ in seeds)
                 kind = ACTIVATION if ic.kind == "activation" else WEIGHT
                 sig: Sig = (tuple(ic.shape), kind, ic.splits)
                 self.inputs.append(_Value(sig, runs, value_digest(ic.shape, runs), ic.prefix, name))
@@ -68,8 +78,13 @@ class _Context:
         if key not in self._fresh:
             if len(self._fresh) > _FRESH_KEPT:
                 self._fresh.clear()
-            self._fresh[key] = tuple(input_values(f"fresh:{head}", shape, s) for s in self.seeds)
+            self._fresh[key] = tuple(self._draw(f"fresh:{head}", shape, s) for s in self.seeds)
         return self._fresh[key]
+
+    def _draw(self, name: str, shape: Shape, seed: int) -> np.ndarray:
+        """`input_values`, reduced to the Z_p residues when no form reads the Z_q components."""
+        values = input_values(name, shape, seed)
+        return values if self.wide else residues(values)
 
     def applicable(self, sigs: tuple[Sig, ...]) -> list[tuple[int, tuple[Sig, ...], tuple[dict, tuple[Sig, ...]]]]:
         """Every (form, argument signatures, what `apply` gives) over values of these signatures (memoised)."""
@@ -127,7 +142,7 @@ class _Context:
             xs = [a.runs[r] for a in args]
             if form.op == "Split":
                 xs.append(np.array(_cut(form, args[0].sig, attrs["axis"])[0], dtype=np.int64))
-            outs_per_run.append(field_apply(form.op, xs, attrs, len(out_sigs), key))
+            outs_per_run.append(field_apply(form.op, xs, attrs, len(out_sigs), key, self.wide))
         head_a = f"{form.name}({','.join(a.abstract for a in args)})"
         head_c = f"{form.name}({','.join(a.concrete for a in args)})"
         out = []

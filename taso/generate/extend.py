@@ -15,6 +15,7 @@ from taso import ops
 from taso.generate.evaluate import _Context, _removable, _sinks, _State
 from taso.generate.fingerprint import field_apply
 from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, _cut
+from taso.ops.field import residues
 
 
 def _candidates(ctx: _Context, st: _State) -> list[int]:
@@ -162,7 +163,7 @@ def _fingerprints(ctx: _Context, states: list[_State], children: np.ndarray) -> 
         xs = [values.gather(kinds[js[0], p], parent[js], args[js, p]) for p in range(len(sc))]
         if ctx.forms[f].op == "Split":
             xs.append(np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64))
-        outs = _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js))
+        outs = _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js), ctx.wide)
         outputs[js] = len(out_sigs)
         for k, (sig, out) in enumerate(zip(out_sigs, outs)):
             new[js, k] = _row_digests(sig[0], out)
@@ -226,7 +227,7 @@ def _hash_rows(digests: np.ndarray, lengths: list[int]) -> np.ndarray:
 def _row_digests(shape: Shape, batch: np.ndarray) -> np.ndarray:
     """`value_digest` of each row of a batch (one evaluation)."""
     head = hashlib.blake2b(repr(tuple(shape)).encode(), digest_size=8)
-    rows = np.ascontiguousarray(batch, dtype="<i8").reshape(len(batch), -1)
+    rows = np.ascontiguousarray(residues(batch), dtype="<i8").reshape(len(batch), -1)
     data, width = memoryview(rows.tobytes()), rows.shape[1] * 8
     out = bytearray()
     for i in range(len(rows)):
@@ -236,7 +237,9 @@ def _row_digests(shape: Shape, batch: np.ndarray) -> np.ndarray:
     return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
 
 
-def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: int, b: int) -> tuple[np.ndarray, ...]:
+def _field_batch(
+    op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: int, b: int, wide: bool = True
+) -> tuple[np.ndarray, ...]:
     """`field_apply` over a batch of ``b``: every argument and output carries a leading batch axis. The batch
     is folded into an axis the op treats independently, so each row is exactly what `field_apply` gives alone
     (tests/test_generate.py checks every form)."""
@@ -245,24 +248,26 @@ def _field_batch(op: str, xs: list[np.ndarray], attrs: dict, n_out: int, key: in
         n, c = x.shape[1], x.shape[2]
         x2 = x.swapaxes(0, 1).reshape(n, b * c, *x.shape[3:])
         args = [x2, w.reshape(-1, *w.shape[2:]), *(v.reshape(-1) for v in bias)]
-        (y,) = field_apply(op, args, {**attrs, "group": b * attrs["group"]}, 1, key)
+        (y,) = field_apply(op, args, {**attrs, "group": b * attrs["group"]}, 1, key, wide)
         return (y.reshape(n, b, -1, *y.shape[2:]).swapaxes(0, 1),)
     d = ops.get(op)
     if ops.PLANEWISE in d.traits:  # maps of each (image, channel): the batch joins the images
-        (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key)
+        (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key, wide)
         return (y.reshape(b, -1, *y.shape[1:]),)
     if "axis" in d.attrs and (ops.REARRANGES in d.traits or len(xs) == 1):
         # Concat, Split (its second argument, its sizes, is not batched), Softmax; not a LayerNormalization,
         # whose scale and bias would meet the batch axis where they expect the normalised ones
-        return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key)
+        return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key, wide)
     if "perm" in d.attrs:
-        return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key)
+        return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key, wide)
     if ops.BATCH_POLYMORPHIC in d.traits:  # the batch axis lines up: broadcast the rest
         rank = max(x.ndim for x in xs)
-        return field_apply(op, [x.reshape(b, *(1,) * (rank - x.ndim), *x.shape[1:]) for x in xs], attrs, n_out, key)
+        return field_apply(
+            op, [x.reshape(b, *(1,) * (rank - x.ndim), *x.shape[1:]) for x in xs], attrs, n_out, key, wide
+        )
     if not xs:  # a constant: the same for every row
-        return tuple(np.broadcast_to(y, (b, *y.shape)) for y in field_apply(op, [], attrs, n_out, key))
-    rows = [field_apply(op, [x[i] for x in xs], attrs, n_out, key) for i in range(b)]
+        return tuple(np.broadcast_to(y, (b, *y.shape)) for y in field_apply(op, [], attrs, n_out, key, wide))
+    rows = [field_apply(op, [x[i] for x in xs], attrs, n_out, key, wide) for i in range(b)]
     return tuple(np.stack([r[k] for r in rows]) for k in range(n_out))
 
 

@@ -5,9 +5,9 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
-from taso.ops.field import P, salt
+from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
 from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
 from taso.ops.normalisation import BATCHNORM, BN_BIAS, BN_KERNEL, CHANNEL_VECTOR, LAYERNORM, SOFTMAX
@@ -28,6 +28,7 @@ from taso.ops.opdef import (
     traits_of,
 )
 from taso.ops.pooling import AVGPOOL, MAXPOOL
+from taso.ops.powers import EXP, POW, SQRT
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
 from taso.ops.reductions import GLOBAL_AVGPOOL, REDUCE_MEAN, REDUCE_SUM
 from taso.ops.traits import (
@@ -64,6 +65,8 @@ __all__ = [
     "ELEMENTWISE",
     "ENLARGE",
     "EPILOGUE",
+    "EXP",
+    "EXPONENTIAL",
     "EYE",
     "Export",
     "FIELD_EXACT",
@@ -82,6 +85,7 @@ __all__ = [
     "P",
     "PLANEWISE",
     "POOL_KERNEL",
+    "POW",
     "PRODUCT_EPILOGUE",
     "REARRANGES",
     "REDUCE_MEAN",
@@ -94,6 +98,7 @@ __all__ = [
     "SKIP_EPILOGUE",
     "SOFTMAX",
     "SPLIT",
+    "SQRT",
     "TANH",
     "TASO",
     "TRANSPOSE",
@@ -109,6 +114,7 @@ __all__ = [
     "moves_values",
     "normalisation",
     "pooling",
+    "powers",
     "products",
     "reductions",
     "salt",

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from taso.ir import TensorType
-from taso.ops import field as ff
 from taso.ops.opdef import Attrs, AttrValue, FieldRule, OpDef, register
 from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import (
@@ -69,7 +68,7 @@ def _unary(
             doc,
             elementwise=True,
             tags=frozenset(tags),
-            field=field or (lambda xs, a, n, key: (ff.keyed(xs[0], key, name),)),
+            field=field or (lambda xs, a, n, z: (z.keyed(xs[0], name),)),
             **facts,  # type: ignore[arg-type]
         )
     )
@@ -95,7 +94,7 @@ DIV = _binary(
     {BATCH_POLYMORPHIC, EPILOGUE},
     commutative=False,
     normalize=_floats_only,
-    field=lambda xs, a, n, key: (xs[0] * ff.inverse(xs[1]) % ff.P,),
+    field=lambda xs, a, n, z: (xs[0] * z.inverse(xs[1]) % z.m,),
 )
 RECIPROCAL = _unary(
     "Reciprocal",
@@ -104,19 +103,19 @@ RECIPROCAL = _unary(
     "onnxruntime's SimplifiedLayerNormFusion does not match where it matches x / Sqrt(v) (specs/div.py).",
     {BATCH_POLYMORPHIC},
     normalize=_floats_only,
-    field=lambda xs, a, n, key: (ff.inverse(xs[0]),),
+    field=lambda xs, a, n, z: (z.inverse(xs[0]),),
 )
 RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
 SIGMOID = _unary(
     "Sigmoid",
     lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
-    "1 / (1 + exp(-x)); over Z_p a keyed random function, as exp has no field counterpart (specs/sigmoid.py).",
+    "1 / (1 + exp(-x)); over Z_p a keyed random function (specs/sigmoid.py).",
     {BATCH_POLYMORPHIC, EPILOGUE},
 )
 TANH = _unary(
     "Tanh",
     np.tanh,
-    "Hyperbolic tangent; over Z_p a keyed random function, as exp has no field counterpart.",
+    "Hyperbolic tangent; over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
     no_spec="no axioms written yet: it would take the element-wise ones of specs/sigmoid.py (a spec of its own "
     "leaves every shipped proof trusted: each records only what it rested on)",

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from taso.ir import Dim, TensorType
-from taso.ops import field as ff
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, Export, FieldRule, OpDef, OpError, register
 from taso.ops.traits import (
     CONSTANT,
@@ -131,5 +130,5 @@ POOL_KERNEL = _constant(
     "Depthwise kernel (C, 1, kh, kw) of 1/(kh*kw): a group=C conv by it is average pooling with padding counted.",
     _pool_kernel,
     lambda a: tuple(a["shape"]),  # type: ignore[arg-type]
-    lambda xs, a, n, key: (np.full(a["shape"], ff.modinv(a["shape"][2] * a["shape"][3]), np.int64),),  # type: ignore[index, arg-type]
+    lambda xs, a, n, z: (np.full(a["shape"], z.modinv(a["shape"][2] * a["shape"][3]), np.int64),),  # type: ignore[index, arg-type]
 )

@@ -22,12 +22,33 @@ from taso.ops.traits import (
 
 
 def _no_field(name: str) -> FieldRule:
-    """For ops whose division by data-dependent values has no finite-field stand-in: refuse, never guess."""
+    """For ops given no field rule yet (numpy's followed by ``% p`` would be wrong): refuse, never guess."""
 
     def refuse(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
         raise OpError(f"{name} has no finite-field semantics (it divides by computed values)")
 
     return refuse
+
+
+def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """Its formula in Z_m: means are sums times the inverse of the count, epsilon its exact residue, the root
+    `Ring.sqrt`'s (so the result is exact where the variance plus epsilon is a residue)."""
+    x = xs[0]
+    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
+    centred = (x - z.mean(x, axes)) % z.m
+    var = z.mean(centred * centred % z.m, axes)
+    scale = z.inverse(z.sqrt(var + z.constant(float(attrs["epsilon"]))))  # type: ignore[arg-type]
+    y = centred * scale % z.m * xs[1] % z.m
+    return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
+
+
+def _softmax_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """exp(x) / sum(exp(x)) with Exp's exact w ** x (`taso.ops.powers`), so softmax(x + c) = softmax(x) holds;
+    numpy's subtraction of the maximum only keeps floats finite and is left out. Z_q: keyed, as Exp's."""
+    if z.partner is None:
+        return (z.keyed(xs[0], "Softmax"),)
+    e = z.exp(z.partner[0])
+    return (e * z.inverse(e.sum(axis=int(attrs["axis"]), keepdims=True) % z.m) % z.m,)  # type: ignore[arg-type]
 
 
 def _batchnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -159,27 +180,6 @@ def _layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return (y.astype(x.dtype),)
 
 
-def _keyed_along(x: np.ndarray, axes: tuple[int, ...], key: int, op: str) -> np.ndarray:
-    """A keyed random function of each element and the multiset of the elements it is normalised with (those
-    sharing its index off ``axes``): the field's stand-in for a normalisation, which divides by values it
-    computes. It keeps every identity an uninterpreted function of (element, its group) keeps: through
-    transposes, concats and slices that leave the groups whole."""
-    moved = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
-    groups = moved.reshape(*moved.shape[: x.ndim - len(axes)], -1)
-    h = ff.keyed_multiset(groups, key, op).reshape(*groups.shape[:-1], *(1,) * len(axes))
-    with np.errstate(over="ignore"):  # both below 2**25: h * P + x names the pair (h, x) without collision
-        pairs = h.astype(np.uint64) * np.uint64(ff.P) + moved.astype(np.uint64)
-    return np.moveaxis(ff.keyed(pairs, key, op), tuple(range(x.ndim - len(axes), x.ndim)), axes)
-
-
-def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-    """The normalisation keyed by its epsilon (two epsilons are two functions), then scaled and shifted exactly."""
-    x = xs[0]
-    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
-    y = _keyed_along(x, axes, key, f"LayerNormalization/{attrs['epsilon']!r}") * xs[1] % ff.P
-    return ((y + xs[2]) % ff.P if len(xs) > 2 else y,)
-
-
 def _axis_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     """The axis made non-negative, as a generated rule (and a lifted one) writes it: -1 and rank - 1 are one
     node, and a rule matches only attributes equal to its own."""
@@ -221,11 +221,6 @@ def _softmax(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return ((e / e.sum(axis=int(attrs["axis"]), keepdims=True)).astype(x.dtype),)  # type: ignore[arg-type]
 
 
-def _softmax_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-    x = xs[0]
-    return (_keyed_along(x, (axis_index(int(attrs["axis"]), x.ndim),), key, "Softmax"),)  # type: ignore[arg-type]
-
-
 SOFTMAX = register(
     OpDef(
         "Softmax",
@@ -236,6 +231,6 @@ SOFTMAX = register(
         "exp(x) / sum(exp(x)) along one axis.",
         normalize=_axis_normalize,
         field=_softmax_field,
-        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE}),
+        tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE, ff.EXPONENTIAL}),
     )
 )

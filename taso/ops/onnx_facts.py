@@ -38,7 +38,7 @@ _BROADCASTING = (
 """Element-wise ONNX ops subst does not model: numpy broadcasting of their inputs is their output's shape."""
 
 ONNX_OPS: Mapping[str, OnnxOp] = {
-    **dict.fromkeys(("Sub", "Erf", "Sqrt", "Pow", "Clip"), OnnxOp(frozenset({EPILOGUE, ELEMENTWISE}))),
+    **dict.fromkeys(("Sub", "Erf", "Clip"), OnnxOp(frozenset({EPILOGUE, ELEMENTWISE}))),
     **dict.fromkeys(_BROADCASTING, OnnxOp(frozenset({ELEMENTWISE}))),
     **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),

@@ -58,24 +58,24 @@ def _avgpool(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return ((total / count).astype(x.dtype),)
 
 
-def _avgpool_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+def _avgpool_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
     """Window sums times the modular inverse of each window's count."""
     x = xs[0]
     k, s, p = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
-    total = window_view(pad_hw(x, p), k, s, (1, 1)).sum(axis=(4, 5)) % ff.P  # type: ignore[arg-type]
+    total = window_view(pad_hw(x, p), k, s, (1, 1)).sum(axis=(4, 5)) % z.m  # type: ignore[arg-type]
     if attrs["count_include_pad"]:
-        return (total * ff.modinv(k[0] * k[1]) % ff.P,)  # type: ignore[index]
+        return (total * z.modinv(k[0] * k[1]) % z.m,)  # type: ignore[index]
     ones = np.ones((1, 1, *x.shape[2:]), dtype=np.int64)
     count = window_view(pad_hw(ones, p), k, s, (1, 1)).sum(axis=(4, 5))  # type: ignore[arg-type]
-    inverse = np.vectorize(ff.modinv, otypes=[np.int64])(count)
-    return (total * inverse % ff.P,)
+    inverse = np.vectorize(z.modinv, otypes=[np.int64])(count)
+    return (total * inverse % z.m,)
 
 
-def _maxpool_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+def _maxpool_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
     """A keyed random symmetric function of each window; padding is a value outside the field."""
-    padded = pad_hw(xs[0], attrs["pads"], ff.P)  # type: ignore[arg-type]
+    padded = pad_hw(xs[0], attrs["pads"], z.m)  # type: ignore[arg-type]
     win = window_view(padded, attrs["kernel_shape"], attrs["strides"], (1, 1))  # type: ignore[arg-type]
-    return (ff.keyed_multiset(win.reshape(*win.shape[:4], -1), key, "MaxPool"),)
+    return (ff.keyed_multiset(win.reshape(*win.shape[:4], -1), z, "MaxPool", z.m),)
 
 
 def _maxpool(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:

@@ -70,16 +70,17 @@ def _mean(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return (np.mean(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])).astype(x.dtype),)
 
 
-def _sum_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-    """Exact: elements below 2**25 add up in int64 far past any generated graph's sizes."""
+def _sum_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """Exact in either component: elements below 2**25 add up in int64 far past any generated graph's sizes."""
     x = xs[0]
-    return (np.sum(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])) % ff.P,)
+    return (np.sum(x, axis=_axes(x, attrs), keepdims=bool(attrs["keepdims"])) % z.m,)
 
 
-def _mean_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-    """The sum times the inverse of the count: a mean is a sum divided by a constant."""
-    count = int(np.prod([xs[0].shape[a] for a in _axes(xs[0], attrs)]))
-    return (_sum_field(xs, attrs, n, key)[0] * ff.modinv(count) % ff.P,)
+def _mean_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """The sum times the inverse of the count (`Ring.mean`): a mean is a sum divided by a constant."""
+    x = xs[0]
+    mean = z.mean(x, _axes(x, attrs))
+    return (mean if attrs["keepdims"] else np.squeeze(mean, axis=_axes(x, attrs)),)
 
 
 REDUCE_SUM = register(
@@ -125,10 +126,8 @@ def _gap_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: i
     return (TensorType(x.dtype, (*x.shape[:2], *(1,) * (len(x.shape) - 2))),)
 
 
-def _gap_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
-    x = xs[0]
-    count = int(np.prod(x.shape[2:]))
-    return (np.sum(x, axis=_spatial(x), keepdims=True) % ff.P * ff.modinv(count) % ff.P,)
+def _gap_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    return (z.mean(xs[0], _spatial(xs[0])),)
 
 
 GLOBAL_AVGPOOL = register(

@@ -11,7 +11,16 @@ from taso.verify import load_specs, precheck
 
 from .cases import ALL_CASES, CASES, FOLDS, family
 
-FAMILIES = (ops.elementwise, ops.products, ops.pooling, ops.layout, ops.normalisation, ops.generators, ops.reductions)
+FAMILIES = (
+    ops.elementwise,
+    ops.products,
+    ops.pooling,
+    ops.layout,
+    ops.normalisation,
+    ops.generators,
+    ops.reductions,
+    ops.powers,
+)
 
 
 def test_every_op_is_fully_described_and_tested() -> None:

@@ -15,6 +15,7 @@ from taso import onnx as onnx_io
 from taso import ops
 from taso.execute import Runner
 from taso.ir import TensorType
+from taso.ops import field as ff
 
 from .cases import agree, onnxruntime_cases
 
@@ -122,10 +123,11 @@ def test_shape_rule_refuses_axes_import_would_not_write() -> None:
 def test_a_mean_over_the_field_is_the_sum_times_the_inverse_count() -> None:
     x = np.random.default_rng(1).integers(0, ops.P, (2, 3, 4))
     attrs = {"axes": (1, 2), "keepdims": 1}
-    total = ops.get("ReduceSum").field([x], attrs, 1, 0)[0]  # type: ignore[misc]
-    mean = ops.get("ReduceMean").field([x], attrs, 1, 0)[0]  # type: ignore[misc]
+    z = ff.Ring(0)
+    total = ops.get("ReduceSum").field([x], attrs, 1, z)[0]  # type: ignore[misc]
+    mean = ops.get("ReduceMean").field([x], attrs, 1, z)[0]  # type: ignore[misc]
     assert np.array_equal(mean * 12 % ops.P, total) and np.array_equal(total, x.sum(axis=(1, 2), keepdims=True) % ops.P)
-    gap = ops.get("GlobalAveragePool").field([x.reshape(1, 2, 3, 4)], {}, 1, 0)[0]  # type: ignore[misc]
+    gap = ops.get("GlobalAveragePool").field([x.reshape(1, 2, 3, 4)], {}, 1, z)[0]  # type: ignore[misc]
     assert np.array_equal(
-        gap.reshape(1, 2), ops.get("ReduceMean").field([x.reshape(1, 2, 12)], {"axes": (2,), "keepdims": 0}, 1, 0)[0]
+        gap.reshape(1, 2), ops.get("ReduceMean").field([x.reshape(1, 2, 12)], {"axes": (2,), "keepdims": 0}, 1, z)[0]
     )  # type: ignore[misc]
