@@ -70,32 +70,54 @@ LOWER = {"Reshape": _lower}
 
 def axioms(f):
     x, y, b = tensors("x y b")
-    m, n, p, q = ints("m n p q")
-    rows = {"p": (1, 2, 3), "q": (1, 2), "m": (2, 3, 6), "n": (1, 3)}
+    m, n, p, q, k = ints("m n p q k")
+    rows = {"p": (1, 2, 3), "q": (1, 2), "m": (2, 3, 6), "n": (1, 3), "k": (1, 2, 3)}
+    to2, to3 = dict(shape=(m, k)), dict(shape=(p, q, n))
+    cube, mat = {"x": (p, q, n), "y": (p, q, n)}, {"x": (m, k), "y": (m, k)}
     return [
         # a bias added along the last axis is added before or after regrouping the rows: a Gemm's fused bias
         Axiom(
             "reshape-bias-last",
-            f.add(f.reshape3(y, shape=(p, q, n)), f.bias_last(b, f.reshape3(y, shape=(p, q, n)))),
-            f.reshape3(f.add(y, f.bias(b, y)), shape=(p, q, n)),
+            f.add(f.reshape3(y, **to3), f.bias_last(b, f.reshape3(y, **to3))),
+            f.reshape3(f.add(y, f.bias(b, y)), **to3),
             {"y": (m, n), "b": (n,)},
             when=(p * q == m,),
             domains=rows,
         ),
+        # row-major order is kept by every reshape, so only the last one counts, and one back to the shape
+        # a tensor had is that tensor
         Axiom(
-            "reshape-reshape",
-            f.reshape2(f.reshape3(y, shape=(p, q, n)), shape=(m, n)),
-            y,
-            {"y": (m, n)},
-            when=(p * q == m,),
+            "reshape-back-3",
+            f.reshape3(f.reshape2(x, **to2), **to3),
+            x,
+            {"x": (p, q, n)},
+            when=(m * k == p * q * n,),
             domains=rows,
         ),
         Axiom(
-            "reshape-inverse",
-            f.reshape3(f.reshape2(x, shape=(m, n)), shape=(p, q, n)),
-            x,
-            {"x": (p, q, n)},
-            when=(p * q == m,),
+            "reshape-back-2",
+            f.reshape2(f.reshape3(y, **to3), **to2),
+            y,
+            {"y": (m, k)},
+            when=(m * k == p * q * n,),
             domains=rows,
+        ),
+        Axiom(
+            "reshape-add-2",
+            f.reshape2(f.add(x, y), **to2),
+            f.add(f.reshape2(x, **to2), f.reshape2(y, **to2)),
+            cube,
+            when=(m * k == D(x, 0) * D(x, 1) * D(x, 2),),
+            domains=rows,
+            generic=True,
+        ),
+        Axiom(
+            "reshape-add-3",
+            f.reshape3(f.add(x, y), **to3),
+            f.add(f.reshape3(x, **to3), f.reshape3(y, **to3)),
+            mat,
+            when=(p * q * n == D(x, 0) * D(x, 1),),
+            domains=rows,
+            generic=True,
         ),
     ]
