@@ -31,8 +31,6 @@ SYMBOLS = [Symbol("scale", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(
 
 def _scaled(f, x, factor):
     """``x`` times ``factor``: itself for 1 (Gemm's default), else a ``scale`` of it."""
-    if not isinstance(factor, float | int):
-        raise Unsupported("Gemm with a free alpha or beta")
     return x if float(factor) == 1.0 else f.scale(x, factor=attr_int(float(factor)))
 
 
@@ -44,9 +42,7 @@ def _flag(node, name):
 
 
 def _lower(node, args, types, f):
-    ta, tb = (types[v] for v in node.inputs[:2])
-    if ta.rank != 2 or tb.rank != 2:
-        raise Unsupported("Gemm of operands other than 2-D")
+    ta, tb = (types[v] for v in node.inputs[:2])  # 2-D: the catalogue refuses others
     trans_a, trans_b = _flag(node, "transA"), _flag(node, "transB")
     a = f.tr(args[0]) if trans_a else args[0]
     b = f.tr(args[1]) if trans_b else args[1]

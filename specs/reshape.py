@@ -56,7 +56,7 @@ def _product(terms):
 
 def _lower(node, args, types, f):
     tx, ty = types[node.inputs[0]], types[node.outputs[0]]
-    if ty.rank not in (2, 3) or tx.rank is None:
+    if ty.rank not in (2, 3):
         raise Unsupported("Reshape to a rank other than 2 or 3")
     # one variable per result dim, named by the side being lowered (a name both sides may use is two values)
     (base,) = f.split_sizes(node, 0)
