@@ -61,8 +61,9 @@ class Form:
     cut: str = "parts"
     """For a Split: cut at every part boundary (``parts``), or in two, keeping the leading parts together
     (``head``) or the trailing ones (``tail``), which may then be split again: a split of a split."""
-    target: Callable[[Sig], tuple[int, ...]] | None = None
-    """For a Reshape: its target from its argument's signature (the node's second input, a constant)."""
+    target: Callable[[Sig], tuple[int, ...] | None] | None = None
+    """For a Reshape: its target from its argument's signature (the node's second input, a constant), None
+    where the form does not apply."""
     taso: bool = True
     """Whether TASO's generator had this form of one of its ops (`TASO_FORMS`); a batched MatMul it had not."""
 
@@ -171,7 +172,7 @@ def _batch(s: Sig) -> tuple[int, ...] | None:
 def _reshape(name: str, target: Callable[[Sig], tuple[int, ...] | None], doc: str) -> Form:
     return Form(
         name, "Reshape", 1, lambda s: None if target(s[0]) is None else {"allowzero": 0}, doc=doc, target=target
-    )  # type: ignore[arg-type]
+    )
 
 
 def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
