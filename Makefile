@@ -61,6 +61,7 @@ store: setup
 	$(BIN)/subst generate --config specs/pools/sibling-merges.toml --store build/new-store.db
 	$(BIN)/subst generate --config specs/pools/split-moves.toml --store build/new-store.db
 	$(BIN)/subst generate --config specs/pools/split-concat.toml --store build/new-store.db
+	$(BIN)/subst generate --config specs/pools/transformer-projections.toml --store build/new-store.db
 	$(BIN)/subst rules add specs/rules/*.rules --store build/new-store.db
 	$(BIN)/subst verify --store build/new-store.db
 	mv build/new-store.db substitutions.db

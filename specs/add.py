@@ -1,6 +1,7 @@
 """Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
-``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py); other broadcasting is not modelled,
-and such rules stay unknown."""
+``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py), or of a vector along the last axis of
+a tensor of rank 3 or more (``bias_last``, specs/reshape.py); other broadcasting is not modelled, and such rules
+stay unknown."""
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
 
@@ -16,14 +17,26 @@ def _add(attrs, xs):
 SYMBOLS = [Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Add", compute=_add)]
 
 
+def _last_axis(x, c):
+    """Whether ``c`` is a vector spread along the last axis of ``x`` of rank 3 or more (a transformer's bias over
+    [B, S, N]; over a matrix that axis is the channel axis, and per channel says so)."""
+    return x.rank is not None and x.rank >= 3 and c.shape == (x.shape[-1],)
+
+
 def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
     if per_channel(tx, ty):
         return [f.add(args[0], f.bias(channel_values(f, args[1], ty, args[0]), args[0]))]
     if per_channel(ty, tx):
         return [f.add(args[1], f.bias(channel_values(f, args[0], tx, args[1]), args[1]))]
+    if _last_axis(tx, ty):
+        f.fact(D(args[1], 0) == D(args[0], tx.rank - 1))
+        return [f.add(args[0], f.bias_last(args[1], args[0]))]
+    if _last_axis(ty, tx):
+        f.fact(D(args[0], 0) == D(args[1], ty.rank - 1))
+        return [f.add(args[1], f.bias_last(args[0], args[1]))]
     if tx.shape != ty.shape:
-        raise Unsupported("Add with broadcasting other than per channel")
+        raise Unsupported("Add with broadcasting other than per channel or along the last axis")
     f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.add(*args)]
 

@@ -1,4 +1,6 @@
-"""MatMul: the 2-D matrix product ``mm(x, y)`` (batched matmul is not modelled)."""
+"""MatMul: the 2-D matrix product ``mm(x, y)``; a 3-D operand times a matrix ([B, S, K] @ [K, N], a transformer's
+projection) is the product of its rows regrouped (``reshape2``/``reshape3``, specs/reshape.py). Other batched
+products are not modelled."""
 
 from taso.verify import Axiom, D, If, Symbol, Unsupported, ints, tensors
 
@@ -6,8 +8,14 @@ SYMBOLS = [Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)),
 
 
 def _lower(node, args, types, f):
-    if any(types[v].rank != 2 for v in node.inputs):
-        raise Unsupported("MatMul of operands other than 2-D")
+    rx, rw = (types[v].rank for v in node.inputs)
+    if rx == 3 and rw == 2:  # [B, S, K] @ [K, N]: the product of the stacked rows, regrouped
+        x, w = args
+        f.fact(D(x, 2) == D(w, 0))
+        rows = f.mm(f.reshape2(x, shape=(D(x, 0) * D(x, 1), D(x, 2))), w)
+        return [f.reshape3(rows, shape=(D(x, 0), D(x, 1), D(w, 1)))]
+    if rx != 2 or rw != 2:
+        raise Unsupported("MatMul of operands other than 2-D, or a 3-D one times a matrix")
     f.fact(D(args[0], 1) == D(args[1], 0))
     return [f.mm(*args)]
 

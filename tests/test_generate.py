@@ -24,13 +24,13 @@ from taso.generate import (
     Settings,
     _build,
     _Context,
-    _cut,
     _field_batch,
     field_apply,
     generate,
     parse_ops,
     save,
     settings_from,
+    static_data,
 )
 from taso.generate.fingerprint import fingerprint
 from taso.ir import Graph
@@ -221,7 +221,8 @@ def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     """Enumeration evaluates a form over many children at once: every row must be exactly what `field_apply`
     gives on its own, for every form and every argument signature of the pool and of one-op graphs."""
     thirds = InputClass("Z", (2, 12, 5, 5), "activation", 1, ((1, (4, 4, 4)),))  # for the split-of-split forms
-    ctx = _Context(Settings(2, tuple(FORMS), (*TASO_POOL, BIASES, thirds)), 1)
+    tokens = InputClass("T", (2, 3, 4), "activation", 1)  # for the forms of a transformer's projections
+    ctx = _Context(Settings(2, tuple(FORMS), (*TASO_POOL, BIASES, thirds, tokens)), 1)
     values = list(ctx.inputs)
     for f, sc, _ in ctx.applicable(tuple(sorted({v.sig for v in values}))):
         args = [next(a for a, v in enumerate(ctx.inputs) if v.sig == s) for s in sc]
@@ -233,7 +234,8 @@ def test_batched_evaluation_is_row_by_row_evaluation() -> None:
     for f, sc, (attrs, out_sigs) in ctx.applicable(tuple(sorted(by_sig))):
         op = ctx.forms[f].op
         rows = [[by_sig[s][(i + p) % len(by_sig[s])] for p, s in enumerate(sc)] for i in range(3)]
-        extra = [np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64)] if op == "Split" else []
+        data = static_data(ctx.forms[f], sc, attrs)
+        extra = [] if data is None else [data]
         xs = [np.stack([r[p] for r in rows]) for p in range(len(sc))] + extra
         batch = _field_batch(op, xs, attrs, len(out_sigs), ctx.keys[0], len(rows))
         for i, r in enumerate(rows):

@@ -57,6 +57,7 @@ from taso.generate.forms import (
     InputClass,
     Settings,
     _cut,
+    static_data,
 )
 from taso.generate.storing import provenance, save
 
@@ -85,6 +86,7 @@ __all__ = [
     "random_field_inputs",
     "save",
     "settings_from",
+    "static_data",
     "_Context",
     "_build",
     "_cut",

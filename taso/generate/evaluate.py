@@ -18,7 +18,19 @@ from taso.generate.fingerprint import (
     needs_exponents,
     value_digest,
 )
-from taso.generate.forms import ACTIVATION, MIN_IMAGE, WEIGHT, Form, NodeSpec, Settings, Shape, Sig, Splits, _cut
+from taso.generate.forms import (
+    ACTIVATION,
+    MIN_IMAGE,
+    WEIGHT,
+    Form,
+    NodeSpec,
+    Settings,
+    Shape,
+    Sig,
+    Splits,
+    _cut,
+    static_data,
+)
 from taso.ir import TensorType
 from taso.ops.field import residues
 
@@ -116,11 +128,11 @@ class _Context:
         types = [TensorType("float32", s[0]) for s in sigs]
         consts: list[np.ndarray | None] = [None] * len(sigs)
         n_out = 1
-        if form.op == "Split":
-            sizes, _ = _cut(form, sigs[0], attrs["axis"])
-            types.append(TensorType("int64", (len(sizes),)))
-            consts.append(np.array(sizes, dtype=np.int64))
-            n_out = len(sizes)
+        data = static_data(form, sigs, attrs)
+        if data is not None:
+            types.append(TensorType("int64", data.shape))
+            consts.append(data)
+            n_out = len(data) if form.op == "Split" else 1
         try:
             out_types = ops.infer(form.op, types, attrs, consts, n_out)
         except ops.OpError:
@@ -140,8 +152,9 @@ class _Context:
         outs_per_run = []
         for r, key in enumerate(self.keys):
             xs = [a.runs[r] for a in args]
-            if form.op == "Split":
-                xs.append(np.array(_cut(form, args[0].sig, attrs["axis"])[0], dtype=np.int64))
+            data = static_data(form, [a.sig for a in args], attrs)
+            if data is not None:
+                xs.append(data)
             outs_per_run.append(field_apply(form.op, xs, attrs, len(out_sigs), key, self.wide))
         head_a = f"{form.name}({','.join(a.abstract for a in args)})"
         head_c = f"{form.name}({','.join(a.concrete for a in args)})"

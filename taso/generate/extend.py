@@ -14,7 +14,7 @@ import numpy as np
 from taso import ops
 from taso.generate.evaluate import _Context, _removable, _sinks, _State
 from taso.generate.fingerprint import field_apply
-from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, _cut
+from taso.generate.forms import ACTIVATION, NodeSpec, Shape, Sig, static_data
 from taso.ops.field import residues
 
 
@@ -161,8 +161,9 @@ def _fingerprints(ctx: _Context, states: list[_State], children: np.ndarray) -> 
     new = np.full((len(children), max((len(a[1]) for *_, a in groups), default=0)), _LAST, np.uint64)  # type: ignore[index]
     for f, sc, js, (attrs, out_sigs) in groups:  # type: ignore[misc]
         xs = [values.gather(kinds[js[0], p], parent[js], args[js, p]) for p in range(len(sc))]
-        if ctx.forms[f].op == "Split":
-            xs.append(np.array(_cut(ctx.forms[f], sc[0], attrs["axis"])[0], dtype=np.int64))
+        data = static_data(ctx.forms[f], sc, attrs)
+        if data is not None:
+            xs.append(data)
         outs = _field_batch(ctx.forms[f].op, xs, attrs, len(out_sigs), ctx.keys[0], len(js), ctx.wide)
         outputs[js] = len(out_sigs)
         for k, (sig, out) in enumerate(zip(out_sigs, outs)):
@@ -254,6 +255,8 @@ def _field_batch(
     if ops.PLANEWISE in d.traits:  # maps of each (image, channel): the batch joins the images
         (y,) = field_apply(op, [xs[0].reshape(-1, *xs[0].shape[2:])], attrs, 1, key, wide)
         return (y.reshape(b, -1, *y.shape[1:]),)
+    if d.shape_of == (1, 0):  # Reshape: the batch is one more leading axis of its target, which is not batched
+        return field_apply(op, [xs[0], np.array([b, *xs[1]], np.int64)], attrs, n_out, key, wide)
     if "axis" in d.attrs and (ops.REARRANGES in d.traits or len(xs) == 1):
         # Concat, Split (its second argument, its sizes, is not batched), Softmax; not a LayerNormalization,
         # whose scale and bias would meet the batch axis where they expect the normalised ones

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from taso import ops
 
 Shape = tuple[int, ...]
@@ -59,6 +61,11 @@ class Form:
     cut: str = "parts"
     """For a Split: cut at every part boundary (``parts``), or in two, keeping the leading parts together
     (``head``) or the trailing ones (``tail``), which may then be split again: a split of a split."""
+    target: Callable[[Sig], tuple[int, ...] | None] | None = None
+    """For a Reshape: its target from its argument's signature (the node's second input, a constant), None
+    where the form does not apply."""
+    taso: bool = True
+    """Whether TASO's generator had this form of one of its ops (`TASO_FORMS`); a batched MatMul it had not."""
 
 
 def _rank(s: Sig) -> int:
@@ -125,6 +132,47 @@ def _cut(form: Form, sig: Sig, axis: int) -> tuple[tuple[int, ...], list[tuple[i
     if form.cut == "tail":
         return (parts[0], sum(parts[1:])), [(), parts[1:]]
     return parts, [()] * len(parts)
+
+
+def static_data(form: Form, sigs: Sequence[Sig], attrs: dict) -> np.ndarray | None:
+    """The constant a form's node reads after its arguments: a Split's sizes, a Reshape's target; else None."""
+    if form.op == "Split":
+        return np.array(_cut(form, sigs[0], attrs["axis"])[0], dtype=np.int64)
+    if form.target is not None:
+        return np.array(form.target(sigs[0]), dtype=np.int64)
+    return None
+
+
+def _gemm(trans_b: int, bias: bool) -> Callable[[Sequence[Sig]], dict | None]:
+    """Gemm of an activation matrix by a weight matrix (transposed where ``trans_b``), with a weight vector
+    over the columns where ``bias``: the fully connected layer as exporters write it."""
+
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        (a, ak, _), (b, bk, _) = sigs[:2]
+        if len(a) != 2 or len(b) != 2 or ak != ACTIVATION or bk != WEIGHT:
+            return None
+        if bias and (sigs[2][1] != WEIGHT or sigs[2][0] != (b[0] if trans_b else b[1],)):
+            return None
+        return {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": trans_b}
+
+    return attrs
+
+
+def _rows(s: Sig) -> tuple[int, ...] | None:
+    """[B, S, K] as the [B*S, K] matrix of its rows (-1 for the product, which onnxruntime infers)."""
+    return (-1, s[0][-1]) if len(s[0]) == 3 and s[1] == ACTIVATION else None
+
+
+def _batch(s: Sig) -> tuple[int, ...] | None:
+    """[M, N] back to [2, M/2, N]: a batch of two regrouped from its rows (the pool's 3-D activations have a
+    batch of 2, and the sizes are mapped to a model's when a rule is applied)."""
+    return (2, s[0][0] // 2, s[0][1]) if len(s[0]) == 2 and s[0][0] % 2 == 0 and s[1] == ACTIVATION else None
+
+
+def _reshape(name: str, target: Callable[[Sig], tuple[int, ...] | None], doc: str) -> Form:
+    return Form(
+        name, "Reshape", 1, lambda s: None if target(s[0]) is None else {"allowzero": 0}, doc=doc, target=target
+    )
 
 
 def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
@@ -196,13 +244,34 @@ FORMS: dict[str, Form] = {
         Form("conv_identity", "ConvIdentity", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 identity kernel"),
         Form("pool_kernel", "PoolKernel", 0, _constant((4, 1, 3, 3)), doc="depthwise 3x3 kernel of 1/9"),
         *_reduction_forms(),
+        Form(
+            "matmul_rows",
+            "MatMul",
+            2,
+            lambda s: {} if _rank(s[0]) == 3 and _rank(s[1]) == 2 and s[1][1] == WEIGHT else None,
+            doc="[B, S, K] @ [K, N], a transformer's projection",
+            taso=False,
+        ),
+        Form(
+            "bias_add",
+            "Add",
+            2,
+            lambda s: {} if s[0][1] == ACTIVATION and s[1][1] == WEIGHT and s[1][0] == s[0][0][-1:] else None,
+            doc="an activation plus a weight vector along its last axis (a bias)",
+            taso=False,
+        ),
+        Form("gemm", "Gemm", 3, _gemm(0, True), doc="A @ B + C, C one value per column"),
+        Form("gemm_tb", "Gemm", 2, _gemm(1, False), doc="A @ B^T (transB=1)"),
+        Form("gemm_tb_c", "Gemm", 3, _gemm(1, True), doc="A @ B^T + C (transB=1)"),
+        _reshape("rows", _rows, "[B, S, K] to its rows [B*S, K]"),
+        _reshape("batch2", _batch, "[M, N] to [2, M/2, N]"),
     ]
 }
 
 TASO_FORMS = tuple(
     f
     for f, form in FORMS.items()
-    if ops.TASO in ops.get(form.op).traits and not f.endswith("_bias") and form.cut == "parts"
+    if ops.TASO in ops.get(form.op).traits and form.taso and not f.endswith("_bias") and form.cut == "parts"
 )
 """The forms TASO's generator uses, over its ops (`taso.ops.TASO`; its fused conv+relu is conv followed by relu here; a concat there has two
 parts, so the split forms that group three or more parts never apply)."""

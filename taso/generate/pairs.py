@@ -6,12 +6,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-import numpy as np
-
 from taso.generate.evaluate import _build, _Context, _removable, _sinks, _State
 from taso.generate.extend import _structure
 from taso.generate.fingerprint import combine
-from taso.generate.forms import ACTIVATION, WEIGHT, NodeSpec, _cut
+from taso.generate.forms import ACTIVATION, WEIGHT, NodeSpec, static_data
 from taso.ir import Graph, Node, TensorType, WeightData, lint, make_attrs
 from taso.rules import Rule, census
 
@@ -170,11 +168,12 @@ def _graph(ctx: _Context, st: _State, outs: tuple[int, ...] | None) -> tuple[Gra
         attrs, _ = ctx.apply(f, tuple(st.values[a].sig for a in args))  # type: ignore[misc]
         ins = [names[a] for a in args]
         used.update(a for a in args if a < ctx.n_inputs)
-        if form.op == "Split":
-            cut, _ = _cut(form, st.values[args[0]].sig, attrs["axis"])
-            name = "sizes_" + "_".join(map(str, cut))
-            sizes[name] = WeightData(np.array(cut, dtype=np.int64))
-            types[name] = TensorType("int64", (len(cut),))
+        data = static_data(form, [st.values[a].sig for a in args], attrs)
+        if data is not None:
+            label = "sizes" if form.op == "Split" else "target"
+            name = f"{label}_" + "_".join(str(d).replace("-", "m") for d in data)
+            sizes[name] = WeightData(data)
+            types[name] = TensorType("int64", data.shape)
             ins.append(name)
         outs_k = [f"t{v - ctx.n_inputs}" for v in st.outputs[k]]
         names.extend(outs_k)

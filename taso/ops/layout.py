@@ -181,7 +181,5 @@ RESHAPE = register(
         static_inputs=(1,),
         shape_of=(1, 0),
         tags=frozenset({REARRANGES, VIEW, FIELD_EXACT}),
-        no_spec="only rewritten by PET mutants and the precompute pass, never by a proved rule: a rule over it "
-        "would need the target shape as a symbolic list",
     )
 )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from taso.ir import TensorType
+from taso.ops.field import P
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, OpDef, OpError, register
 from taso.ops.shapes import broadcast_shapes, same_dtype, spatial_out
 from taso.ops.traits import (
@@ -63,18 +64,42 @@ def _gemm_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: 
     if a.rank != 2 or b.rank != 2:
         raise OpError("Gemm needs 2-D operands")
     assert a.shape is not None and b.shape is not None
-    m = a.shape[1] if attrs["transA"] else a.shape[0]
-    nn = b.shape[0] if attrs["transB"] else b.shape[1]
+    m, k1 = (a.shape[1], a.shape[0]) if attrs["transA"] else a.shape
+    k2, nn = (b.shape[1], b.shape[0]) if attrs["transB"] else b.shape
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise OpError(f"Gemm inner dimensions {k1} and {k2} differ")
+    if len(types) > 2:  # C broadcasts one way only, to the product's (M, N)
+        c = types[2].shape
+        if c is not None and (len(c) > 2 or broadcast_shapes(c, (m, nn)) != (m, nn)):
+            raise OpError(f"Gemm's C of shape {c} does not broadcast to ({m}, {nn})")
     return (TensorType(same_dtype(types), (m, nn)),)
 
 
+def _gemm_operands(xs: Arrays, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
+    return (xs[0].T if attrs["transA"] else xs[0]), (xs[1].T if attrs["transB"] else xs[1])
+
+
 def _gemm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
-    a = xs[0].T if attrs["transA"] else xs[0]
-    b = xs[1].T if attrs["transB"] else xs[1]
+    a, b = _gemm_operands(xs, attrs)
     y = attrs["alpha"] * (a @ b)  # type: ignore[operator]
     if len(xs) > 2:
         y = y + attrs["beta"] * xs[2]  # type: ignore[operator]
     return (y.astype(xs[0].dtype),)
+
+
+def _gemm_field(xs: Arrays, attrs: Attrs, n: int, key: int) -> tuple[np.ndarray, ...]:
+    """Over Z_p, reduced after each product (numpy over floats would round a sum of products near 2**52); an
+    alpha or beta that is not an integer has no field value here, so a rule with one is not refuted in the
+    field (the random real pre-check still runs)."""
+    scales = [attrs["alpha"], attrs["beta"]]
+    if any(float(s) != int(s) for s in scales):  # type: ignore[arg-type]
+        raise OpError("Gemm with a fractional alpha or beta has no finite-field semantics here")
+    alpha, beta = (int(s) % P for s in scales)  # type: ignore[call-overload]
+    a, b = _gemm_operands(xs, attrs)
+    y = (a @ b) % P * alpha % P
+    if len(xs) > 2:
+        y = (y + np.broadcast_to(xs[2], y.shape) * beta) % P
+    return (y,)
 
 
 GEMM = register(
@@ -84,10 +109,11 @@ GEMM = register(
         {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0},
         _gemm_shape,
         _gemm,
-        "alpha * op(A) @ op(B) + beta * C, op = optional transpose; the fully connected layer.",
+        "alpha * op(A) @ op(B) + beta * C, op = optional transpose, C broadcast to the product's shape; the fully "
+        "connected layer, whose bias onnxruntime adds in the product's kernel.",
+        field=_gemm_field,
+        tags=frozenset({FIELD_EXACT}),
         fuses=frozenset({EPILOGUE, PRODUCT_EPILOGUE}),
-        no_spec="imported from ONNX only; no generated rule builds one (alpha, beta and transposes are floats and "
-        "flags a rule would have to range over)",
     )
 )
 

@@ -181,6 +181,13 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
             data[sizes_name] = WeightData(sizes)
             types[sizes_name] = TensorType("int64", (len(n.outputs),))
             in_types[1], consts[1] = types[sizes_name], sizes
+        elif (k := _target_input(n, dst)) is not None:
+            target = _reshape_target(dst.types[n.outputs[0]], out_type.get(n.outputs[0]), dims)
+            target_name = next(fresh)  # the rule's target is its example's; this one is the model's
+            inputs[k] = target_name
+            data[target_name] = WeightData(target)
+            types[target_name] = in_types[k] = TensorType("int64", (len(target),))
+            consts[k] = target
         elif any(t is None for t in in_types):
             raise Declined(f"the rewrite needs a constant whose size the model does not fix: an input of {n.op}")
         try:
@@ -201,6 +208,27 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
                 f"this case is outside what the rule's proof covers: the rewrite's {changed.op} broadcasts otherwise"
             )
     return nodes, data, types
+
+
+def _target_input(n: Node, rule_side: Graph) -> int | None:
+    """The position of ``n``'s whole-shape input (Reshape's target) where the rule carries it as data."""
+    where = ops.shape_input(n.op)
+    return where[0] if where is not None and n.inputs[where[0]] in rule_side.data else None
+
+
+def _reshape_target(example: TensorType, output: TensorType | None, dims: Mapping[int, int | None]) -> np.ndarray:
+    """A Reshape's target at the model's sizes: the matched output's shape where it makes one, else its example
+    result's sizes mapped to the model's (`_dim_map`), the one size no input has left for onnxruntime to infer
+    (the product of a batch's rows). The proof read its result's sizes as variables (specs/reshape.py), so any
+    target that type-checks is one it covers; one that cannot be written is declined."""
+    if output is not None:
+        shape = output.shape or ()
+        if all(isinstance(d, int) for d in shape):
+            return np.array(shape, np.int64)
+    mapped = [dims.get(d, -1) if isinstance(d, int) else None for d in example.shape or ()]
+    if None in mapped or mapped.count(-1) > 1:
+        raise Declined(f"the rewrite needs a Reshape target the model's sizes do not fix: {example}")
+    return np.array(mapped, np.int64)
 
 
 def _evaluate(graph_nodes: list[Node], values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -100,3 +100,28 @@ def test_a_block_diagonal_kernel_makes_a_plain_conv_compute_the_grouped_one(
     assert dense.shape == (2 * group, per * group, kernel, kernel)
     got = ops.get("Conv").run([x, dense, *([b] if bias else [])], {**attrs, "group": 1})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "attrs", "message"),
+    [
+        ([(2, 4), (3, 5)], {"transB": 0}, "inner dimensions 4 and 3"),
+        ([(2, 4), (3, 4), (2, 2)], {"transB": 1}, "broadcast"),
+        ([(2, 4), (4, 3), (3, 1, 1)], {"transB": 0}, "does not broadcast to"),
+    ],
+)
+def test_gemm_refuses_operands_that_do_not_fit(shapes: list, attrs: dict, message: str) -> None:
+    full = {"alpha": 1.0, "beta": 1.0, "transA": 0, **attrs}
+    with pytest.raises(ops.OpError, match=message):
+        ops.infer("Gemm", [TensorType("float32", s) for s in shapes], full)
+
+
+def test_gemm_over_the_field_is_its_semantics_mod_p_and_refuses_fractions() -> None:
+    rng = np.random.default_rng(0)
+    xs = [rng.integers(0, ops.P, s) for s in ((3, 4), (5, 4), (5,))]
+    attrs = {"alpha": 3.0, "beta": 2.0, "transA": 0, "transB": 1}
+    exact = (3 * (xs[0].astype(object) @ xs[1].T.astype(object)) + 2 * xs[2].astype(object)) % ops.P
+    (y,) = ops.GEMM.field(xs, attrs, 1, 0)  # type: ignore[misc]
+    assert np.array_equal(y.astype(object), exact)
+    with pytest.raises(ops.OpError, match="fractional"):
+        ops.GEMM.field(xs, {**attrs, "alpha": 0.5}, 1, 0)  # type: ignore[misc]
