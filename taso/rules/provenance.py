@@ -11,6 +11,8 @@ specs digest and the verifier's. `subst verify` signs that binding with the user
 digest, taken again under the specs it runs with, matches, the binding recomputed from the rule matches, and
 either the signature verifies under the user's key or the store's proofs are the shipped ones, whose digest
 the package pins (`SHIPPED`, written by `make rulecache`: whoever can change the package can change the code).
+The pin also names the shipped store's proved rows as stored and the catalogue entries of their ops, and `pin`
+took every binding: a run on those rows under those entries does not take the ~4,000 bindings again (`trusted`).
 So a rule marked ``proved`` by hand, a record pasted onto another rule, a record computed from scratch with the
 public code, a proof from an axiom since changed or removed, or by a verifier since changed, is skipped and
 counted, never applied; a spec added for another op, or a comment in one, leaves it trusted. Another user's
