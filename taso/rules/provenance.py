@@ -224,7 +224,8 @@ def trusted(
     """The rules that may be applied under specs whose proof digests are ``digest_of``, and how many were
     skipped, by reason. ``db``: the store ``rules`` are the proved rows of, as read (`store.load_rules`,
     `taso.search.rulecache.proved_rules`): where it is the pinned store as `pin` pinned it, no binding is taken
-    again (a content digest per rule: two thirds of trusting the shipped store). `BadInput` where the user's key is refused (`taso.rules.signing`)."""
+    again (a content digest per rule: two thirds of trusting the shipped store). `BadInput` where the user's key
+    is refused (`taso.rules.signing`)."""
     rules = list(rules)
     pinned = _pinned()
     shipped = pinned.get("proofs") == proofs_digest(rules)
