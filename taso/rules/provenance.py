@@ -5,7 +5,8 @@ over `VERIFIER_CODE`); a proof also records the digest of what it rested on: the
 play and how the rule's ops are lowered, each by its content (`taso.verify.basis`). A proof's record binds its
 rule (`bound`): the whole digest of what the rule says (`taso.rules.rule_digest`: both sides, conditions), the
 catalogue entries of its ops by content, the facts the proof recorded (axioms, symbols, the conditions it needs,
-sizes, whether it reads backwards), the specs digest and the verifier's. `subst verify` signs that binding with the user's key (`taso.rules.signing`).
+sizes, whether it reads backwards), the specs digest and the verifier's. `subst verify` signs that binding with
+the user's key (`taso.rules.signing`).
 
 `subst optimize` applies a proved rule only when (`why_untrusted`) this verifier's code made it, the specs
 digest, taken again under the specs it runs with, matches, the binding recomputed from the rule matches, and
