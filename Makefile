@@ -69,16 +69,19 @@ store: setup
 
 # The shipped store's rules, parsed and lifted for the search (taso/search/rulecache.json, package data),
 # so that a cold run reads them instead of building them (~16 s on the 2-core machine), and the shipped specs'
-# digests that proofs are trusted by (taso/verify/basis.json, ~2 s), and the digest of the store's proofs that
-# the package pins (taso/rules/shipped_proofs.json: its proofs are trusted with no user's key, ~5 s). A run uses
-# each only while it is current: run this after changing the store, the specs or the code that shapes them
-# (taso/search/rulecache.py's CODE, taso/verify/basis.py's files_key); tests/test_rulecache.py,
-# tests/test_provenance.py and tests/test_trust.py say when it is due. After a change to the verifier's code
-# (taso/rules/provenance.py's VERIFIER_CODE) verify a copy of the store again first (`subst verify --force`).
+# digests that proofs are trusted by (taso/verify/basis.json, ~2 s), and the digests of the store's proofs, of
+# its proved rows as stored and of the catalogue entries they use, that the package pins
+# (taso/rules/shipped_proofs.json: its proofs are trusted with no user's key, and a run on those rows takes no
+# binding again; every binding is taken here, and a store with one that does not match is refused, ~9 s). A run
+# uses each only while it is current: run this after changing the store, the specs, a catalogue entry or the
+# code that shapes them (taso/search/rulecache.py's CODE, taso/verify/basis.py's files_key);
+# tests/test_rulecache.py, tests/test_provenance.py and tests/test_trust*.py say when it is due. After a change
+# to the verifier's code (taso/rules/provenance.py's VERIFIER_CODE) verify a copy of the store again first
+# (`subst verify --force`).
 rulecache: setup
 	$(BIN)/python -c 'from taso.rules import store; from taso.search import rulecache; rulecache.ship(store.open_store(store.DEFAULT_PATH))'
 	$(BIN)/python -c 'from taso.rules import provenance; from taso.verify import basis; basis.ship(provenance.SPECS_DIR)'
-	$(BIN)/python -c 'from taso.rules import provenance, store; provenance.pin(list(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved")))'
+	$(BIN)/python -c 'from taso.rules import provenance, store; provenance.pin(store.open_store(store.DEFAULT_PATH))'
 
 clean:
 	rm -rf build .pytest_cache

@@ -531,6 +531,17 @@ METRICS: list[Metric] = [
         "2026-11-28/certify-cpu-cold.json",
         _validation_cost,
     ),
+    Metric(
+        "optimize: trusting the shipped store's proofs at a cold start (`provenance.trusted`, best of rounds)",
+        46,
+        None,
+        "2026-11-29/trust-cpu.json",
+        lambda d: (
+            d["best"]["after"]["trusted_s"],
+            f"{d['best']['after']['trusted_s']:.2f} s (before {d['best']['before']['trusted_s']:.2f} s); bert_tiny"
+            f" optimize {d['best']['after']['optimize_wall_s']:.2f} s (before {d['best']['before']['optimize_wall_s']:.2f} s)",
+        ),
+    ),
 ]
 
 

@@ -165,7 +165,7 @@ def test_a_pinned_stores_proofs_apply_without_a_key_and_only_as_recorded(
     rule = replace(parse_rules(SIBLING_CONVS)[0], status="proved")
     db = prove_into(tmp_path / "rules.db", [rule])
     monkeypatch.setattr(provenance, "SHIPPED", tmp_path / "shipped_proofs.json")
-    provenance.pin(list(store.load_rules(store.open_store(db), status="proved")))
+    provenance.pin(store.open_store(db))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-key"))
     applied, _ = _run(tmp_path, db, _sibling_convs(tmp_path, 1))
     assert applied == {rule.id: {"name": rule.name, "count": 1}}

@@ -98,7 +98,7 @@ def read_rules(run: Run) -> Run:
     """The proved rules whose proofs are from the specs in use, indexed for the search (read before the search's
     clock starts)."""
     proofs = basis.for_folder(run.settings.specs)  # what each proof rested on, under the specs run with
-    proved, untrusted = provenance.trusted(rulecache.proved_rules(run.db), proofs.digest_of)
+    proved, untrusted = provenance.trusted(rulecache.proved_rules(run.db), proofs.digest_of, run.db)
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
     if not proved:
         return run

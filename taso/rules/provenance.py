@@ -4,13 +4,16 @@ Every verdict records the z3 that decided it and a digest of the verifier's code
 over `VERIFIER_CODE`); a proof also records the digest of what it rested on: the axioms it used, the symbols in
 play and how the rule's ops are lowered, each by its content (`taso.verify.basis`). A proof's record binds its
 rule (`bound`): the whole digest of what the rule says (`taso.rules.rule_digest`: both sides, conditions), the
-catalogue entries of its ops by content, the facts the proof recorded (axioms, symbols, the conditions it needs, sizes, whether it reads backwards), the
-specs digest and the verifier's. `subst verify` signs that binding with the user's key (`taso.rules.signing`).
+catalogue entries of its ops by content, the facts the proof recorded (axioms, symbols, the conditions it needs,
+sizes, whether it reads backwards), the specs digest and the verifier's. `subst verify` signs that binding with
+the user's key (`taso.rules.signing`).
 
 `subst optimize` applies a proved rule only when (`why_untrusted`) this verifier's code made it, the specs
 digest, taken again under the specs it runs with, matches, the binding recomputed from the rule matches, and
 either the signature verifies under the user's key or the store's proofs are the shipped ones, whose digest
 the package pins (`SHIPPED`, written by `make rulecache`: whoever can change the package can change the code).
+The pin also names the shipped store's proved rows as stored and the catalogue entries of their ops, and `pin`
+took every binding: a run on those rows under those entries does not take the ~4,000 bindings again (`trusted`).
 So a rule marked ``proved`` by hand, a record pasted onto another rule, a record computed from scratch with the
 public code, a proof from an axiom since changed or removed, or by a verifier since changed, is skipped and
 counted, never applied; a spec added for another op, or a comment in one, leaves it trusted. Another user's
@@ -29,7 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, cached_property
 from pathlib import Path
 
-from taso.rules import signing
+import sqlite_utils
+
+from taso.errors import BadInput
+from taso.rules import signing, store
 from taso.rules.rule import Rule, rule_digest
 from taso.shipped import shipped
 
@@ -114,30 +120,74 @@ def proofs_digest(rules: Sequence[Rule]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def pin(rules: Sequence[Rule]) -> None:
-    """Write `SHIPPED` for the shipped store's proved ``rules`` (through a temp file and a rename): for
-    `make rulecache` only, since a run never writes into the package."""
-    text = json.dumps({"proofs": proofs_digest(rules), "rules": sum(r.status == "proved" for r in rules)})
+def rows_digest(db: sqlite_utils.Database) -> str:
+    """A digest of the store's proved rows as stored (row and rule ids, both sides' text, conditions, detail with
+    its proof record): strings hashed, nothing parsed, so it costs a read of the rows (`trusted`'s pinned path)."""
+    h = hashlib.sha256()
+    query = "SELECT id, rule_id, src, dst, conditions, detail FROM rules WHERE status = 'proved' ORDER BY id"
+    for row in db.conn.execute(query):
+        h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+def pin(db: sqlite_utils.Database) -> None:
+    """Write `SHIPPED` for the shipped store ``db`` (through a temp file and a rename): for `make rulecache` only,
+    since a run never writes into the package. Pinned: its proofs (`proofs_digest`), its proved rows as stored
+    (`rows_digest`) and the catalogue entries of their ops; a run whose store and entries are those trusts each
+    binding without taking it again (`trusted`), so each is taken here, and a store with one record that is not
+    this verifier's binding of its rule as it stands is refused (`BadInput`), nothing written."""
+    rules = list(store.load_rules(db, status="proved"))
+    for r in rules:
+        proof = r.detail.get("proof")
+        specs = proof.get("specs") if isinstance(proof, dict) else None
+        if not (
+            isinstance(specs, str)
+            and proof.get("verifier") == verifier_digest()
+            and proof.get("bound") == bound(r, r.detail, specs)
+        ):
+            raise BadInput(f"rule {r.id}: its proof record is not this verifier's binding of it; not pinned")
+    entries = {op: _entry_digest(op) for op in sorted({op for r in rules for op in r.ops})}
+    pinned = {"proofs": proofs_digest(rules), "rules": len(rules), "rows": rows_digest(db), "entries": entries}
     with tempfile.NamedTemporaryFile("w", dir=SHIPPED.parent, delete=False, suffix=".tmp") as f:
-        f.write(text + "\n")
+        f.write(json.dumps(pinned, sort_keys=True) + "\n")
     os.chmod(f.name, 0o644)  # package data: read by every user
     os.replace(f.name, SHIPPED)
 
 
+def _pinned() -> dict:
+    """What `SHIPPED` pins (empty where it cannot be read as `pin` writes it)."""
+    try:
+        pinned = json.loads(SHIPPED.read_text())
+    except (OSError, ValueError):
+        return {}
+    return pinned if isinstance(pinned, dict) else {}
+
+
 def is_shipped(rules: Sequence[Rule]) -> bool:
     """Whether ``rules`` (a store's proved rules) are the shipped store's, as `SHIPPED` pins them."""
-    try:
-        return json.loads(SHIPPED.read_text())["proofs"] == proofs_digest(rules)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    return _pinned().get("proofs") == proofs_digest(rules)
+
+
+def _as_pinned(pinned: Mapping[str, object], db: sqlite_utils.Database) -> bool:
+    """Whether ``db``'s proved rows are those `pin` took each binding from, stored as they were, and the
+    catalogue entries of their ops are unchanged: then every binding taken again would be the pinned one (the
+    verifier's digest is in each record, the specs' checked per rule: `why_untrusted`)."""
+    entries = pinned.get("entries")
+    return (
+        isinstance(entries, dict)
+        and all(_entry_digest(op) == digest for op, digest in entries.items())
+        and pinned.get("rows") == rows_digest(db)
+    )
 
 
 class Voucher:
     """What vouches for proofs besides their binding: the shipped pin, else the user's key, read on first
-    need (a store whose proofs are the shipped ones never reads it)."""
+    need (a store whose proofs are the shipped ones never reads it). ``as_pinned``: the store's rows are the
+    pinned ones too (`_as_pinned`), so their bindings were taken by `pin` and are not taken again."""
 
-    def __init__(self, pinned: bool) -> None:
+    def __init__(self, pinned: bool, as_pinned: bool = False) -> None:
         self.pinned = pinned
+        self.as_pinned = as_pinned
 
     @cached_property
     def key(self) -> bytes | None:
@@ -161,17 +211,26 @@ def why_untrusted(rule: Rule, digest_of: Callable[[Rule], str | None], voucher: 
     specs = digest_of(rule)
     if specs is None or proof.get("specs") != specs:
         return "proved under other specs"
+    if voucher.as_pinned:
+        return None
     binding = bound(rule, rule.detail, specs)
     if proof.get("bound") != binding:
         return "its proof record is not this rule's"
     return voucher.why_not(proof, binding)
 
 
-def trusted(rules: Iterable[Rule], digest_of: Callable[[Rule], str | None]) -> tuple[list[Rule], Counter[str]]:
+def trusted(
+    rules: Iterable[Rule], digest_of: Callable[[Rule], str | None], db: sqlite_utils.Database | None = None
+) -> tuple[list[Rule], Counter[str]]:
     """The rules that may be applied under specs whose proof digests are ``digest_of``, and how many were
-    skipped, by reason. `BadInput` where the user's key is refused (`taso.rules.signing`)."""
+    skipped, by reason. ``db``: the store ``rules`` are the proved rows of, as read (`store.load_rules`,
+    `taso.search.rulecache.proved_rules`): where it is the pinned store as `pin` pinned it, no binding is taken
+    again (a content digest per rule: two thirds of trusting the shipped store). `BadInput` where the user's key
+    is refused (`taso.rules.signing`)."""
     rules = list(rules)
-    voucher = Voucher(is_shipped(rules))
+    pinned = _pinned()
+    shipped = pinned.get("proofs") == proofs_digest(rules)
+    voucher = Voucher(shipped, shipped and db is not None and _as_pinned(pinned, db))
     kept: list[Rule] = []
     skipped: Counter[str] = Counter()
     for r in rules:
