@@ -176,3 +176,24 @@ def test_the_shipped_store_is_read_on_the_pinned_path(monkeypatch: pytest.Monkey
     taken = _bindings_taken(monkeypatch)
     kept, skipped = provenance.trusted(rulecache.proved_rules(db), for_folder(provenance.SPECS_DIR).digest_of, db)
     assert not skipped and len(kept) > 1000 and taken == []
+
+
+def test_rules_from_the_users_cached_form_take_the_full_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A user's cached form is matched to the store's rows by 40-bit ids (`rulecache._is_store`), which a forger
+    who can write that cache could collide: rules read from it are vouched for by their bindings, never by the
+    rows' pin, whatever `subst optimize` is given."""
+    from conftest import ROOT
+
+    from taso.optimize import Settings, optimize
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-key"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(rulecache, "SHIPPED", tmp_path / "no-shipped-form.json")  # as in a dev checkout
+    rulecache.proved_rules(store.open_store(store.DEFAULT_PATH))  # parsed: the rows as stored; cached for the user
+    assert rulecache.as_stored()
+    taken = _bindings_taken(monkeypatch)
+    costs = str(ROOT / "taso" / "cost" / "reference_costs.json")
+    report = optimize(
+        ROOT / "models" / "bert_tiny.onnx", tmp_path / "o.onnx", run_check=False, settings=Settings(costs=costs)
+    )
+    assert not rulecache.as_stored() and report.search["untrusted_rules"] == {} and len(taken) > 1000

@@ -141,7 +141,8 @@ def certify(
     graph, _ = onnx_io.import_model(original)
     out, _ = onnx_io.import_model(rewrite)
     db = store.open_store(store_path, read_only=True)
-    proved, _ = provenance.trusted(rulecache.proved_rules(db), basis.for_folder(specs).digest_of, db)
+    rules = rulecache.proved_rules(db)
+    proved, _ = provenance.trusted(rules, basis.for_folder(specs).digest_of, db if rulecache.as_stored() else None)
     verdict = Verdict(str(original), str(rewrite))
     chain = _Chain(out, {r.id: r for r in proved}, [r for r in proved if r.always], steps.Validator(cert["dims"]))
     try:

@@ -98,7 +98,8 @@ def read_rules(run: Run) -> Run:
     """The proved rules whose proofs are from the specs in use, indexed for the search (read before the search's
     clock starts)."""
     proofs = basis.for_folder(run.settings.specs)  # what each proof rested on, under the specs run with
-    proved, untrusted = provenance.trusted(rulecache.proved_rules(run.db), proofs.digest_of, run.db)
+    rules = rulecache.proved_rules(run.db)
+    proved, untrusted = provenance.trusted(rules, proofs.digest_of, run.db if rulecache.as_stored() else None)
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
     if not proved:
         return run

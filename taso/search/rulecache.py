@@ -88,6 +88,7 @@ class _Form:
     rules: list[Rule]
     lifts: ruleform.Lifts
     index: dict | None = None
+    users: bool = False  # read from the user's cache, where `_is_store` ties each rule to its row by id alone
 
 
 _loaded: _Form | None = None
@@ -102,6 +103,13 @@ def proved_rules(db: sqlite_utils.Database) -> list[Rule]:
     key = rows_digest(db)
     _loaded = _read(SHIPPED, key) or _cached(key, db)
     return list(_loaded.rules)
+
+
+def as_stored() -> bool:
+    """Whether the rules `proved_rules` gave last are the store's rows exactly: the package's form (its key is
+    the rows' digest) or a parse, not a user's cached form, which `_is_store` matches to its rows by their 40-bit
+    ids. Only then may provenance vouch for them by the rows' pin (`provenance.trusted`'s ``db``)."""
+    return _loaded is not None and not _loaded.users
 
 
 def search_index(rules: Sequence[Rule]) -> RuleIndex:
@@ -207,7 +215,7 @@ def _cached(key: str, db: sqlite_utils.Database) -> _Form:
     if form is not None and _is_store(form.rules, db):
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go
-        return _Form(form.rules, {})  # neither lifts nor an index: only lifting and indexing again checks them
+        return _Form(form.rules, {}, users=True)  # no lifts, no index: only lifting and indexing again checks them
     form = _build(db)
     with contextlib.suppress(OSError):  # an unwritable cache costs the parse, nothing else
         _write(path, _encode(key, _Form(form.rules, {})))
