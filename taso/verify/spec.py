@@ -253,34 +253,34 @@ class Axiom:
     @cached_property
     def read_off(self) -> dict[str, tuple[str, int]]:
         """Integer variable -> (tensor variable, dimension) it is read off: those only the shapes hold."""
-        in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
+        in_lhs = {_name(v) for v in _consts([self.lhs], z3.IntSort())}
         out: dict[str, tuple[str, int]] = {}
         for v in self.tensor_vars:
-            for j, d in enumerate(self.shapes.get(str(v), ())):
-                if _is_var(d) and str(d) not in in_lhs and str(d) not in out:
-                    out[str(d)] = (str(v), j)
+            for j, d in enumerate(self.shapes.get(_name(v), ())):
+                if _is_var(d) and _name(d) not in in_lhs and _name(d) not in out:
+                    out[_name(d)] = (_name(v), j)
         return out
 
     @cached_property
     def formula(self) -> z3.BoolRef:
         """The quantified z3 formula, with E-matching patterns on each side that can serve as one."""
-        missing = [v for v in self.tensor_vars if str(v) not in self.shapes]
+        missing = [v for v in self.tensor_vars if _name(v) not in self.shapes]
         if missing:
             raise BadInput(f"axiom {self.name} ({self.spec}): no shape for {', '.join(map(str, missing))}")
-        in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
-        subst = {k: DIM(z3.Const(t, T), j) for k, (t, j) in self.read_off.items()}
+        in_lhs = {_name(v) for v in _consts([self.lhs], z3.IntSort())}
+        subst = {k: D(z3.Const(t, T), j) for k, (t, j) in self.read_off.items()}
         defining = set(self.read_off.values())
         conds: list[z3.BoolRef] = []
         if not self.generic:
             for v in self.tensor_vars:
-                shape = self.shapes[str(v)]
-                conds.append(RANK(v) == len(shape))
-                conds.extend(DIM(v, j) == d for j, d in enumerate(shape) if (str(v), j) not in defining)
+                shape = self.shapes[_name(v)]
+                conds.append(R(v) == len(shape))
+                conds.extend(D(v, j) == d for j, d in enumerate(shape) if (_name(v), j) not in defining)
         pairs = [(z3.Int(k), e) for k, e in subst.items()]
         lhs, rhs, *conds = (z3.substitute(e, *pairs) if pairs else e for e in (self.lhs, self.rhs, *conds, *self.when))
         conds = [c for c in (z3.simplify(c) for c in conds) if not z3.is_true(c)]
         bound_ints = _consts([lhs, rhs, *conds], z3.IntSort())
-        leftover = {str(v) for v in bound_ints} - in_lhs
+        leftover = {_name(v) for v in bound_ints} - in_lhs
         if leftover:
             raise BadInput(
                 f"axiom {self.name} ({self.spec}): {sorted(leftover)} must be on the left or a bare dimension"
@@ -347,7 +347,7 @@ def _walk(exprs: Sequence[z3.ExprRef]) -> list[z3.Ast]:
 
 def _consts(exprs: Sequence[z3.ExprRef], sort: z3.SortRef) -> list[z3.ExprRef]:
     found = {
-        str(e): e
+        _name(e): e
         for e in subterms(exprs)
         if z3.is_const(e) and e.sort() == sort and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
     }
@@ -370,8 +370,14 @@ def _pattern_ok(side: z3.ExprRef, bound: Sequence[z3.ExprRef]) -> bool:
     nodes = subterms([side])
     if any(z3.is_arith(e) and not (z3.is_const(e)) for e in nodes):
         return False
-    names = {str(e) for e in nodes if z3.is_const(e)}
-    return all(str(v) in names for v in bound)
+    names = {_name(e) for e in nodes if z3.is_const(e)}
+    return all(_name(v) in names for v in bound)
+
+
+def _name(e: z3.ExprRef) -> str:
+    """What ``str(e)`` prints for a constant: a variable's name read without z3's printer, which took most of
+    loading the specs (once in each process that verifies)."""
+    return e.decl().name() if e.decl().kind() == z3.Z3_OP_UNINTERPRETED else str(e)
 
 
 @dataclass(frozen=True)
