@@ -444,12 +444,30 @@ def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: i
         _WORKER = Prover(specs, budget, timeout)
         yield from map(_decide, rows)
         return
-    shards = [rows[k::SHARDS] for k in range(SHARDS)]
+    shards = heaviest_first([rows[k::SHARDS] for k in range(SHARDS)])
     ctx = multiprocessing.get_context("spawn")
     init = (str(specs.root), budget, timeout)
     with ctx.Pool(min(workers, SHARDS), _init_worker, init, maxtasksperchild=1) as pool:
         for verdicts in pool.imap_unordered(_decide_shard, shards):
             yield from verdicts
+
+
+def heaviest_first(shards: list[list[dict]]) -> list[list[dict]]:
+    """The shards in the order the pool starts them: the one whose rules took longest when last decided (their
+    stored verdicts' seconds; a candidate has none) first, so that a slow shard does not start last and keep
+    one worker busy long after the others are done; ties keep id order. Each shard is decided in a process of
+    its own, from a fresh prover, so the order changes no verdict."""
+    return sorted(shards, key=lambda shard: -sum(map(_last_seconds, shard)))
+
+
+def _last_seconds(row: dict) -> float:
+    """What deciding the row's rule took when its stored verdict was reached (0 where it has none)."""
+    try:
+        detail = json.loads(row.get("detail") or "{}")
+    except ValueError:
+        return 0.0
+    seconds = detail.get("seconds") if isinstance(detail, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and 0 < seconds < float("inf") else 0.0
 
 
 def _decide_shard(rows: list[dict]) -> list[tuple[int, Verdict]]:
