@@ -595,26 +595,6 @@ def test_verdicts_depend_on_the_rules_alone_not_on_the_workers(tmp_path: Path) -
     assert len(verdicts[0]) > SMALL and verdicts[0] == verdicts[1]
 
 
-def test_the_shard_that_took_longest_last_time_starts_first_and_candidates_keep_id_order() -> None:
-    """A shard holding a rule that ran to the safety net started fifth of eight: one worker was left on it for
-    a minute after the other had finished. Stored seconds that are not a positive finite number count as none."""
-    from taso.verify.run import SHARDS, heaviest_first
-
-    def row(k: int, detail: object) -> dict:
-        return {"id": k, "detail": detail if isinstance(detail, str) else json.dumps(detail)}
-
-    candidates = [[row(k, "{}")] for k in range(SHARDS)]
-    assert heaviest_first(candidates) == candidates
-    decided = [[row(k, {"seconds": 0.1}), row(k + SHARDS, {"seconds": 0.2})] for k in range(SHARDS)]
-    decided[4][1] = row(4 + SHARDS, {"seconds": 121.9})
-    decided[6][0] = row(6, {"seconds": 3.0})
-    order = [s[0]["id"] for s in heaviest_first(decided)]
-    assert order == [4, 6, 0, 1, 2, 3, 5, 7]
-    odd = [[row(0, "[1]")], [row(1, {"seconds": "9"})], [row(2, "NaN")], [row(3, {"seconds": float("inf")})]]
-    odd += [[row(4, "{not json")], [row(5, {"seconds": -5})], [row(6, {"seconds": 1.0})]]
-    assert [s[0]["id"] for s in heaviest_first(odd)] == [6, 0, 1, 2, 3, 4, 5]
-
-
 def test_cli_check_specs_passes_on_the_shipped_specs_and_fails_on_a_planted_axiom(tmp_path: Path) -> None:
     ok = subst("verify", "--check-specs", "--instances", "20")
     assert ok.returncode == 0, ok.stdout + ok.stderr
