@@ -56,9 +56,11 @@ CONSISTENCY_UNITS = 2_000_000
 """z3 resource units for finding a model of a rule's premises (`taso.verify.premises`): milliseconds where they
 are linear; the bound keeps a non-linear set from running away (no model found: no proof)."""
 DEFAULT_TIMEOUT = 120.0
-"""Wall-clock seconds per rule, a safety net only: the budget ends every check first on any machine up to many
-times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
-verdict then depends on the machine."""
+"""Wall-clock seconds per rule, a safety net only: the budget ends nearly every check first on any machine up to
+many times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
+verdict then depends on the machine. One does on every machine: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
+08936cbe23) sits in one check whose E-matching (mul-assoc and mul-comm, some 200 k instances) z3's resource
+count barely sees (about 5 M units in 120 s), so its shard, and a run of TASO's 3-op set, takes that long."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
 Z3_VERSION_KEY = "z3_version"
