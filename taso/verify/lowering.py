@@ -31,7 +31,7 @@ import z3
 from taso import ops
 from taso.ir import AttrValue, Graph, Node, TensorType
 from taso.rules import OUTPUT, AttrIs, Condition, Rule, SameSize, Size, SizeIs
-from taso.verify.spec import DIM, RANK, IntExpr, Specs, Symbol, T, Unsupported
+from taso.verify.spec import D, IntExpr, R, Specs, Symbol, T, Unsupported
 
 
 @dataclass(frozen=True)
@@ -70,20 +70,20 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
     for name, t in _inputs(rule):
         c = env[name] = z3.Const(name, T)
         assert t.shape is not None
-        facts.append(RANK(c) == len(t.shape))
+        facts.append(R(c) == len(t.shape))
         if name in rule.src.data or name in rule.dst.data:  # a Split's sizes: read off types, never a term's size
             continue
         for i, d in enumerate(t.shape):
-            facts.append(DIM(c, i) >= 1)
-            handles.append((Size(name, i), DIM(c, i), int(d)))
+            facts.append(D(c, i) >= 1)
+            handles.append((Size(name, i), D(c, i), int(d)))
             if name in rule.src.inputs or name in rule.src.weights:
-                dims.setdefault(int(d), []).append(DIM(c, i))
+                dims.setdefault(int(d), []).append(D(c, i))
     src = lower_graph(rule.src, specs, env, facts, used, rule.free_examples, _Sizes(dims, facts, "source"))
     dst = lower_graph(rule.dst, specs, env, facts, used, rule.free_examples, _Sizes(dims, facts, "target"))
     for k, (o, a, b) in enumerate(zip(rule.src.outputs, src, dst)):
         shape = rule.src.types[o].shape or ()
-        facts.extend(DIM(a, i) == DIM(b, i) for i in range(len(shape)))  # the rewrite checks the output types
-        handles += [(Size(f"{OUTPUT}{k}", i), DIM(a, i), int(d)) for i, d in enumerate(shape)]
+        facts.extend(D(a, i) == D(b, i) for i in range(len(shape)))  # the rewrite checks the output types
+        handles += [(Size(f"{OUTPUT}{k}", i), D(a, i), int(d)) for i, d in enumerate(shape)]
     constants = any("constant" in ops.get(n.op).tags for n in (*rule.src.nodes, *rule.dst.nodes))
     return Lowered(src, dst, facts, _size_facts(handles) + _free_facts(rule), used, not constants)
 
@@ -219,14 +219,14 @@ def per_channel(x: TensorType | None, c: TensorType | None) -> bool:
 
 def same_shape(x: z3.ExprRef, y: z3.ExprRef, rank: int | None) -> list[z3.BoolRef]:
     """The facts that ``x`` and ``y`` (of rank ``rank``) have one shape."""
-    return [DIM(x, i) == DIM(y, i) for i in range(rank or 0)]
+    return [D(x, i) == D(y, i) for i in range(rank or 0)]
 
 
 def channel_values(f: _Recorder, c: z3.ExprRef, t: TensorType, x: z3.ExprRef) -> z3.ExprRef:
     """The per-channel tensor ``c`` (of type ``t``) over ``x`` as its (C,) vector: itself where it is one already
     (a bias over a matrix's columns), else ``channels`` of it (a (C, 1, 1) tensor over NCHW); states that it has
     one value per channel of ``x``."""
-    f.fact(DIM(c, 0) == DIM(x, 1), *(DIM(c, i) == 1 for i in range(1, t.rank or 0)))
+    f.fact(D(c, 0) == D(x, 1), *(D(c, i) == 1 for i in range(1, t.rank or 0)))
     return c if t.rank == 1 else f.channels(c)
 
 
@@ -242,7 +242,7 @@ def spread(f: _Recorder, y: z3.ExprRef, ty: TensorType, x: z3.ExprRef, tx: Tenso
     """``y`` (of type ``ty``) broadcast to the shape of ``x`` (of type ``tx``): ``bcast`` of it (specs/broadcast.py),
     stating that its dims are 1 where the example's are and ``x``'s elsewhere, so that the proof holds only where
     an instance broadcasts the same way (which `taso.search.rewrite` checks)."""
-    f.fact(*(DIM(y, i) == (1 if b == 1 != a else DIM(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
+    f.fact(*(D(y, i) == (1 if b == 1 != a else D(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
     return f.bcast(y, x)
 
 

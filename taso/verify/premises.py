@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import z3
 
-from taso.verify.spec import DIM, RANK, Specs, T, subterms
+from taso.verify.spec import D, R, Specs, applications
 
 
 def premises_check(
@@ -27,14 +27,10 @@ def premises_check(
     premises) instantiated at dimensions ``0 .. depth - 1``, within ``units`` resource units."""
     s = z3.Solver()
     s.set("rlimit", units)
-    for t in _applications([*terms, *premises], specs):
+    for t in applications([*terms, *premises], specs.symbols):
         sym = specs.symbols[t.decl().name()]
-        a = SimpleNamespace(**sym.group([t.arg(k) for k in range(sym.n_ints)]))
-        xs = [t.arg(sym.n_ints + k) for k in range(sym.arity)]
-        s.add(RANK(t) == sym.rank(a, *xs), *(DIM(t, i) == sym.dims(i, a, *xs) for i in range(depth)))
+        args = t.children()
+        a = SimpleNamespace(**sym.group(args[: sym.n_ints]))
+        xs = args[sym.n_ints :]
+        s.add(R(t) == sym.rank(a, *xs), *(D(t, i) == sym.dims(i, a, *xs) for i in range(depth)))
     return s.check(*premises)
-
-
-def _applications(exprs: list[z3.ExprRef], specs: Specs) -> list[z3.ExprRef]:
-    """Every application of a spec symbol in ``exprs``, once."""
-    return [e for e in subterms(exprs) if e.sort() == T and e.num_args() and e.decl().name() in specs.symbols]

@@ -56,9 +56,11 @@ CONSISTENCY_UNITS = 2_000_000
 """z3 resource units for finding a model of a rule's premises (`taso.verify.premises`): milliseconds where they
 are linear; the bound keeps a non-linear set from running away (no model found: no proof)."""
 DEFAULT_TIMEOUT = 120.0
-"""Wall-clock seconds per rule, a safety net only: the budget ends every check first on any machine up to many
-times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
-verdict then depends on the machine."""
+"""Wall-clock seconds per rule, a safety net only: the budget ends nearly every check first on any machine up to
+many times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
+verdict then depends on the machine. One does on every machine: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
+08936cbe23) sits in one check whose E-matching (mul-assoc and mul-comm, some 200 k instances) z3's resource
+count barely sees (about 5 M units in 120 s), so its shard, and a run of TASO's 3-op set, takes that long."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
 Z3_VERSION_KEY = "z3_version"
@@ -444,12 +446,30 @@ def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: i
         _WORKER = Prover(specs, budget, timeout)
         yield from map(_decide, rows)
         return
-    shards = [rows[k::SHARDS] for k in range(SHARDS)]
+    shards = heaviest_first([rows[k::SHARDS] for k in range(SHARDS)])
     ctx = multiprocessing.get_context("spawn")
     init = (str(specs.root), budget, timeout)
     with ctx.Pool(min(workers, SHARDS), _init_worker, init, maxtasksperchild=1) as pool:
         for verdicts in pool.imap_unordered(_decide_shard, shards):
             yield from verdicts
+
+
+def heaviest_first(shards: list[list[dict]]) -> list[list[dict]]:
+    """The shards in the order the pool starts them: the one whose rules took longest when last decided (their
+    stored verdicts' seconds; a candidate has none) first, so that a slow shard does not start last and keep
+    one worker busy long after the others are done; ties keep id order. Each shard is decided in a process of
+    its own, from a fresh prover, so the order changes no verdict."""
+    return sorted(shards, key=lambda shard: -sum(map(_last_seconds, shard)))
+
+
+def _last_seconds(row: dict) -> float:
+    """What deciding the row's rule took when its stored verdict was reached (0 where it has none)."""
+    try:
+        detail = json.loads(row.get("detail") or "{}")
+    except ValueError:
+        return 0.0
+    seconds = detail.get("seconds") if isinstance(detail, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and 0 < seconds < float("inf") else 0.0
 
 
 def _decide_shard(rows: list[dict]) -> list[tuple[int, Verdict]]:

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import z3
+from z3 import z3core
+from z3.z3 import _to_expr_ref
 
 from taso.errors import BadInput
 from taso.ir import TensorType
@@ -42,12 +44,29 @@ class Shape(tuple):
 
 def D(x: z3.ExprRef | Shape, i: IntExpr) -> IntExpr:
     """Size of dimension ``i`` of tensor ``x``."""
-    return x[i] if isinstance(x, Shape) else DIM(x, i)
+    if isinstance(x, Shape):
+        return x[i]
+    return z3.ArithRef(_app(DIM, x, _index(i) if isinstance(i, int) else i), DIM.ctx)
 
 
 def R(x: z3.ExprRef | Shape) -> IntExpr:
     """Rank of tensor ``x``."""
-    return len(x) if isinstance(x, Shape) else RANK(x)
+    return len(x) if isinstance(x, Shape) else z3.ArithRef(_app(RANK, x), RANK.ctx)
+
+
+@cache
+def _index(i: int) -> z3.ArithRef:
+    """The numeral ``i``, made once: shape rules ask for the same few dimensions thousands of times a run."""
+    return z3.IntVal(i)
+
+
+def _app(f: z3.FuncDeclRef, *args: z3.ExprRef | int) -> z3.Ast:
+    """The AST of ``f(*args)``, the very term the Python call builds (an int is its numeral), through z3's C
+    API, which checks the sorts: the Python call's casts cost most of lowering a rule and checking its
+    premises. The caller wraps it in the class of ``f``'s range."""
+    exprs = [z3.IntVal(a) if isinstance(a, int) else a for a in args]  # alive until z3 holds them in the term
+    asts = (z3.Ast * len(exprs))(*(e.as_ast() for e in exprs))
+    return z3core.Z3_mk_app(f.ctx.ref(), f.ast, len(exprs), asts)
 
 
 def If(c: object, a: IntExpr, b: IntExpr) -> IntExpr:  # noqa: N802 - mirrors z3.If
@@ -161,7 +180,7 @@ class Symbol:
     def __call__(self, *xs: z3.ExprRef, **attrs: object) -> z3.ExprRef:
         if len(xs) != self.arity:
             raise TypeError(f"{self.name} takes {self.arity} tensors, got {len(xs)}")
-        return self.fn(*self.flat(attrs), *xs)
+        return z3.ExprRef(_app(self.fn, *self.flat(attrs), *xs), self.fn.ctx)
 
     def shape_axioms(self) -> list[z3.BoolRef]:
         """dim and rank of every application, each triggered only when a condition asks for it."""
@@ -234,34 +253,34 @@ class Axiom:
     @cached_property
     def read_off(self) -> dict[str, tuple[str, int]]:
         """Integer variable -> (tensor variable, dimension) it is read off: those only the shapes hold."""
-        in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
+        in_lhs = {_name(v) for v in _consts([self.lhs], z3.IntSort())}
         out: dict[str, tuple[str, int]] = {}
         for v in self.tensor_vars:
-            for j, d in enumerate(self.shapes.get(str(v), ())):
-                if _is_var(d) and str(d) not in in_lhs and str(d) not in out:
-                    out[str(d)] = (str(v), j)
+            for j, d in enumerate(self.shapes.get(_name(v), ())):
+                if _is_var(d) and _name(d) not in in_lhs and _name(d) not in out:
+                    out[_name(d)] = (_name(v), j)
         return out
 
     @cached_property
     def formula(self) -> z3.BoolRef:
         """The quantified z3 formula, with E-matching patterns on each side that can serve as one."""
-        missing = [v for v in self.tensor_vars if str(v) not in self.shapes]
+        missing = [v for v in self.tensor_vars if _name(v) not in self.shapes]
         if missing:
             raise BadInput(f"axiom {self.name} ({self.spec}): no shape for {', '.join(map(str, missing))}")
-        in_lhs = {str(v) for v in _consts([self.lhs], z3.IntSort())}
-        subst = {k: DIM(z3.Const(t, T), j) for k, (t, j) in self.read_off.items()}
+        in_lhs = {_name(v) for v in _consts([self.lhs], z3.IntSort())}
+        subst = {k: D(z3.Const(t, T), j) for k, (t, j) in self.read_off.items()}
         defining = set(self.read_off.values())
         conds: list[z3.BoolRef] = []
         if not self.generic:
             for v in self.tensor_vars:
-                shape = self.shapes[str(v)]
-                conds.append(RANK(v) == len(shape))
-                conds.extend(DIM(v, j) == d for j, d in enumerate(shape) if (str(v), j) not in defining)
+                shape = self.shapes[_name(v)]
+                conds.append(R(v) == len(shape))
+                conds.extend(D(v, j) == d for j, d in enumerate(shape) if (_name(v), j) not in defining)
         pairs = [(z3.Int(k), e) for k, e in subst.items()]
         lhs, rhs, *conds = (z3.substitute(e, *pairs) if pairs else e for e in (self.lhs, self.rhs, *conds, *self.when))
         conds = [c for c in (z3.simplify(c) for c in conds) if not z3.is_true(c)]
         bound_ints = _consts([lhs, rhs, *conds], z3.IntSort())
-        leftover = {str(v) for v in bound_ints} - in_lhs
+        leftover = {_name(v) for v in bound_ints} - in_lhs
         if leftover:
             raise BadInput(
                 f"axiom {self.name} ({self.spec}): {sorted(leftover)} must be on the left or a bare dimension"
@@ -283,21 +302,52 @@ class Unsupported(Exception):
 
 
 def subterms(exprs: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
-    """Every subterm of ``exprs``, once, in the order a depth-first walk meets them."""
-    seen: dict[int, z3.ExprRef] = {}
-    todo = list(exprs)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
+    """Every subterm of ``exprs``, once, in the order a depth-first walk meets them (``children()`` order)."""
+    ctx = exprs[0].ctx if exprs else z3.main_ctx()
+    return [_to_expr_ref(a, ctx) for a in _walk(exprs)]
+
+
+def applications(exprs: Sequence[z3.ExprRef], names: Container[str]) -> list[z3.ExprRef]:
+    """The subterms of ``exprs`` (in `subterms` order) that apply a tensor-valued function named in ``names``."""
+    if not exprs:
+        return []
+    ctx = exprs[0].ctx
+    ref = ctx.ref()
+    out = []
+    for a in _walk(exprs):
+        if z3core.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST or not z3core.Z3_get_app_num_args(ref, a):
             continue
-        seen[e.get_id()] = e
-        todo.extend(e.children())
+        name = z3core.Z3_get_symbol_string(ref, z3core.Z3_get_decl_name(ref, z3core.Z3_get_app_decl(ref, a)))
+        if name in names and z3core.Z3_is_eq_sort(ref, z3core.Z3_get_sort(ref, a), T.ast):
+            out.append(_to_expr_ref(a, ctx))
+    return out
+
+
+def _walk(exprs: Sequence[z3.ExprRef]) -> list[z3.Ast]:
+    """The ASTs of `subterms`, read through z3's C API: wrapping every child, as ``children()`` does, cost most
+    of a premise check (`taso.verify.premises`). Each stays alive while ``exprs`` are."""
+    if not exprs:
+        return []
+    ref = exprs[0].ctx.ref()
+    seen: dict[int, z3.Ast] = {}
+    todo = [e.as_ast() for e in exprs]
+    while todo:
+        a = todo.pop()
+        key = z3core.Z3_get_ast_id(ref, a)
+        if key in seen:
+            continue
+        seen[key] = a
+        kind = z3core.Z3_get_ast_kind(ref, a)
+        if kind == z3.Z3_APP_AST:
+            todo.extend(z3core.Z3_get_app_arg(ref, a, k) for k in range(z3core.Z3_get_app_num_args(ref, a)))
+        elif kind == z3.Z3_QUANTIFIER_AST:
+            todo.append(z3core.Z3_get_quantifier_body(ref, a))
     return list(seen.values())
 
 
 def _consts(exprs: Sequence[z3.ExprRef], sort: z3.SortRef) -> list[z3.ExprRef]:
     found = {
-        str(e): e
+        _name(e): e
         for e in subterms(exprs)
         if z3.is_const(e) and e.sort() == sort and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
     }
@@ -320,8 +370,14 @@ def _pattern_ok(side: z3.ExprRef, bound: Sequence[z3.ExprRef]) -> bool:
     nodes = subterms([side])
     if any(z3.is_arith(e) and not (z3.is_const(e)) for e in nodes):
         return False
-    names = {str(e) for e in nodes if z3.is_const(e)}
-    return all(str(v) in names for v in bound)
+    names = {_name(e) for e in nodes if z3.is_const(e)}
+    return all(_name(v) in names for v in bound)
+
+
+def _name(e: z3.ExprRef) -> str:
+    """What ``str(e)`` prints for a constant: a variable's name read without z3's printer, which took most of
+    loading the specs (once in each process that verifies)."""
+    return e.decl().name() if e.decl().kind() == z3.Z3_OP_UNINTERPRETED else str(e)
 
 
 @dataclass(frozen=True)

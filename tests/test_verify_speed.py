@@ -1,0 +1,91 @@
+"""The verifier's shortcuts change no term and no order: z3 terms built and walked through its C API are the ones
+its Python API builds and meets, and the shards start heaviest first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import z3
+
+from taso.rules import SPECS_DIR, Rule
+from taso.verify import D, R, Specs, load_specs
+from taso.verify.lowering import lower_rule
+from taso.verify.run import SHARDS, heaviest_first
+from taso.verify.spec import DIM, RANK, T, applications, subterms
+
+RULE = Rule.from_row(
+    {
+        "src": """graph(%x: float32[1,4,5,5], %w: float32[4,4,3,3], %v: float32[4,4,3,3]):
+  %a = Conv(%x, %w) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,4,5,5]
+  %b = Conv(%x, %v) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,4,5,5]
+  %c = Add(%a, %b) : float32[1,4,5,5]
+  return %c""",
+        "dst": """graph(%x: float32[1,4,5,5], %w: float32[4,4,3,3], %v: float32[4,4,3,3]):
+  %s = Add(%w, %v) : float32[4,4,3,3]
+  %c = Conv(%x, %s) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,4,5,5]
+  return %c""",
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def specs() -> Specs:
+    return load_specs(SPECS_DIR)
+
+
+def _children_walk(exprs: list[z3.ExprRef]) -> list[z3.ExprRef]:
+    """The walk as the Python API makes it (what `subterms` did before it read the C API)."""
+    seen: dict[int, z3.ExprRef] = {}
+    todo = list(exprs)
+    while todo:
+        e = todo.pop()
+        if e.get_id() not in seen:
+            seen[e.get_id()] = e
+            todo.extend(e.children())
+    return list(seen.values())
+
+
+def test_subterms_and_applications_meet_the_terms_the_python_api_meets_in_its_order(specs: Specs) -> None:
+    """The premise check asserts one shape instance per application in this order: another order or another
+    set would be another z3 problem."""
+    low = lower_rule(RULE, specs)
+    formulas = [a.formula for a in specs.axioms] + [f for s in specs.symbols.values() for f in s.shape_axioms()]
+    for exprs in (formulas, [*low.src, *low.dst, *low.facts]):
+        want = _children_walk(exprs)
+        got = subterms(exprs)
+        assert [e.get_id() for e in got] == [e.get_id() for e in want] and len(got) > 50
+        assert [type(e) for e in got] == [type(e) for e in want]  # wrapped as the Python API wraps them
+        apps = [e for e in want if z3.is_app(e) and e.sort() == T and e.num_args() and e.decl().name() in specs.symbols]
+        assert [e.get_id() for e in applications(exprs, specs.symbols)] == [e.get_id() for e in apps] and apps
+    assert subterms([]) == [] and applications([], specs.symbols) == []
+
+
+def test_dims_ranks_and_applications_are_the_terms_the_python_api_builds(specs: Specs) -> None:
+    x, y, i = z3.Const("x", T), z3.Const("y", T), z3.Int("i")
+    assert D(x, 2).eq(DIM(x, 2)) and D(x, i).eq(DIM(x, i)) and R(x).eq(RANK(x))
+    assert isinstance(D(x, 0), z3.ArithRef) and isinstance(R(x), z3.ArithRef)
+    conv = specs.symbols["conv"]
+    attrs = {name: (1,) * n if n else 1 for name, n in conv.layout}
+    assert conv(x, y, **attrs).eq(conv.fn(*conv.flat(attrs), x, y))
+    assert conv(x, y, **attrs | {"group": i}).eq(conv.fn(*conv.flat(attrs | {"group": i}), x, y))
+    with pytest.raises(z3.Z3Exception, match="Sort mismatch"):  # z3 checks the sorts, as the Python call does
+        D(D(x, 0), 1)
+
+
+def test_the_shard_that_took_longest_last_time_starts_first_and_candidates_keep_id_order() -> None:
+    """A shard holding a rule that ran to the safety net started fifth of eight: one worker was left on it for
+    a minute after the other had finished. Stored seconds that are not a positive finite number count as none."""
+
+    def row(k: int, detail: object) -> dict:
+        return {"id": k, "detail": detail if isinstance(detail, str) else json.dumps(detail)}
+
+    candidates = [[row(k, "{}")] for k in range(SHARDS)]
+    assert heaviest_first(candidates) == candidates
+    decided = [[row(k, {"seconds": 0.1}), row(k + SHARDS, {"seconds": 0.2})] for k in range(SHARDS)]
+    decided[4][1] = row(4 + SHARDS, {"seconds": 121.9})
+    decided[6][0] = row(6, {"seconds": 3.0})
+    assert [s[0]["id"] for s in heaviest_first(decided)] == [4, 6, 0, 1, 2, 3, 5, 7]
+    odd = [[row(0, "[1]")], [row(1, {"seconds": "9"})], [row(2, "NaN")], [row(3, {"seconds": float("inf")})]]
+    odd += [[row(4, "{not json")], [row(5, {"seconds": -5})], [row(6, {"seconds": 1.0})]]
+    assert [s[0]["id"] for s in heaviest_first(odd)] == [6, 0, 1, 2, 3, 4, 5]
