@@ -145,6 +145,14 @@ def test_functions_that_differ_keep_different_fingerprints(shape: tuple[int, ...
     assert len(set(prints)) == len(prints)
 
 
+def test_a_softmax_of_softmaxes_over_different_axes_stays_apart() -> None:
+    """A softmax reads its input's Z_q component, which a softmax's is keyed: keyed by the element alone it was
+    one value whatever the inner softmax's axis, and generation paired Softmax(Softmax(x, 0), 0) with
+    Softmax(Softmax(x, 1), 0) (59 candidates z3's pre-check refuted). Keyed with the element's row, they differ."""
+    inner = [graph(f"  %s = Softmax(%a) {{axis={k}}} : $S\n  %y = Softmax(%s) {{axis=0}} : $S", (2, 4)) for k in (0, 1)]
+    assert fingerprint(inner[0]) != fingerprint(inner[1])
+
+
 def test_an_exp_of_an_exp_is_keyed_so_identities_through_it_are_lost() -> None:
     """Mirage's LAX fragment: exp's own Z_q component is a keyed function, so exp(exp(a + b)) and
     exp(exp(a) * exp(b)), equal over the reals, differ here (a rule missed, never one invented)."""

@@ -42,11 +42,23 @@ def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.n
     return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
 
 
+def _keyed_along(x: np.ndarray, axis: int, z: ff.Ring, op: str) -> np.ndarray:
+    """A keyed random function of each element and the multiset of those it is normalised with (the elements
+    sharing its index off ``axis``), in ``z``'s component."""
+    moved = np.moveaxis(x, axis, -1)
+    h = ff.keyed_multiset(moved, z, op)[..., None]
+    with np.errstate(over="ignore"):  # both below 2**25: h * P + x names the pair (h, x) without collision
+        pairs = h.astype(np.uint64) * np.uint64(ff.P) + moved.astype(np.uint64)
+    return np.moveaxis(z.keyed(pairs, op), -1, axis)
+
+
 def _softmax_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
     """exp(x) / sum(exp(x)) with Exp's exact w ** x (`taso.ops.powers`), so softmax(x + c) = softmax(x) holds;
-    numpy's subtraction of the maximum only keeps floats finite and is left out. Z_q: keyed, as Exp's."""
+    numpy's subtraction of the maximum only keeps floats finite and is left out. Z_q: keyed, as Exp's, but of
+    each element with its whole row: keyed by the element alone, softmax over either axis gave one Z_q value,
+    and a softmax of a softmax (which reads it) paired the two axes, which differ."""
     if z.partner is None:
-        return (z.keyed(xs[0], "Softmax"),)
+        return (_keyed_along(xs[0], int(attrs["axis"]), z, "Softmax"),)  # type: ignore[arg-type]
     e = z.exp(z.partner[0])
     return (e * z.inverse(e.sum(axis=int(attrs["axis"]), keepdims=True) % z.m) % z.m,)  # type: ignore[arg-type]
 
