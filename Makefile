@@ -47,10 +47,10 @@ zoo: setup
 zoo-update: setup
 	$(BIN)/python models/regress.py --update
 
-# The shipped store from nothing: TASO's op set with biased convs to 3 ops, then the 4-op sibling merges of
-# biased convs (one side needs two Concats), then Relu moved across a Split of a merged conv's output (and
-# nested Splits of a merged projection made one), then a Split concatenated back as its input, then the
-# hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
+# The shipped store from nothing: TASO's op set with biased convs to 3 ops, then every pool in specs/pools/ in
+# name order (each file says what it finds: Softmax, LayerNorm and reductions moved through their neighbours,
+# the 4-op sibling merges of biased convs, a Split concatenated back as its input, Relu moved across a Split of
+# a merged conv's output, a transformer's projections as Gemm), then the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
 # quotient), then a verdict for every
 # rule (about 100 s on 2 cores).
@@ -58,10 +58,7 @@ store: setup
 	rm -f build/new-store.db
 	@mkdir -p build
 	$(BIN)/subst generate --ops +bias --store build/new-store.db
-	$(BIN)/subst generate --config specs/pools/sibling-merges.toml --store build/new-store.db
-	$(BIN)/subst generate --config specs/pools/split-moves.toml --store build/new-store.db
-	$(BIN)/subst generate --config specs/pools/split-concat.toml --store build/new-store.db
-	$(BIN)/subst generate --config specs/pools/transformer-projections.toml --store build/new-store.db
+	for pool in $(sort $(wildcard specs/pools/*.toml)); do $(BIN)/subst generate --config $$pool --store build/new-store.db || exit 1; done
 	$(BIN)/subst rules add specs/rules/*.rules --store build/new-store.db
 	$(BIN)/subst verify --store build/new-store.db
 	mv build/new-store.db substitutions.db
