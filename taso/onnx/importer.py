@@ -93,9 +93,8 @@ def _import_node(
         outputs = list(node.output)
         while outputs and not outputs[-1]:
             outputs.pop()
-        return Node(
-            node.op_type, tuple(node.input), tuple(outputs), make_attrs(reason), node.name, "", node.doc_string
-        ), None
+        inputs = tuple(node.input)[: _data_inputs(node)]
+        return Node(node.op_type, inputs, tuple(outputs), make_attrs(reason), node.name, "", node.doc_string), None
     raw = onnx.NodeProto()
     raw.CopyFrom(node)
     for f in ("input", "output", "name", "doc_string", "op_type", "domain"):
@@ -120,6 +119,14 @@ def _import_node(
     )
 
 
+def _data_inputs(node: onnx.NodeProto) -> int:
+    """How many of ``node``'s inputs its IR node keeps: at most its entry's arity. ONNX passes some attributes
+    as trailing inputs (Clip's min and max from opset 11); import offers each constant one past the arity to the
+    entry's ``normalize`` as ``#k`` (k its input position), which names it, or the node stays opaque."""
+    d = ops.OPS.get(node.op_type)
+    return min(len(node.input), d.arity[1]) if d is not None else len(node.input)
+
+
 def _catalogue_attrs(
     node: onnx.NodeProto,
     types: dict[str, TensorType],
@@ -136,18 +143,26 @@ def _catalogue_attrs(
     raw_attrs = {a.name: _attr_value(a) for a in node.attribute}
     if any(v is None for v in raw_attrs.values()):
         return "attribute of a kind the catalogue does not model"
-    in_types = [types.get(i) if i else None for i in node.input]
+    n_data = _data_inputs(node)
+    for k, i in enumerate(node.input[n_data:], n_data):
+        value = _constant_value(i, producers, data) if i else None
+        if i and (value is None or value.size != 1 or value.dtype.kind not in "fiu"):
+            return f"{node.op_type} input {k} past its {n_data} modelled ones is not a constant scalar"
+        if value is not None:
+            raw_attrs[f"#{k}"] = float(value.reshape(()))
+    data_inputs = node.input[:n_data]
+    in_types = [types.get(i) if i else None for i in data_inputs]
     outputs = [o for o in node.output if o]
     if d.outputs is not None and (len(outputs) != d.outputs or node.output[0] == ""):
         return f"{node.op_type} with {len(outputs)} outputs"
-    attrs = d.from_onnx(raw_attrs, in_types, len(node.input), opset)  # type: ignore[arg-type]
+    attrs = d.from_onnx(raw_attrs, in_types, n_data, opset)  # type: ignore[arg-type]
     if isinstance(attrs, str):
         return attrs
-    if any(not i for i in node.input):
+    if any(not i for i in data_inputs):
         return "omitted optional input"
     if any(t is None for t in in_types):
         return "input type unknown"
-    consts = [_constant_value(i, producers, data) if k in d.static_inputs else None for k, i in enumerate(node.input)]
+    consts = [_constant_value(i, producers, data) if k in d.static_inputs else None for k, i in enumerate(data_inputs)]
     try:
         ops.infer(node.op_type, in_types, attrs, consts, len(outputs))  # type: ignore[arg-type]
     except ops.OpError as e:

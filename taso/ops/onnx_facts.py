@@ -33,12 +33,12 @@ class OnnxOp:
 _VIEW_MOVER = OnnxOp(frozenset({VIEW, REARRANGES}))
 _BROADCASTING = (
     *("Where", "And", "Or", "Xor", "Not", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"),
-    *("Max", "Min", "Neg", "Abs", "IsNaN", "Cast"),
+    *("Max", "Min", "Abs", "IsNaN", "Cast"),
 )
 """Element-wise ONNX ops subst does not model: numpy broadcasting of their inputs is their output's shape."""
 
 ONNX_OPS: Mapping[str, OnnxOp] = {
-    **dict.fromkeys(("Sub", "Erf", "Sqrt", "Pow", "Clip"), OnnxOp(frozenset({EPILOGUE, ELEMENTWISE}))),
+    **dict.fromkeys(("Sqrt", "Pow"), OnnxOp(frozenset({EPILOGUE, ELEMENTWISE}))),
     **dict.fromkeys(_BROADCASTING, OnnxOp(frozenset({ELEMENTWISE}))),
     **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),
