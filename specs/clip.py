@@ -1,6 +1,7 @@
 """Clip: min(max(x, min), max), element-wise, of float bounds (Relu6 is Clip(0, 6)). A float attribute is a
 symbol's integer argument by its IEEE bits (`taso.verify.attr_int`); for bounds from +0.0 to +inf those order
-as the floats do, which is what relu-clip and clip-relu ask (a bound of at least 0 makes relu idle)."""
+as the floats do, which is what relu-clip and clip-relu ask (a bound of at least 0 makes relu idle); NaN's bits
+order above +inf's, so those axioms leave it out (import never makes an infinite or NaN bound anyway)."""
 
 import math
 import struct

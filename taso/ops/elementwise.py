@@ -156,12 +156,18 @@ def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     return np.clip(x * alpha + beta, 0, 1)
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _clip_normalize(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | None], opset: int) -> dict | str:
     """min and max are float attributes here, read off the constant inputs 1 and 2 ONNX passes them as (import
-    offers them as ``#1`` and ``#2``): an integer Clip, or one clipping to NaN, stays opaque."""
+    offers them as ``#1`` and ``#2``). An omitted bound is ONNX's default, float32's limit, so only a float32
+    Clip may omit one; an integer Clip, or one to NaN or to an infinity (the text form has none) stays opaque."""
     attrs = {{"#1": "min", "#2": "max"}.get(k, k): v for k, v in attrs.items()}
-    if any(isinstance(v, float) and math.isnan(v) for v in attrs.values()):
-        return "Clip to NaN"
+    if any(isinstance(v, float) and not math.isfinite(v) for v in attrs.values()):
+        return "Clip to NaN or to an infinity"
+    if len(attrs) < 2 and any(t is not None and t.dtype != "float32" for t in in_types):
+        return "Clip of other than float32 without both bounds (the default ones are float32's limits)"
     return _floats_only(attrs, in_types, opset)
 
 
@@ -213,7 +219,7 @@ CLIP = register(
     OpDef(
         "Clip",
         (1, 1),
-        {"min": -math.inf, "max": math.inf},
+        {"min": -_FLOAT32_MAX, "max": _FLOAT32_MAX},
         first_type,
         lambda xs, a, n: (np.minimum(np.maximum(xs[0], a["min"]), a["max"]).astype(xs[0].dtype),),
         "min(max(x, min), max), of floats (Relu6 is Clip(0, 6)); min and max are attributes here, read off the "
