@@ -6,7 +6,7 @@ knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic ove
 """
 
 from taso.ops import elementwise, products, pooling, layout, normalisation, generators  # noqa: I001 (registration order)
-from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
+from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
 from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
@@ -55,6 +55,7 @@ __all__ = [
     "BN_BIAS",
     "BN_KERNEL",
     "CHANNEL_VECTOR",
+    "CLIP",
     "COMMUTATIVE",
     "CONCAT",
     "CONSTANT",
@@ -63,14 +64,19 @@ __all__ = [
     "ELEMENTWISE",
     "ENLARGE",
     "EPILOGUE",
+    "ERF",
     "EYE",
     "Export",
     "FIELD_EXACT",
+    "GELU",
     "GEMM",
+    "HARD_SIGMOID",
+    "HARD_SWISH",
     "LAYERNORM",
     "MATMUL",
     "MAXPOOL",
     "MUL",
+    "NEG",
     "ONES",
     "ONNX_OPS",
     "OPS",
@@ -90,6 +96,7 @@ __all__ = [
     "SKIP_EPILOGUE",
     "SOFTMAX",
     "SPLIT",
+    "SUB",
     "TANH",
     "TASO",
     "TRANSPOSE",

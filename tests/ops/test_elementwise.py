@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx as onnx_io
 from taso import ops
+from taso.execute import Runner
 from taso.execute.precompute import precompute
 
 from .cases import agree, onnxruntime_cases
@@ -55,3 +57,101 @@ def test_integer_division_stays_opaque_and_is_folded_as_onnx_truncates_it() -> N
         )
     )
     assert not floats.nodes[0].is_opaque
+
+
+def _model(nodes: list, inits: list, opset: int = 17, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", dtype, [2, 3])
+    y = helper.make_tensor_value_info("y", dtype, [2, 3])
+    return helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", opset)]
+    )
+
+
+def _clip(*bounds: str, dtype: int = TensorProto.FLOAT) -> tuple[onnx.ModelProto, list]:
+    """x -> Clip(x, *bounds) -> y, its bounds from a Constant node (lo), an initializer (hi), a computed value
+    (hi_x2: hi doubled), or left out ("")."""
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    lo = numpy_helper.from_array(np.array(0.0, np_type))
+    nodes = [
+        helper.make_node("Constant", [], ["lo"], value=lo),
+        helper.make_node("Add", ["hi", "hi"], ["hi_x2"]),
+        helper.make_node("Clip", ["x", *bounds], ["y"], name="clip"),
+    ]
+    return _model(nodes, [numpy_helper.from_array(np.array(6.0, np_type), "hi")], dtype=dtype), nodes
+
+
+@pytest.mark.parametrize(
+    ("bounds", "attrs"),
+    [
+        (("lo", "hi"), {"min": 0.0, "max": 6.0}),
+        (("", "hi"), {"min": -ops.CLIP.attrs["max"], "max": 6.0}),
+        (("lo",), {"min": 0.0, "max": ops.CLIP.attrs["max"]}),
+    ],
+)
+def test_clip_bounds_from_constants_import_as_attributes_and_export_back(
+    bounds: tuple, attrs: dict, tmp_path: Path
+) -> None:
+    """Clip's min and max are constant inputs in ONNX (a Constant node, an initializer, or left out for the
+    default): import makes them attributes of a one-input node; export writes them back, and onnxruntime runs
+    the exported model as it ran the source."""
+    model, _ = _clip(*bounds)
+    g = onnx_io.from_proto(model)
+    clip = next(n for n in g.nodes if n.op == "Clip")
+    assert not clip.is_opaque and clip.inputs == ("x",) and clip.attr == attrs
+    src, out = tmp_path / "src.onnx", tmp_path / "out.onnx"
+    onnx.save_model(model, str(src))
+    onnx_io.save_model(g, out)
+    x = np.linspace(-9, 9, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(Runner(out)({"x": x})["y"], Runner(src)({"x": x})["y"])
+    again = next(n for n in onnx_io.load_model(out).nodes if n.op == "Clip")
+    assert again.attrs == clip.attrs and again.inputs == ("x",)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "dtype", "reason"),
+    [
+        (("lo", "hi_x2"), TensorProto.FLOAT, "input 2 past its 1 modelled ones is not a constant scalar"),
+        (("lo",), TensorProto.DOUBLE, "without both bounds"),
+        (("lo", "hi"), TensorProto.INT32, "integer"),
+    ],
+)
+def test_a_clip_import_cannot_read_as_float_attributes_stays_opaque(
+    bounds: tuple, dtype: int, reason: str, tmp_path: Path
+) -> None:
+    """A computed bound is no attribute; a bound left out is float32's limit, not a double's; an integer Clip's
+    bounds are not floats: each node stays opaque, saying why."""
+    model, _ = _clip(*bounds, dtype=dtype)
+    clip = next(n for n in onnx_io.from_proto(model).nodes if n.op == "Clip")
+    assert clip.is_opaque
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    assert [reason in o.reason for o in onnx_io.opaque_reasons(tmp_path / "m.onnx") if o.op == "Clip"] == [True]
+
+
+@pytest.mark.parametrize("bound", [np.inf, np.nan])
+def test_a_clip_to_an_infinity_or_nan_stays_opaque(bound: float) -> None:
+    """The rule text form writes no infinity (and NaN's bits order above +inf's in the clip axioms)."""
+    model = _model(
+        [helper.make_node("Clip", ["x", "", "hi"], ["y"])], [numpy_helper.from_array(np.array(bound, np.float32), "hi")]
+    )
+    assert onnx_io.from_proto(model).nodes[0].is_opaque
+
+
+@pytest.mark.parametrize(("approximate", "opaque"), [("none", False), ("tanh", False), ("sigmoid", True)])
+def test_gelu_imports_at_opset_20_with_its_approximation(approximate: str, opaque: bool) -> None:
+    """ONNX's Gelu (opset 20) imports with its ``approximate`` attribute: the two forms are two functions; a
+    value ONNX does not define stays opaque."""
+    model = _model([helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)], [], opset=20)
+    node = onnx_io.from_proto(model).nodes[0]
+    assert node.is_opaque == opaque
+    assert opaque or node.attr == {"approximate": approximate}
+
+
+def test_gelu_field_semantics_tell_the_two_approximations_apart() -> None:
+    """Fingerprints must not merge different functions: the two Gelus, or two HardSigmoids, differ over Z_p."""
+    x = np.arange(50, dtype=np.int64)
+    erf = ops.GELU.field([x], {"approximate": "none"}, 1, 5)[0]  # type: ignore[misc]
+    tanh = ops.GELU.field([x], {"approximate": "tanh"}, 1, 5)[0]  # type: ignore[misc]
+    assert not np.array_equal(erf, tanh)
+    fifth = ops.HARD_SIGMOID.field([x], {"alpha": 0.2, "beta": 0.5}, 1, 5)[0]  # type: ignore[misc]
+    sixth = ops.HARD_SIGMOID.field([x], {"alpha": 1 / 6, "beta": 0.5}, 1, 5)[0]  # type: ignore[misc]
+    assert not np.array_equal(fifth, sixth)
