@@ -248,7 +248,8 @@ HARD_SIGMOID = register(
 HARD_SWISH = _unary(
     "HardSwish",
     lambda x: (x * _hard_sigmoid(x, float(np.float32(1 / 6)), 0.5)).astype(x.dtype),
-    "x * HardSigmoid(x) at alpha = 1/6 (as a float32, as ONNX stores it), beta = 0.5.",
+    "x * HardSigmoid(x) at alpha = 1/6 (as a float32, as ONNX stores it), beta = 0.5; ONNX's from opset 14.",
     {BATCH_POLYMORPHIC},
     normalize=_floats_only,
+    min_opset=14,
 )
