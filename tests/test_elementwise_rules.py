@@ -1,6 +1,7 @@
 """Issue 47's element-wise ops in the verifier: planted false rules over them (two Gelus taken for one, relu6 for
 relu, neg for idempotent, sub commuted, hardswish for swish) are never proved, by z3 alone or with the pre-check,
-and true ones (tests/data/elementwise-true.rules) are, so the planted verdicts are not vacuous."""
+and true ones (tests/data/elementwise-true.rules) are, so the planted verdicts are not vacuous; false axioms over
+them fail `--check-specs`."""
 
 from __future__ import annotations
 

@@ -155,3 +155,43 @@ def test_gelu_field_semantics_tell_the_two_approximations_apart() -> None:
     fifth = ops.HARD_SIGMOID.field([x], {"alpha": 0.2, "beta": 0.5}, 1, 5)[0]  # type: ignore[misc]
     sixth = ops.HARD_SIGMOID.field([x], {"alpha": 1 / 6, "beta": 0.5}, 1, 5)[0]  # type: ignore[misc]
     assert not np.array_equal(fifth, sixth)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_below_opset_20_stays_as_the_exporter_wrote_it(approximate: str, tmp_path: Path) -> None:
+    """Before opset 20 exporters write GELU in primitives (x * 0.5 * (1 + Erf(x / sqrt 2)), or the tanh form):
+    import keeps each primitive (now all catalogue ops) and export writes them back, no Gelu, and onnxruntime
+    runs the round trip as the source. At opset 20 a Gelu node is kept as one node."""
+    c = {"sqrt2": 2**0.5, "one": 1.0, "half": 0.5, "k": (2 / np.pi) ** 0.5, "cubic": 0.044715}
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in c.items()]
+    if approximate == "none":
+        inner = [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"])]
+    else:
+        inner = [
+            helper.make_node("Mul", ["x", "x"], ["x2"]),
+            helper.make_node("Mul", ["x2", "x"], ["x3"]),
+            helper.make_node("Mul", ["x3", "cubic"], ["c3"]),
+            helper.make_node("Add", ["x", "c3"], ["p"]),
+            helper.make_node("Mul", ["p", "k"], ["q"]),
+            helper.make_node("Tanh", ["q"], ["e"]),
+        ]
+    tail = [
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["x", "e1"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+    primitives, fused = (
+        _model(inner + tail, inits),
+        _model([helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)], [], opset=20),
+    )
+    x = np.linspace(-4, 4, 6, dtype=np.float32).reshape(2, 3)
+    for model, ops_written in ((primitives, {n.op_type for n in inner + tail}), (fused, {"Gelu"})):
+        src, out = tmp_path / "src.onnx", tmp_path / "out.onnx"
+        onnx.save_model(model, str(src))
+        g = onnx_io.load_model(src)
+        assert not any(n.is_opaque for n in g.nodes)
+        onnx_io.save_model(g, out)
+        assert {n.op_type for n in onnx.load(str(out)).graph.node} == ops_written
+        np.testing.assert_allclose(Runner(out)({"x": x})["y"], Runner(src)({"x": x})["y"], rtol=1e-6)
+    want = ops.GELU.run([x.astype(np.float64)], {"approximate": approximate})[0]
+    np.testing.assert_allclose(Runner(tmp_path / "src.onnx")({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
