@@ -26,7 +26,7 @@ def specs() -> Specs:
 def _differ(rule: Rule) -> bool:
     """Whether the rule's sides differ on inputs from -8 to 8 (past relu6's bound, which the pre-check's small
     integers and normal floats do not reach)."""
-    shapes = {i: rule.src.types[i].shape for i in rule.src.inputs}
+    shapes = {i: rule.src.types[i].shape for i in (*rule.src.inputs, *rule.src.weights)}
     feeds = {i: np.linspace(-8, 8, int(np.prod(s))).reshape(s) for i, s in shapes.items()}
     feeds = {k: v if k == rule.src.inputs[0] else v[::-1].copy() for k, v in feeds.items()}
     return any(not np.allclose(a, b) for a, b in zip(run_graph(rule.src, feeds), run_graph(rule.dst, feeds)))
