@@ -195,3 +195,12 @@ def test_gelu_below_opset_20_stays_as_the_exporter_wrote_it(approximate: str, tm
         np.testing.assert_allclose(Runner(out)({"x": x})["y"], Runner(src)({"x": x})["y"], rtol=1e-6)
     want = ops.GELU.run([x.astype(np.float64)], {"approximate": approximate})[0]
     np.testing.assert_allclose(Runner(tmp_path / "src.onnx")({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_clip_of_opset_10_with_attribute_bounds_imports_as_the_same_entry(tmp_path: Path) -> None:
+    """Before opset 11 Clip's bounds were attributes: import upgrades the model (onnx's version converter makes
+    them constant inputs), and the entry gets them as it gets an opset-13 Clip's."""
+    model = _model([helper.make_node("Clip", ["x"], ["y"], min=0.0, max=6.0)], [], opset=10)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    clip = next(n for n in onnx_io.load_model(tmp_path / "m.onnx").nodes if n.op == "Clip")
+    assert not clip.is_opaque and clip.inputs == ("x",) and clip.attr == {"min": 0.0, "max": 6.0}
