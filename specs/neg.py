@@ -42,7 +42,8 @@ def axioms(f):
     return [
         Axiom("neg-neg", f.neg(f.neg(x)), x, same, generic=True),
         # its matches feed add-comm and add-assoc without end where no proof exists (x - x against y - y):
-        # tried last, only on rules the others leave open
+        # tried last, only on rules with a Neg the others leave open (a Sub alone does not make it relevant:
+        # as sub(add(x, y), y) = x it spent the budget on each x - x rule the generator finds)
         Axiom("add-neg-cancel", f.add(f.add(x, y), f.neg(y)), x, same, generic=True, last_resort=True),
         Axiom("neg-add", f.neg(f.add(x, y)), f.add(f.neg(x), f.neg(y)), same, generic=True),
         Axiom("neg-mul", f.mul(f.neg(x), y), f.neg(f.mul(x, y)), same, generic=True),

@@ -1,5 +1,5 @@
-"""Sub: element-wise difference of two tensors of one shape, the sum with the negated second (specs/neg.py),
-which takes back what was added; broadcasting is not modelled, and such rules stay unknown."""
+"""Sub: element-wise difference of two tensors of one shape, the sum with the negated second (specs/neg.py);
+other broadcasting is not modelled, and such rules stay unknown."""
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, ints, same_shape, tensors
 
@@ -28,9 +28,4 @@ LOWER = {"Sub": _lower}
 def axioms(f):
     x, y = tensors("x y")
     m, n = ints("m n")
-    same = {"x": (m, n), "y": (m, n)}
-    return [
-        Axiom("sub-neg", f.sub(x, y), f.add(x, f.neg(y)), same, generic=True),
-        # add-neg-cancel (specs/neg.py) for rules with no Neg of their own; last, for the same reason
-        Axiom("sub-add-cancel", f.sub(f.add(x, y), y), x, same, generic=True, last_resort=True),
-    ]
+    return [Axiom("sub-neg", f.sub(x, y), f.add(x, f.neg(y)), {"x": (m, n), "y": (m, n)}, generic=True)]
