@@ -18,7 +18,7 @@ from taso.execute.reference import Reference
 
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["LeakyRelu", "HardSigmoid", "CumSum", "Clip", "Pow"]),
+        st.sampled_from(["LeakyRelu", "ThresholdedRelu", "CumSum", "Max", "Pow"]),
         st.integers(0, 1),  # the attribute or constant operand: one of two values
         st.integers(0, 99),  # which value so far it reads
     ),
@@ -41,11 +41,11 @@ def _model(steps: list[tuple[str, int, int]], path: Path) -> tuple[Path, set[tup
         attrs: dict = {}
         if op == "LeakyRelu":
             attrs = {"alpha": (0.1, 0.2)[choice]}
-        elif op == "HardSigmoid":
-            attrs = {"alpha": (0.2, 0.5)[choice], "beta": 0.5}
+        elif op == "ThresholdedRelu":
+            attrs = {"alpha": (0.2, 0.5)[choice]}
         elif op == "CumSum":
             args.append(f"c{6 + choice}")  # the axis
-        elif op == "Clip":
+        elif op == "Max":
             args += [f"c{choice}", f"c{2 + choice}"]
         else:
             args.append(f"c{4 + choice}")  # the exponent

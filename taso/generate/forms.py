@@ -180,10 +180,10 @@ def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
 
 
 def _elementwise_forms() -> list[Form]:
-    """A form for each unary element-wise op of the catalogue, named as the op, on any tensor of rank >= 1: a
-    new activation enters the generator by its catalogue entry alone."""
+    """A form for each unary element-wise op of the catalogue, named as the op, at its default attributes, on
+    any tensor of rank >= 1: a new activation enters the generator by its catalogue entry alone."""
     return [
-        Form(op.name.lower(), op.name, 1, lambda s: {} if _rank(s[0]) else None)
+        Form(op.name.lower(), op.name, 1, lambda s, a=dict(op.attrs): dict(a) if _rank(s[0]) else None)
         for op in ops.OPS.values()
         if op.elementwise and op.arity == (1, 1)
     ]
@@ -220,7 +220,9 @@ FORMS: dict[str, Form] = {
         Form("add", "Add", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
         Form("mul", "Mul", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
         Form("smul", "Mul", 2, lambda s: {} if _rank(s[0]) and s[1][0] == () else None, doc="by a 0-d scalar"),
+        Form("sub", "Sub", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, doc="same shapes"),
         *_elementwise_forms(),
+        Form("relu6", "Clip", 1, lambda s: {"min": 0.0, "max": 6.0} if _rank(s[0]) else None, doc="Clip(0, 6)"),
         Form("conv_s1_same", "Conv", 2, _conv(1, True), doc="stride 1, SAME padding; group 1 or depthwise"),
         Form("conv_s1_valid", "Conv", 2, _conv(1, False), doc="stride 1, no padding"),
         Form("conv_s2_same", "Conv", 2, _conv(2, True), doc="stride 2, SAME padding"),

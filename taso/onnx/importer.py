@@ -127,6 +127,14 @@ def _import_node(
     )
 
 
+def _as_attr(value: np.ndarray) -> AttrValue:
+    """A constant input read as the attribute it stands for: a scalar as a number (Clip's bounds), else a tuple
+    of ints (ReduceSum's axes)."""
+    if value.ndim == 0:
+        return float(value) if value.dtype.kind == "f" else int(value)
+    return tuple(int(v) for v in value.ravel())
+
+
 def _catalogue_attrs(
     node: onnx.NodeProto,
     types: dict[str, TensorType],
@@ -147,9 +155,9 @@ def _catalogue_attrs(
     for name, pos, since in d.attr_inputs:
         if opset >= since and len(node.input) > pos and node.input[pos]:
             value = _constant_value(node.input[pos], producers, data)
-            if value is None:
+            if value is None or value.dtype.kind not in "fiu":
                 return f"{node.op_type} {name} not a constant"
-            raw_attrs[name] = tuple(int(v) for v in value.ravel())
+            raw_attrs[name] = _as_attr(value)
     in_types = [types.get(i) if i else None for i in inputs]
     outputs = [o for o in node.output if o]
     if d.outputs is not None and (len(outputs) != d.outputs or node.output[0] == ""):

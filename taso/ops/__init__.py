@@ -6,7 +6,7 @@ knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic ove
 """
 
 from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers  # noqa: I001 (registration order)
-from taso.ops.elementwise import ADD, MUL, RELU, SIGMOID, TANH
+from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
 from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
@@ -57,6 +57,7 @@ __all__ = [
     "BN_BIAS",
     "BN_KERNEL",
     "CHANNEL_VECTOR",
+    "CLIP",
     "COMMUTATIVE",
     "CONCAT",
     "CONSTANT",
@@ -65,17 +66,22 @@ __all__ = [
     "ELEMENTWISE",
     "ENLARGE",
     "EPILOGUE",
+    "ERF",
     "EXP",
     "EXPONENTIAL",
     "EYE",
     "Export",
     "FIELD_EXACT",
+    "GELU",
     "GEMM",
     "GLOBAL_AVGPOOL",
+    "HARD_SIGMOID",
+    "HARD_SWISH",
     "LAYERNORM",
     "MATMUL",
     "MAXPOOL",
     "MUL",
+    "NEG",
     "ONES",
     "ONNX_OPS",
     "OPS",
@@ -99,6 +105,7 @@ __all__ = [
     "SOFTMAX",
     "SPLIT",
     "SQRT",
+    "SUB",
     "TANH",
     "TASO",
     "TRANSPOSE",

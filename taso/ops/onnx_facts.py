@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from taso.ops.traits import ELEMENTWISE, EPILOGUE, REARRANGES, SHAPE_ONLY, VIEW
+from taso.ops.traits import ELEMENTWISE, REARRANGES, SHAPE_ONLY, VIEW
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,11 @@ class OnnxOp:
 _VIEW_MOVER = OnnxOp(frozenset({VIEW, REARRANGES}))
 _BROADCASTING = (
     *("Where", "And", "Or", "Xor", "Not", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"),
-    *("Max", "Min", "Neg", "Abs", "IsNaN", "Cast"),
+    *("Max", "Min", "Abs", "IsNaN", "Cast"),
 )
 """Element-wise ONNX ops subst does not model: numpy broadcasting of their inputs is their output's shape."""
 
 ONNX_OPS: Mapping[str, OnnxOp] = {
-    **dict.fromkeys(("Sub", "Erf", "Clip"), OnnxOp(frozenset({EPILOGUE, ELEMENTWISE}))),
     **dict.fromkeys(_BROADCASTING, OnnxOp(frozenset({ELEMENTWISE}))),
     **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),

@@ -12,7 +12,7 @@ import numpy as np
 from taso import onnx as onnx_io
 from taso import ops
 from taso.execute import Runner
-from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
+from taso.ir import Graph, ModelMeta, Node, TensorType, WeightData, make_attrs
 from taso.ops import OpDef
 
 # op -> (input shapes, attrs, constant inputs by position, number of outputs)
@@ -78,6 +78,17 @@ CASES: dict[str, list[tuple]] = {
         ([(2, 3), (1,)], {}, {1: np.array([-2.0], np.float32)}, 1),
         ([(2, 3), ()], {}, {1: np.array(0.5, np.float32)}, 1),
     ],
+    "Sub": [([(2, 3, 4), (3, 4)], {}, {}, 1), ([(2, 3), (2, 3)], {}, {}, 1)],
+    "Neg": [([(3, 4)], {}, {}, 1)],
+    "Erf": [([(3, 4)], {}, {}, 1)],
+    "Gelu": [([(3, 4)], {"approximate": "none"}, {}, 1), ([(4, 5)], {"approximate": "tanh"}, {}, 1)],
+    "Clip": [
+        ([(3, 4)], {"min": 0.0, "max": 6.0}, {}, 1),
+        ([(2, 5)], {"min": -0.5, "max": 3.4028234663852886e38}, {}, 1),
+        ([(2, 5)], {"min": -3.4028234663852886e38, "max": 0.25}, {}, 1),
+    ],
+    "HardSigmoid": [([(3, 4)], {"alpha": 0.2, "beta": 0.5}, {}, 1), ([(3, 4)], {"alpha": 1 / 6, "beta": 0.5}, {}, 1)],
+    "HardSwish": [([(3, 4)], {}, {}, 1), ([(2, 3, 4)], {}, {}, 1)],
 }
 
 
@@ -134,7 +145,8 @@ def single_op_graph(op: str, shapes: list, attrs: dict, consts: dict, n_out: int
         extra = ()
     node = Node(op, tuple(names), tuple(out_names[: len(outs)]), make_attrs(attrs), name="node")
     attrs = node.attr
-    g = Graph((node, *extra), inputs, tuple(out_names), types, weights, data)
+    meta = ModelMeta(opsets=(("", max(17, ops.get(op).min_opset)),))  # Gelu is ONNX's from opset 20
+    g = Graph((node, *extra), inputs, tuple(out_names), types, weights, data, meta)
     return g, feeds
 
 
