@@ -53,7 +53,9 @@ def test_the_store_that_crashed_make_run_optimizes_bert_tiny_declining_the_cycle
     settings = Settings(budget=20, time_limit=1e9, costs=str(CYCLE_COSTS), dims={"batch": 1, "seq": 32})
     report = optimize(ROOT / "models" / "bert_tiny.onnx", tmp_path / "out.onnx", settings=settings)
     assert report.check is not None and report.check.ok
-    assert report.search["declined"][CYCLE] > 0
+    # declined by the region splice (CYCLE) or by the rewrite's own order check, whichever the search meets
+    # first: the shipped store's rules decide which (the normalisation pool moved it to the latter)
+    assert sum(n for why, n in report.search["declined"].items() if "cycle" in why) > 0
     assert report.cost["after_ms"] < report.cost["before_ms"]
 
 
