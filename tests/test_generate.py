@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import FULL, subst
+from conftest import subst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -394,7 +394,7 @@ def test_pruning_drops_only_derivable_pairs_at_three_ops(forms: tuple[str, ...])
         InputClass("w", (2, 2), "weight", 2),
         InputClass("s", (), "weight", 1),
     )
-    n = 3 if FULL else 2
+    n = 3
     kept = rules_of(forms, pool, n)
     kept_keys = {(r.src.key, r.dst.key) for r in kept}
     dropped = [

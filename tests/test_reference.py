@@ -18,7 +18,7 @@ from taso.execute.reference import Reference
 
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["LeakyRelu", "ThresholdedRelu", "CumSum", "Max", "Pow"]),
+        st.sampled_from(["LeakyRelu", "ThresholdedRelu", "CumSum", "Max", "PRelu"]),
         st.integers(0, 1),  # the attribute or constant operand: one of two values
         st.integers(0, 99),  # which value so far it reads
     ),
@@ -48,7 +48,7 @@ def _model(steps: list[tuple[str, int, int]], path: Path) -> tuple[Path, set[tup
         elif op == "Max":
             args += [f"c{choice}", f"c{2 + choice}"]
         else:
-            args.append(f"c{4 + choice}")  # the exponent
+            args.append(f"c{4 + choice}")  # the slope
         nodes.append(helper.make_node(op, args, [f"v{k}"], **attrs))
         shapes[f"v{k}"] = shapes[v]
         kinds.add((op, choice if attrs else None, shapes[v]))  # an operand's value is fed, not built in

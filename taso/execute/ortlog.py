@@ -26,10 +26,13 @@ def set_verbose(verbose: bool) -> None:
 
 def session_options() -> Any:  # onnxruntime.SessionOptions: onnxruntime is imported only when a session is made
     """Fresh session options at the severity asked for; onnxruntime's process-wide logger (which logs what no
-    session owns) set to it as well."""
+    session owns) set to it as well. Their threads wait without spinning: these sessions compute (the check,
+    folds, the float64 reference), none is timed, and spinning threads only burned CPU beside them (the timed
+    ones, `taso.cost.profiler`, turn spinning off too)."""
     import onnxruntime as ort
 
     ort.set_default_logger_severity(_severity)
     opts = ort.SessionOptions()
     opts.log_severity_level = _severity
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return opts
