@@ -26,12 +26,13 @@ run: setup
 
 # Two workers, one test module each at a time (a module's fixtures, such as the zoo run, are made once): most
 # checks are single-threaded, so on CI's two cores the suite takes about 9 minutes instead of 13. The slow checks
-# run in a bounded form (tests/conftest.py's `bounded`); `make test-full` runs them whole (SUBST_FULL=1).
+# run in a bounded form (tests/conftest.py's `bounded`); `make test-full` runs them whole (SUBST_FULL=1). Each
+# worker's numpy runs one BLAS thread: two workers fill the two cores, and BLAS threads beside them only wait.
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 test-full: setup
-	SUBST_FULL=1 $(BIN)/python -m pytest -q -n 2 --dist loadscope
+	OPENBLAS_NUM_THREADS=1 SUBST_FULL=1 $(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 lint: setup
 	$(BIN)/ruff check .
