@@ -498,6 +498,27 @@ METRICS: list[Metric] = [
         lambda d: _max_of([{"model": r["model"], **r["pet"]} for r in d["rows"]], "search_s"),
     ),
     Metric(
+        "corpus (45 models): geomean speed-up over ORT-ALL, CI's table-made output, H200, batch 1",
+        47,
+        Target(">=", 1.30, ">= 1.30x"),
+        "2026-11-29/corpus-h200.json",
+        _corpus_geomean("subst"),
+    ),
+    Metric(
+        "corpus (45 models): subst on ORT's transformers optimizer's output, same run",
+        47,
+        None,
+        "2026-11-29/corpus-h200.json",
+        _corpus_geomean("ort_transformers+subst"),
+    ),
+    Metric(
+        "corpus (45 models): models made slower than the noise band, same run",
+        47,
+        Target("==", 0, "0"),
+        "2026-11-29/corpus-h200.json",
+        _corpus_slow("subst"),
+    ),
+    Metric(
         "corpus census: GPU kernel time in op types the catalogue specifies (45 models, batch 1)",
         47,
         Target(">=", 95, ">= 95 %"),
