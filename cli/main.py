@@ -188,6 +188,13 @@ def cli() -> None:
     "exact correction of the part of the output they get wrong; the cost model decides whether one pays.",
 )
 @click.option(
+    "--cuda-graph",
+    is_flag=True,
+    help="Measure op costs and time the original and the rewrite under CUDA graph capture, as a deployment that "
+    "captures runs them (needs --device cuda); the report says whether the output can be captured at the dims, "
+    "or which nodes prevent it. Without it, a run on the GPU says what capture would give the output.",
+)
+@click.option(
     "--refresh",
     is_flag=True,
     help="Time the original and the rewrite end to end again instead of recalling an earlier run's verdict on "
@@ -221,6 +228,7 @@ def optimize(
     dims: tuple[str, ...],
     costs_path: Path | None,
     pet: bool,
+    cuda_graph: bool,
     refresh: bool,
     report_path: Path | None,
     certificate_path: Path | None,
@@ -263,6 +271,7 @@ def optimize(
         measure_limit,
         check_inputs=check_inputs,
         refresh=refresh,
+        cuda_graph=cuda_graph,
     )
     try:
         bars = StageBars()

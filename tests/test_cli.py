@@ -25,6 +25,7 @@ from test_check import vad_inputs, vad_model
 from test_provenance import DISTRIBUTE
 
 from taso import onnx as onnx_io
+from taso.cost.tables import PRIORS
 from taso.errors import CheckFailed
 from taso.execute import compare, tolerance
 from taso.ir import Graph, Node
@@ -110,6 +111,8 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "costs not UTF-8": ([*costs, tmp / "latin1.json"], "not UTF-8"),
         "costs of other keys": ([*costs, tmp / "costs_object.json"], "not a cost table"),
         "costs a list": ([*costs, tmp / "costs_list.json"], "not a cost table"),
+        "cuda graph on the cpu": ([*opt, "--cuda-graph"], "CUDA graphs need --device cuda"),
+        "cuda graph from a table": ([*costs, PRIORS[0], "--cuda-graph", "--device", "cuda"], "measures nothing"),
         "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rules file not UTF-8": (["rules", "add", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rule id past SQLite's": (["rules", "show", str(2**64)], "no rule with id 18446744073709551616"),
@@ -175,6 +178,8 @@ CASE_NAMES = [
     "costs not UTF-8",
     "costs of other keys",
     "costs a list",
+    "cuda graph on the cpu",
+    "cuda graph from a table",
     "config not UTF-8",
     "rules file not UTF-8",
     "rule id past SQLite's",

@@ -30,7 +30,7 @@ def steady_units(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     stand in for the timing."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     fixed = Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
-    monkeypatch.setattr(cost_model, "calibrate", lambda device: fixed)
+    monkeypatch.setattr(cost_model, "calibrate", lambda device, mode: fixed)
     monkeypatch.setattr(
         cost_model.CostModel, "_measure", lambda self, ugs: [self.calibration.estimate(ug) for ug in ugs]
     )

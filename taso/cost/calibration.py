@@ -10,7 +10,7 @@ import numpy as np
 
 from taso import onnx as onnx_io
 from taso.cost.estimate import flops, kernels, traffic
-from taso.cost.profiler import Device, time_model
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode, time_model
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
 
 
@@ -64,22 +64,23 @@ def _matmul(n: int) -> tuple[Graph, dict[str, np.ndarray]]:
     return g, {"x": rng.standard_normal((n, n)).astype(np.float32)}
 
 
-def calibrate(device: Device) -> Calibration:
+def calibrate(device: Device, mode: Mode = DEFAULT_MODE) -> Calibration:
     """Measure run overhead and per-kernel cost (1 vs 11 tiny Relus), peak FLOP/s (a large MatMul) and
-    bandwidth (a large Add: two reads and a write per element), and keep the quickest reference run timed
+    bandwidth (a large Add: two reads and a write per element), timed as ``mode`` times units (under CUDA graph
+    capture a run's and a kernel's overhead shrink to a replay's), and keep the quickest reference run timed
     beside them: the host speed unit costs are scaled to (`to_calibrated_host`)."""
-    one = time_model(onnx_io.model_bytes(_chain("Relu", (4,), 1)[0]), _chain("Relu", (4,), 1)[1], device)
+    one = time_model(onnx_io.model_bytes(_chain("Relu", (4,), 1)[0]), _chain("Relu", (4,), 1)[1], device, mode=mode)
     g11, f11 = _chain("Relu", (4,), 11)
-    eleven = time_model(onnx_io.model_bytes(g11), f11, device)
+    eleven = time_model(onnx_io.model_bytes(g11), f11, device, mode=mode)
     kernel = max((eleven.median_ms - one.median_ms) / 10, 1e-4)
     run = max(one.median_ms - kernel, 0.0)
     n = 4096 if device.is_cuda else 1024
     mm, feeds = _matmul(n)
-    big = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7)
+    big = time_model(onnx_io.model_bytes(mm), feeds, device, warmup=3, samples=7, mode=mode)
     gflops = 2 * n**3 / max(big.median_ms - run, 1e-3) / 1e6
     size = (64 * 2**20) if device.is_cuda else (8 * 2**20)
     add, feeds = _chain("Add", (size,), 1, second=True)
-    wide = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7)
+    wide = time_model(onnx_io.model_bytes(add), feeds, device, warmup=3, samples=7, mode=mode)
     gbps = 3 * 4 * size / max(wide.median_ms - run, 1e-3) / 1e6
     reference = min(t.reference_ms or float("inf") for t in (one, eleven, big, wide))
     return Calibration(run, kernel, gflops, gbps, reference if reference < float("inf") else 0.0)

@@ -32,6 +32,7 @@ def interleaved_timings(
     budget_s: float | None = None,
     until: Callable[[list[list[float]]], bool] | None = None,
     sessions: int | None = None,
+    modes: Sequence[Mode] | None = None,
 ) -> list[list[Timing]]:
     """Each model's timing in every one of ``rounds`` rounds: each round times a session of every model side
     by side (`taso.profiler.time_sessions`, its warm-up and its samples within ``budget_s`` each where one is
@@ -43,7 +44,8 @@ def interleaved_timings(
     hears (rounds done, rounds) after each round: a round of a large model takes seconds. ``inputs`` are the
     user's (``--check-inputs``): a model that runs only on meaningful values is timed on them, not drawn ones.
     ``until`` ends the rounds early once it holds of the medians so far (each model's, per round): where they
-    settle a verdict already (`lost_for_good`), the rounds left could not change it."""
+    settle a verdict already (`lost_for_good`), the rounds left could not change it. ``modes``, where given, set
+    each model's session up (`open_sessions`): under CUDA graph capture where it can be captured, else not."""
     runs = [(str(p), inputs if inputs is not None else check.random_inputs(g, seed=0)) for p, g in zip(paths, graphs)]
     per: list[list[Timing]] = [[] for _ in paths]
     opened: dict[int, list[Session]] = {}
@@ -53,7 +55,8 @@ def interleaved_timings(
         if turn not in opened:
             if sessions is None:  # a fresh set each round: the last one can go
                 opened.clear()
-            opened[turn] = open_sessions(runs[first:] + runs[:first], device, mode)
+            own = None if modes is None else [*modes[first:], *modes[:first]]
+            opened[turn] = open_sessions(runs[first:] + runs[:first], device, mode, own)
         timed = time_sessions(opened[turn], device, warmup=20, samples=40, mode=mode, budget_s=budget_s)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t)

@@ -120,7 +120,7 @@ class CostModel:
             self.calibration_estimated = True
             return DEFAULT_CALIBRATION
         t0 = time.perf_counter()
-        cal = calibrate(self.device)
+        cal = calibrate(self.device, self.mode)
         self.measuring_s += time.perf_counter() - t0
         if self.db is not None:
             cache.keep_calibration(self.db, self.key, cal)

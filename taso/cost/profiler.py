@@ -243,11 +243,15 @@ Session = tuple[Callable[[], None], Callable[[], None]]
 
 
 def open_sessions(
-    models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]], device: Device, mode: Mode = DEFAULT_MODE
+    models: Sequence[tuple[bytes | str, Mapping[str, np.ndarray]]],
+    device: Device,
+    mode: Mode = DEFAULT_MODE,
+    modes: Sequence[Mode] | None = None,
 ) -> list[Session]:
-    """A session of each model (its file or bytes, and the feeds it runs on), in order: what `time_sessions`
-    times, as often as it is asked to."""
-    return [_runner(model, feeds, device, mode) for model, feeds in models]
+    """A session of each model (its file or bytes, and the feeds it runs on), in order, set up as ``mode`` says
+    or, with ``modes``, each as its own says (a model CUDA graphs cannot capture timed beside one they can): what
+    `time_sessions` times, as often as it is asked to."""
+    return [_runner(model, feeds, device, m) for (model, feeds), m in zip(models, modes or [mode] * len(models))]
 
 
 def time_models(

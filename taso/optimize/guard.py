@@ -70,13 +70,17 @@ def confirm_speedup(
     model: cost.CostModel,
     progress: Callable[[str, int, int], None],
     inputs: Mapping[str, np.ndarray] | None = None,
+    captured: tuple[bool, bool] = (False, False),
 ) -> dict[str, object]:
     """Time the original, the original again and the result (``files``, those the run writes anyway: re-saving
     them took BERT-base 4 s) end to end on the device, interleaved, on ``inputs`` (the user's) or on the first
     draw the original runs on, as the check draws (0-or-1 token type ids crashed the timing of a model whose
     type table has one row), and judge them (`judge`): the original is to be kept (``kept_original``) unless
     the result is faster beyond the noise. The rounds end early once the rewrite has lost two (`cost.lost_for_good`:
-    it can no longer be `FASTER`); all are taken otherwise, as every round narrows or widens the band."""
+    it can no longer be `FASTER`); all are taken otherwise, as every round narrows or widens the band.
+    ``captured`` says whether the original and the result each run under CUDA graph capture (where the cost
+    model times so, `taso.optimize.capture`): one that cannot be captured is timed as it runs, without, so a
+    rewrite that makes a model capturable is credited with what capture gives it."""
     graphs = [fed_at(graph, model.dims), fed_at(graph, model.dims), fed_at(result, model.dims)]
     drawn = inputs is None
     if inputs is None:
@@ -88,11 +92,13 @@ def confirm_speedup(
             graphs,
             model.device,
             rounds=GUARD_ROUNDS,
+            mode=model.mode,
             progress=lambda done, rounds: progress("timing end to end", done, rounds),
             inputs=inputs,
             budget_s=GUARD_BUDGET_S,
             until=lambda per: cost.lost_for_good(per[0], per[2]),
             sessions=GUARD_SESSIONS,
+            modes=[replace(model.mode, cuda_graph=c) for c in (captured[0], *captured)],
         )
     )
     judged = judge(before, itself, after)
@@ -103,6 +109,7 @@ def confirm_speedup(
         **judged,
         "rounds": len(before),
         "measured_on": measured_on(model, drawn),
+        **({"captured": list(captured)} if model.mode.cuda_graph else {}),
     }
     return measured if judged["verdict"] == FASTER else {**measured, "kept_original": True}
 

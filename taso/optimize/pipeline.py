@@ -28,7 +28,7 @@ from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.execute.precompute import precompute
 from taso.ir import Graph
-from taso.optimize import certify, guard, steps
+from taso.optimize import capture, certify, guard, steps
 from taso.optimize.idle import drop_idle
 from taso.optimize.report import Progress, Report, named, quiet, split_passes
 from taso.optimize.run import Checking, Pass, Run, Settings
@@ -189,8 +189,9 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
     if settings.device == "estimate":  # not the cache's costs either: what they are depends on the machine
         return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
     device = profiler.pick_device(settings.device)
-    prior = costtables.prior_for(device)
-    return cost.CostModel(device, db, dims=dims, prior=prior, measure_limit=settings.measure_limit)
+    mode = profiler.Mode(cuda_graph=settings.cuda_graph)  # filed apart: a cost captured is not one launched
+    prior = costtables.prior_for(device, mode)
+    return cost.CostModel(device, db, dims=dims, prior=prior, measure_limit=settings.measure_limit, mode=mode)
 
 
 def profile(run: Run) -> Run:
@@ -314,7 +315,8 @@ def time_end_to_end(run: Run) -> Run:
     if run.report.upgrade is not None and run.upgraded is None:
         run = save_upgrade(run)
     given = run.inputs.sets[0] if run.inputs is not None and run.inputs.given else None
-    measured = guard.confirm_speedup((run.original, run.staged), run.imported, run.graph, run.guarded, run.tell, given)
+    files, captured = (run.original, run.staged), capture.captured(run)
+    measured = guard.confirm_speedup(files, run.imported, run.graph, run.guarded, run.tell, given, captured)
     run.guarded.record_verdict(guard.verdict_key(run.imported, run.graph, run.guarded.dims), measured)
     return run.reporting(cost={**run.report.cost, "measured": measured})
 
@@ -401,8 +403,10 @@ SEARCH = (
 FINISH = (
     Pass("recall the guard's verdict", recall_verdict, None, when=_guarded),
     Pass("export", export, "export", shows="exporting"),
+    Pass("check CUDA graph capture", capture.check_capture, "cuda graph", when=capture.on_gpu),
     Pass("time end to end", time_end_to_end, "timing end to end", when=_untimed),
     Pass("keep the original", keep_original, "export", when=_kept_original),
+    Pass("time the output captured", capture.what_capture_gives, "cuda graph", when=capture.on_gpu),
     Pass("check", check_result, "check", shows="checking", when=lambda r: r.inputs is not None),
     Pass("write", write, None),
 )
@@ -451,6 +455,7 @@ def optimize(
     (`check.compare`). With ``certificate``, the certificate of the rewrite's steps (`Report.certificate`) is
     written there too, for `subst certify`."""
     src, dst = Path(src), Path(dst)
+    capture.refuse(settings)
     if certificate is not None:
         certify.refuse_unwritable(Path(certificate), (src, dst))
     if dst.resolve() == src.resolve():

@@ -17,6 +17,8 @@ from taso.rules import ID_LENGTH, REVERSE, Rule
 Progress = Callable[[str, int, int], None]
 """Reports long work as it goes: (stage, steps done, steps in all). Profiling the model's units on a GPU and
 searching its regions can take minutes; the CLI draws a bar per stage."""
+SHOWN_BLOCKERS = 5
+"""What prevents capture named at most (a model of dynamic dims can have every node on the CPU)."""
 TIME_LIMIT_REACHED = "time limit reached: result may depend on machine speed"
 """What the report says when the search's safety net (`Settings.time_limit`) cut it short."""
 
@@ -122,6 +124,27 @@ class Report:
             *self._nearest_lines(),
             *self._measured_lines(),
             *self._rejected_lines(),
+            *self._capture_lines(),
+        ]
+
+    def _capture_lines(self) -> list[str]:
+        """Whether the output can run as a CUDA graph at the costed dims, or what prevents it (the first few); and
+        where the run was not asked to capture, what capture gives the output (`taso.optimize.capture`)."""
+        c = self.cost.get("cuda_graph")
+        if not c or "output" not in c:
+            return []
+        blocked: list[str] = c["output"]  # type: ignore[index]
+        if blocked:
+            more = f" and {len(blocked) - SHOWN_BLOCKERS} more" if len(blocked) > SHOWN_BLOCKERS else ""
+            why = "; ".join(blocked[:SHOWN_BLOCKERS]) + more
+            timed = ", timed without it" if c["requested"] else ""  # type: ignore[index]
+            return [f"cuda graph the output cannot be captured at these dims{timed}: {why}"]
+        if c["requested"]:  # type: ignore[index]
+            return ["cuda graph the output is captured at these dims: costed and timed end to end under capture"]
+        plain, graph = float(c["without_ms"]), float(c["with_ms"])  # type: ignore[index]
+        return [
+            f"cuda graph the output runs in {plain:.4f} ms, {graph:.4f} ms captured as a CUDA graph "
+            f"({plain / graph:.2f}x): --cuda-graph costs and guards the rewrite under capture"
         ]
 
     def _declined_lines(self) -> list[str]:

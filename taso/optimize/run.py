@@ -45,6 +45,10 @@ class Settings:
     check_inputs: feeds.Source | Sequence[feeds.Source] = ()
     """The check's input sets (`feeds.given`: npz files or arrays by input name), used instead of random ones:
     a model that runs only on meaningful values (a sample rate of 8000 or 16000) can be checked then."""
+    cuda_graph: bool = False
+    """Cost units, and time the original and the result end to end, under CUDA graph capture (onnxruntime's
+    ``enable_cuda_graph``, inputs and outputs bound on the GPU), as a deployment that captures runs them: CUDA
+    only (``device`` cuda), costs and verdicts kept apart from those timed without it."""
     refresh: bool = False
     """Time the original and the result end to end again instead of recalling an earlier run's verdict on them
     (`taso.optimize.guard`): a verdict taken on a busy machine need not stand."""

@@ -1,0 +1,84 @@
+"""CUDA graphs: what prevents capture is read from onnxruntime's own placement of the nodes, costs timed under
+capture are filed apart from those timed without, and the report says what capture gives or what prevents it.
+On the CPU every node is placed off the CUDA provider: that is what these checks see here (the GPU path is run by
+bench/bench_capture.py on an H200)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from taso import onnx as onnx_io
+from taso.cost import capture
+from taso.cost.model import CostModel
+from taso.errors import BadInput
+from taso.ir import parse_graph
+from taso.optimize import capture as passes
+from taso.optimize import pipeline
+from taso.optimize.report import Report
+from taso.optimize.run import Settings
+from taso.rules import store
+
+TWO_OPS = """graph(%x: float32[batch,8]):
+  %r = Relu(%x) : float32[batch,8]
+  %y = Tanh(%r) : float32[batch,8]
+  return %y"""
+
+
+def test_blockers_name_each_node_onnxruntime_placed_off_the_cuda_provider(tmp_path: Path, cpu) -> None:
+    g = parse_graph(TWO_OPS)
+    path = str(onnx_io.save_model(g, tmp_path / "m.onnx"))
+    feeds = {"x": np.ones((2, 8), np.float32)}
+    placed = capture.placement(path, feeds, cpu)
+    assert sorted(op for _, op, _ in placed) == ["Relu", "Tanh"]  # as onnxruntime ran them, by its node names
+    found = capture.blockers(path, g, feeds, cpu, {"batch": 2})
+    assert len(found) == 2 and all(b.endswith("on CPUExecutionProvider") for b in found)
+    assert any("(Relu)" in b for b in found) and any("(Tanh)" in b for b in found)
+    open_dims = capture.blockers(path, g, feeds, cpu, {})  # a captured graph replays one shape
+    assert "x: shape float32[batch,8] not fixed by the dims" in open_dims
+    assert "y: shape float32[batch,8] not fixed by the dims" in open_dims
+
+
+def test_costs_timed_under_capture_are_filed_apart(tmp_path: Path) -> None:
+    db = store.create(tmp_path / "s.db")
+    captured = pipeline._cost_model(db, Settings(device="cpu", cuda_graph=True, measure_limit=0), {})
+    plain = pipeline._cost_model(db, Settings(device="cpu", measure_limit=0), {})
+    assert captured.mode.cuda_graph and not plain.mode.cuda_graph
+    assert captured.key != plain.key and captured.key.startswith(plain.key)  # verdicts are filed by key too
+    assert isinstance(captured, CostModel) and captured.prior is None  # a table timed without is never read
+
+
+def _report(**facts: object) -> Report:
+    r = Report("in.onnx", "out.onnx", 2, 2, 0, 1)
+    search = {"regions": 1, "expanded": 1, "candidates": 1, "alpha": 1.05}
+    r.cost, r.search = {"before_ms": 1.0, "after_ms": 1.0, "device": "d", "estimated_units": 0, **facts}, search
+    return r
+
+
+def test_the_report_says_what_capture_gives_or_what_prevents_it() -> None:
+    gives = {"requested": False, "original": [], "output": [], "capturable": True, "without_ms": 2.0, "with_ms": 1.0}
+    line = [x for x in _report(cuda_graph=gives).lines() if x.startswith("cuda graph")]
+    assert line == [
+        "cuda graph the output runs in 2.0000 ms, 1.0000 ms captured as a CUDA graph (2.00x): --cuda-graph costs "
+        "and guards the rewrite under capture"
+    ]
+    blocked = [f"n{i} (Shape) on CPUExecutionProvider" for i in range(7)]
+    facts = {"requested": True, "original": blocked, "output": blocked, "capturable": False}
+    (line,) = [x for x in _report(cuda_graph=facts).lines() if x.startswith("cuda graph")]
+    assert line.startswith("cuda graph the output cannot be captured at these dims, timed without it: n0 (Shape)")
+    assert line.endswith("n4 (Shape) on CPUExecutionProvider and 2 more")
+    facts = {"requested": True, "original": [], "output": [], "capturable": True}
+    assert any(x.startswith("cuda graph the output is captured") for x in _report(cuda_graph=facts).lines())
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_capture_asked_for_off_the_gpu_is_refused_before_any_work(tmp_path: Path, device: str) -> None:
+    src = onnx_io.save_model(parse_graph(TWO_OPS), tmp_path / "m.onnx")
+    store.create(tmp_path / "s.db")
+    with pytest.raises(BadInput, match=passes.NEEDS_CUDA):
+        pipeline.optimize(
+            src, tmp_path / "o.onnx", tmp_path / "s.db", settings=Settings(device=device, cuda_graph=True)
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "s.db"]
