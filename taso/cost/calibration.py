@@ -1,9 +1,12 @@
 """A device's constants, measured once per device: a run's fixed overhead, a kernel's, the peak FLOP rate and
-bandwidth an estimate weighs a unit against, and the host speed every unit measurement is scaled to.
+bandwidth an estimate weighs a unit against, and the host speed every unit measurement is scaled to; and the
+ratios that carry another device's cost table to this one (`Scales`).
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -84,3 +87,32 @@ def calibrate(device: Device, mode: Mode = DEFAULT_MODE) -> Calibration:
     gbps = 3 * 4 * size / max(wide.median_ms - run, 1e-3) / 1e6
     reference = min(t.reference_ms or float("inf") for t in (one, eleven, big, wide))
     return Calibration(run, kernel, gflops, gbps, reference if reference < float("inf") else 0.0)
+
+
+@dataclass(frozen=True)
+class Scales:
+    """What a table of another device's costs is multiplied by here: the median ratio (measured here over the
+    table's) of the reference units of a unit's class (its head op) where any was measured, else of all. A GPU
+    differs from another by class (a faster tensor core moves a Conv, not an Add), so one ratio for all is the
+    fallback, not the rule."""
+
+    by_class: Mapping[str, float]
+    overall: float
+    references: int
+
+    @staticmethod
+    def read(pairs: Sequence[tuple[str, float, float]]) -> Scales:
+        """The scales of reference units (label, cost measured here, cost in the table), at least one."""
+        ratios: dict[str, list[float]] = {}
+        for label, here, there in pairs:
+            ratios.setdefault(unit_class(label), []).append(here / there)
+        overall = statistics.median(r for rs in ratios.values() for r in rs)
+        return Scales({c: statistics.median(rs) for c, rs in ratios.items()}, overall, len(pairs))
+
+    def of(self, label: str) -> float:
+        return self.by_class.get(unit_class(label), self.overall)
+
+
+def unit_class(label: str) -> str:
+    """A unit's class: its head op (a unit's label is its ops joined by +)."""
+    return label.split("+", 1)[0]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import sqlite_utils
 
 from taso.cost import cache
-from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, calibrate
+from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, Scales, calibrate, unit_class
 from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
 from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals, shape_follows_values
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
@@ -78,6 +78,9 @@ class CostModel:
         """Costs measured on a device of this one's identity (`prior_for`), taken for units the store lacks."""
         self.from_prior = 0
         """Units costed from the prior."""
+        self.scales: Scales | None = None
+        """What a prior of another device (`Prior.scaled_from`) is scaled by here: read from the first units it
+        holds that this device has measured (`_carry_prior`); until then none of its costs is taken."""
         self.key = f"{device.key}|{mode.tag}" if mode.tag else device.key
         """What the store files this model's measurements under: the device, and how it was timed."""
         self.dims = dict(dims or {})
@@ -114,8 +117,8 @@ class CostModel:
             stored = cache.calibration(self.db, self.key)
         if stored is not None:
             return stored
-        if self.prior is not None and not self.refresh:  # its costs were measured at its calibration's speeds
-            return self.prior.calibration
+        if self.prior is not None and self.prior.scaled_from is None and not self.refresh:
+            return self.prior.calibration  # its costs were measured at its calibration's speeds
         if not self.measure or self._out_of_time():  # not stored: a run with time to measure calibrates
             self.calibration_estimated = True
             return DEFAULT_CALIBRATION
@@ -191,7 +194,7 @@ class CostModel:
         key, ug = self._key(g, unit)
         if key not in self.memo:
             assert ug is not None  # a remembered key has its cost
-            known = self._known(key)
+            known = self._known(key, unit.label)
             if known is None:
                 self._new([(key, ug, unit.label)])
             else:
@@ -212,8 +215,9 @@ class CostModel:
         if self.db is not None:
             cache.record_verdict(self.db, self.key, pair, measured)
 
-    def _known(self, key: str) -> tuple[float, bool] | None:
-        """The unit's cost as known before this run: from the store, else from the device's prior table."""
+    def _known(self, key: str, label: str) -> tuple[float, bool] | None:
+        """The unit's cost as known before this run: from the store, else from the device's prior table (one of
+        another device's only once it is scaled, `_carry_prior`)."""
         if self.refresh:
             return None
         if self.db is not None:
@@ -222,9 +226,52 @@ class CostModel:
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
         if self.prior is not None and key in self.prior.costs:
-            self.from_prior += 1
-            return self.prior.costs[key], False
+            if self.prior.scaled_from is None:
+                self.from_prior += 1
+                return self.prior.costs[key], False
+            if self.scales is not None:
+                self.from_prior += 1
+                return self.prior.costs[key] * self.scales.of(label), False
         return None
+
+    def prior_facts(self) -> dict[str, object]:
+        """What the report says of the prior: its table and how many unit costs it gave, and for another
+        device's table, which device and how many units of it were measured here to scale it."""
+        if not self.from_prior or self.prior is None:
+            return {}
+        facts: dict[str, object] = {"table": self.prior.source, "units": self.from_prior}
+        if self.prior.scaled_from is not None and self.scales is not None:
+            facts |= {"scaled_from": self.prior.scaled_from, "references": self.scales.references}
+            facts |= {"scale": self.scales.overall, "by_class": dict(self.scales.by_class)}
+        return {"prior": facts}
+
+    def _carry_prior(self, new: Mapping[str, tuple[Graph, str]], uses: Mapping[str, int]) -> None:
+        """Read `scales` for a prior of another device from up to `REFERENCE_UNITS` of the ``new`` units (key:
+        graph, label) it holds: the costliest of each class first (by the table's cost times uses), then the
+        costliest of the rest, each as this device's store has it measured or measured now. Only the units the
+        search meets are references, so nothing is measured that it does not need."""
+        held = sorted(
+            (k for k in new if self.prior.costs.get(k, 0.0) > 0),
+            key=lambda k: -self.prior.costs[k] * uses[k],
+        )
+        classes, picked = set(), []
+        for k in held:  # one of each class first
+            if unit_class(new[k][1]) not in classes:
+                classes.add(unit_class(new[k][1]))
+                picked.append(k)
+        picked = (picked + [k for k in held if k not in picked])[:REFERENCE_UNITS]
+        unmeasured = []
+        for k in picked:
+            row = cache.cost(self.db, self.key, k) if self.db is not None and not self.refresh else None
+            if row is not None and not row["estimated"]:
+                self.memo[k] = (row["ms"], False)
+                self.cached += 1
+            else:
+                unmeasured.append((k, *new[k]))
+        self._new(unmeasured)
+        pairs = [(new[k][1], self.memo[k][0], self.prior.costs[k]) for k in picked if not self.memo[k][1]]
+        if pairs:
+            self.scales = Scales.read(pairs)
 
     def _new(self, found: Sequence[tuple[str, Graph, str]]) -> None:
         """Cost units (key, graph, label) nothing knows into `memo`: measured side by side (and stored), or
@@ -298,9 +345,12 @@ class CostModel:
             uses[key] = uses.get(key, 0) + 1
             if ug is not None:
                 new.setdefault(key, (ug, label))
+        if self.prior is not None and self.prior.scaled_from is not None and self.scales is None:
+            self._carry_prior(new, uses)
+            new = {k: v for k, v in new.items() if k not in self.memo}  # the references, measured
         rest = []
         for key, (ug, label) in new.items():
-            known = self._known(key)
+            known = self._known(key, label)
             if known is None:
                 rest.append((key, ug, label))
             else:
@@ -349,6 +399,9 @@ class CostModel:
         return GraphCost(run + sum(u.ms * u.count for u in by_key.values()), run, list(by_key.values()))
 
 
+REFERENCE_UNITS = 8
+"""Units of a prior of another device measured here to scale the rest by (`CostModel._carry_prior`): one
+measurement (`MEASURE_BATCH`), a few seconds on a GPU."""
 SETTLE_COUNT = 4
 """A unit a graph uses this many times is measured three times and costed at the median: one measurement in a
 slow spell would count that often (NasRNN on the H100: 80 units of 7 kinds, every one 1.1-1.6x its cost in

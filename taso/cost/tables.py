@@ -1,7 +1,8 @@
 """Cost tables: unit costs measured on one device, written as JSON (`export_reference`), read back as
-a cost model that measures nothing (`reference_model`, what CI costs with) or as the prior of a
-device of the same identity (`prior_for`): the tables shipped for known GPUs spare a cold run measuring what
-they hold, so it measures only what they lack.
+a cost model that measures nothing (`reference_model`, what CI costs with) or as the prior of a device
+(`prior_for`): the tables shipped for known GPUs spare a cold run measuring what they hold, so it measures only
+what they lack. A table of another device of the same provider (the H100's on an H200) is carried over by a short
+calibration (`taso.cost.calibration.Scales`): a few of the units it holds are measured here, and the rest are scaled by the ratios.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from taso.errors import BadInput
 
 @dataclass(frozen=True)
 class Prior:
-    """A shipped cost table (`export_reference`) for a device of the same identity: its calibration and unit
-    costs, taken where the store has none, so that a cold run measures only what the table lacks."""
+    """A shipped cost table (`export_reference`): its calibration and unit costs, taken where the store has
+    none, so that a cold run measures only what the table lacks."""
 
     source: str
     device: Device
     calibration: Calibration
     costs: Mapping[str, float]
+    scaled_from: str | None = None
+    """The name of the device the table was measured on, where it is not this one (the same provider, another
+    GPU): a lower-trust source, its costs taken only scaled by `taso.cost.calibration.Scales` read on this device."""
 
 
 PRIORS = (Path(__file__).with_name("reference_costs.json"),)
@@ -37,16 +41,18 @@ reference_costs.json, the H100's."""
 
 def prior_for(device: Device, mode: Mode = DEFAULT_MODE, tables: Sequence[Path] | None = None) -> Prior | None:
     """The first of ``tables`` (the shipped `PRIORS` by default) measured on a device of ``device``'s
-    `Device.identity` (None where none was, or costs are timed in another ``mode``): a table for another GPU,
-    or the CPU, is never taken."""
+    `Device.identity`, else the first measured on another device of its provider, to be scaled (`Prior.scaled_from`);
+    None where there is none, or costs are timed in another ``mode`` (a table timed without CUDA graphs is no
+    prior for costs timed with them). A GPU's table is never a CPU's prior, nor the reverse."""
     if mode.tag:
         return None
-    for path in PRIORS if tables is None else tables:
-        if not path.is_file():
-            continue
-        table_device, calibration, costs = read_table(str(path))
+    read = [(path, *read_table(str(path))) for path in (PRIORS if tables is None else tables) if path.is_file()]
+    for path, table_device, calibration, costs in read:
         if table_device.identity == device.identity:
             return Prior(str(path), table_device, calibration, costs)
+    for path, table_device, calibration, costs in read:
+        if table_device.provider == device.provider:
+            return Prior(str(path), table_device, calibration, costs, scaled_from=table_device.name)
     return None
 
 

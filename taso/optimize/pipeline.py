@@ -263,7 +263,7 @@ def predict(run: Run) -> Run:
         "device": model.device.key,
         "estimated_units": after.estimated,
         "estimated_calibration": model.calibration_estimated and model.measure,
-        **({"prior": {"table": model.prior.source, "units": model.from_prior}} if model.from_prior else {}),
+        **model.prior_facts(),
         **run.report.cost,
         **({"untimed_gain": untimed} if untimed is not None else {}),
     }

@@ -105,11 +105,7 @@ class Report:
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else "")
             + (", device calibration estimated" if self.cost.get("estimated_calibration") else ""),
             *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
-            *(
-                [f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device"]
-                if (p := self.cost.get("prior"))
-                else []
-            ),
+            *self._prior_lines(),
             f"search    {s['regions']} regions"
             + (f" ({s['replayed']} rewritten as their twin was)" if s.get("replayed") else "")
             + f", {s['expanded']} graphs expanded, {s['candidates']} candidates, "
@@ -145,6 +141,19 @@ class Report:
         return [
             f"cuda graph the output runs in {plain:.4f} ms, {graph:.4f} ms captured as a CUDA graph "
             f"({plain / graph:.2f}x): --cuda-graph costs and guards the rewrite under capture"
+        ]
+
+    def _prior_lines(self) -> list[str]:
+        """How many unit costs came from a shipped table: of this device, or of another scaled by calibration
+        (a lower trust: the ratios of a few units stand for the rest)."""
+        p: Mapping[str, object] | None = self.cost.get("prior")  # type: ignore[assignment]
+        if not p:
+            return []
+        if "scaled_from" not in p:
+            return [f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device"]
+        return [
+            f"prior     {p['units']} unit costs scaled from {p['scaled_from']} by calibration ({p['references']} "
+            f"of its units measured here, x{float(p['scale']):.2f} overall), from the shipped table {p['table']}"  # type: ignore[arg-type]
         ]
 
     def _declined_lines(self) -> list[str]:
