@@ -16,7 +16,9 @@ each run: on a shared host it moves the times.
 goes first alternates), each with a cache of its own: a before/after pair of one run, on one machine, under one
 load, whose ratios can be compared where the times cannot. ``--cold-only`` skips the warm runs (the GPU target is
 a cold one) and ``--stop-after`` starts no model past that many seconds, so a machine lent in 10-minute calls
-runs the corpus in a few ``--resume`` calls without one cut off mid-model.
+runs the corpus in a few ``--resume`` calls without one cut off mid-model. ``--cuda-graph`` runs each
+`subst optimize --cuda-graph` (costs and guard under CUDA graph capture); each row keeps the report's capture
+facts, its verdict and where its prior came from (on a GPU no shipped table is of, "scaled_from" names the table's).
 """
 
 from __future__ import annotations
@@ -45,14 +47,16 @@ TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
 """Issue 32's targets in seconds: (cold, warm); None where it sets none."""
 
 
-def _run(model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT) -> dict:
+def _run(
+    model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT, flags: tuple[str, ...] = ()
+) -> dict:
     """One `subst optimize` of the tree at ``root`` in a fresh process: wall seconds, exit code, and the
     report's facts."""
     report = out.with_suffix(".report.json")
     report.unlink(missing_ok=True)
     dims = [a for d, n in corpus.dims(model.stem).items() for a in ("--dim", f"{d}={n}")]
     cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
-    cmd += [*dims, "--device", device, "--report", str(report)]
+    cmd += [*dims, "--device", device, "--report", str(report), *flags]
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -72,6 +76,9 @@ def _run(model: Path, out: Path, cache: Path, device: str, timeout: float, root:
             "measured_units": search.get("measured_units"),
             "estimated_units": cost.get("estimated_units"),
             "prior_units": (cost.get("prior") or {}).get("units", 0),
+            "prior_scaled_from": (cost.get("prior") or {}).get("scaled_from"),
+            "cuda_graph": cost.get("cuda_graph"),
+            "measured": cost.get("measured"),
             "speedup_predicted": round(cost["before_ms"] / cost["after_ms"], 3) if cost else None,
             "rules_applied": sum(v["count"] for v in r["rules_applied"].values()),
         }
@@ -100,6 +107,7 @@ def main() -> int:
         metavar="DIR",
         help="keep each cold run's output as DIR/<model>.onnx: what a user of this device gets, for bench_corpus --device-made",
     )
+    ap.add_argument("--cuda-graph", action="store_true", help="run `subst optimize --cuda-graph` (--device cuda)")
     args = ap.parse_args()
     started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
@@ -111,6 +119,7 @@ def main() -> int:
     path = args.result or layout.result_path("cold", device)
     result = {"meta": layout.meta(device), "targets_s": dict(zip(("cold", "warm"), TARGETS[args.device])), "models": {}}
     kinds = ("cold",) if args.cold_only else ("cold", "warm")
+    flags = ("--cuda-graph",) if args.cuda_graph else ()
     baseline = tempfile.TemporaryDirectory(prefix="bench-cold-baseline-") if args.baseline else None
     trees = {"this": ROOT}
     if baseline is not None:
@@ -131,7 +140,7 @@ def main() -> int:
             for tree in list(trees)[:: 1 if i % 2 == 0 else -1]:  # which tree goes first alternates
                 cache = t / f"cache-{tree}"
                 runs[tree] = {
-                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree])
+                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree], flags)
                     for kind in kinds
                 }
             if args.keep and runs["this"]["cold"].get("exit") == 0:

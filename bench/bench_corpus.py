@@ -4,6 +4,17 @@ beside onnxsim, onnxslim and, for transformers, onnxruntime's transformers optim
     PYTHONPATH=. python3 bench/bench_corpus.py --device cuda --result $OUT/corpus-h100.json   # on the GPU machine
     PYTHONPATH=. python3 bench/bench_corpus.py --device cpu --models squeezenet1_1_ts --rounds 2
 
+With ``--cuda-graph`` (CUDA only; issue 49) every variant is timed again under CUDA graph capture (onnxruntime's
+``enable_cuda_graph``, io_binding on the GPU), in rounds of its own, and the table adds original, original +
+graph, subst, subst + graph and the best peer + graph; a variant onnxruntime refuses to capture is named with its
+error. ``--graph-made DIR`` also times DIR/<model>.onnx, subst's output made under capture on this device
+(`bench_cold.py --cuda-graph --keep DIR`), as "subst_graph":
+
+    PYTHONPATH=. python3 bench/bench_cold.py --device cuda --cold-only --keep $OUT/made
+    PYTHONPATH=. python3 bench/bench_cold.py --device cuda --cold-only --cuda-graph --keep $OUT/made-graph
+    PYTHONPATH=. python3 bench/bench_corpus.py --device cuda --cuda-graph --device-made $OUT/made \
+        --graph-made $OUT/made-graph --result $OUT/corpus-graph-h200.json
+
 Each model is optimized as the regression optimizes it (models/regress.py: the committed cost table, a search
 bounded by its budget, so the same rewrites as on CI; ``--workers`` at a time, on the CPU), and each peer
 (bench/peers.py) writes its version on the CPU too; once every model is prepared, the original, the original again (the run's noise
@@ -35,7 +46,7 @@ import regress  # noqa: E402
 
 from taso import cost  # noqa: E402
 from taso import onnx as onnx_io  # noqa: E402
-from taso.cost import profiler  # noqa: E402
+from taso.cost import capture, profiler  # noqa: E402
 from taso.errors import BadInput  # noqa: E402
 from taso.execute import check  # noqa: E402
 from taso.optimize import optimize  # noqa: E402
@@ -49,13 +60,17 @@ SHORT = {
     "onnxslim": "slim",
     "ort_transformers": "ort-tf",
     "ort_transformers+subst": "ort+subst",
+    "subst_graph": "subst-cg",
 }
 """Each variant's column in the table (speed-up over the original; "again" is the original timed twice; "subst" is
 made as CI makes it, from the shipped table; "subst_device" is `subst optimize --device` on this device, as its user
-runs it: measured costs and the end-to-end guard, made by `bench_cold.py --keep` and given as ``--device-made``)."""
+runs it: measured costs and the end-to-end guard, made by `bench_cold.py --keep` and given as ``--device-made``;
+"subst_graph" the same made with ``--cuda-graph``, given as ``--graph-made``)."""
+PEERS = ("onnxsim", "onnxslim", "ort_transformers")
+"""The peers, of which the best under capture is the issue-49 table's "best peer + graph"."""
 
 
-def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
+def _prepare(name: str, tmp: Path, device_made: Path | None = None, graph_made: Path | None = None) -> dict:
     """subst's output as the regression makes it, each peer's, and subst on the transformers optimizer's."""
     t0 = time.perf_counter()
     try:
@@ -67,6 +82,8 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None) -> dict:
     variants = {"original": src, "again": src, "subst": tmp / f"{name}.opt.onnx"}
     if device_made is not None and (device_made / f"{name}.onnx").exists():
         variants["subst_device"] = device_made / f"{name}.onnx"
+    if graph_made is not None and (graph_made / f"{name}.onnx").exists():
+        variants["subst_graph"] = graph_made / f"{name}.onnx"
     variants.update(peers.peers(src, tmp, name, corpus.MANIFEST[name]["model"]))
     if "ort_transformers" in variants:
         both = tmp / f"{name}.ort_transformers.opt.onnx"
@@ -95,17 +112,75 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def time_variants(name: str, variants: dict[str, str], device: profiler.Device, rounds: int) -> dict[str, float]:
-    """Median over rounds of each variant's median latency in ms."""
+def time_variants(
+    name: str,
+    variants: dict[str, str],
+    device: profiler.Device,
+    rounds: int,
+    mode: profiler.Mode = profiler.DEFAULT_MODE,
+) -> dict[str, float]:
+    """Median over rounds of each variant's median latency in ms, each session set up as ``mode`` says."""
     feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
     runs = [(path, feeds) for path in variants.values()]
     per: list[list[float]] = [[] for _ in runs]
     for r in range(rounds):
         first = r % len(runs)
-        timed = profiler.time_models(runs[first:] + runs[:first], device, warmup=20, samples=40)
+        timed = profiler.time_models(runs[first:] + runs[:first], device, mode, warmup=20, samples=40)
         for i, t in enumerate(timed):
             per[(first + i) % len(runs)].append(t.median_ms)
     return {k: statistics.median(v) for k, v in zip(variants, per)}
+
+
+def time_captured(
+    name: str, variants: dict[str, str], device: profiler.Device, rounds: int
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The variants CUDA graphs capture timed under capture (`time_variants`), and why onnxruntime refused the
+    others (a node on the CPU provider, a Memcpy): one refusal must not cost the whole model its row."""
+    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
+    captured, refused = {}, {}
+    for k, path in variants.items():
+        try:
+            once, finish = profiler.open_sessions([(path, feeds)], device, capture.CAPTURE)[0]
+            once()
+            finish()
+            captured[k] = path
+        except Exception as e:  # onnxruntime raises its own exception types
+            refused[k] = f"{type(e).__name__}: {e}"[:300]
+    return (time_variants(name, captured, device, rounds, capture.CAPTURE) if "original" in captured else {}), refused
+
+
+def graph_table(rows: list[dict]) -> list[str]:
+    """Issue 49's table from the rows timed with and without capture: per model, speed-ups over the original
+    without capture of the original + graph, subst, subst + graph and the best peer + graph, then the geomeans
+    that matter: capture alone, and subst + graph (and the best peer + graph) over the original + graph."""
+    subst = ("subst_graph", "subst_device", "subst")
+    lines = [f"{'model':<26}{'orig ms':>9}{'orig+cg':>9}{'subst':>9}{'subst+cg':>9}{'peer+cg':>9}  subst+cg made by"]
+    ratios: dict[str, list[float]] = {"capture alone": [], "subst+cg over orig+cg": [], "peer+cg over orig+cg": []}
+    for r in rows:
+        graph = r.get("ms_graph") or {}
+        if "ms" not in r or "original" not in graph:
+            continue
+        made = next((k for k in subst if k in graph), None)
+        peer = min((graph[k] for k in PEERS if k in graph), default=None)
+        base, cg = r["ms"]["original"], graph["original"]
+        cells = [
+            base / cg,
+            base / r["ms"]["subst"],
+            base / graph[made] if made else None,
+            base / peer if peer else None,
+        ]
+        lines.append(
+            f"{r['model']:<26}{base:>9.3f}" + "".join(f"{c:>9.3f}" if c else f"{'-':>9}" for c in cells) + f"  {made}"
+        )
+        ratios["capture alone"].append(base / cg)
+        if made:
+            ratios["subst+cg over orig+cg"].append(cg / graph[made])
+        if peer:
+            ratios["peer+cg over orig+cg"].append(cg / peer)
+    for what, rs in ratios.items():
+        if rs:
+            lines.append(f"geomean {what}: {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}x over {len(rs)} models")
+    return lines
 
 
 def main() -> int:
@@ -121,8 +196,18 @@ def main() -> int:
         metavar="DIR",
         help="also time DIR/<model>.onnx, subst's output made on this device (bench_cold.py --keep DIR)",
     )
+    ap.add_argument("--cuda-graph", action="store_true", help="also time every variant under CUDA graph capture")
+    ap.add_argument(
+        "--graph-made",
+        type=Path,
+        metavar="DIR",
+        help="also time DIR/<model>.onnx, made under capture on this device (bench_cold.py --cuda-graph --keep DIR)",
+    )
     args = ap.parse_args()
     device = profiler.pick_device(args.device)
+    if args.cuda_graph and not device.is_cuda:
+        print("bench_corpus: --cuda-graph: CUDA graphs need --device cuda", file=sys.stderr)
+        return 2
     result = args.result or layout.result_path("corpus", device.key)
     names = [n for n in args.models.split(",") if n]
     rows = []
@@ -131,7 +216,7 @@ def main() -> int:
         # every model is prepared before any is timed: a batch-1 latency is bound by the host, and timing beside
         # workers still optimizing on its cores measured BERT dynamo's original and every variant up to 1.75x slow
         with ProcessPoolExecutor(args.workers) as pool:
-            jobs = {n: pool.submit(_prepare, n, tmp, args.device_made) for n in names}
+            jobs = {n: pool.submit(_prepare, n, tmp, args.device_made, args.graph_made) for n in names}
             prepared = {n: job.result() for n, job in jobs.items()}
         for name in names:
             row = {**corpus.MANIFEST[name], "model": name, **prepared[name]}
@@ -140,6 +225,11 @@ def main() -> int:
                     row["ms"] = time_variants(name, row["variants"], device, args.rounds)
                 except Exception as e:  # one variant onnxruntime cannot run on the device: its error is the row
                     row["error"] = f"timing: {type(e).__name__}: {e}"[:500]
+            if "ms" in row and args.cuda_graph:
+                try:
+                    row["ms_graph"], row["graph_refused"] = time_captured(name, row["variants"], device, args.rounds)
+                except Exception as e:
+                    row["graph_error"] = f"timing under capture: {type(e).__name__}: {e}"[:500]
             if "ms" in row:
                 row["speedup"] = {k: row["ms"]["original"] / v for k, v in row["ms"].items()}
             rows.append(row)
@@ -160,6 +250,9 @@ def main() -> int:
         timed = [r["speedup"][column] for r in rows if column in r.get("speedup", {})]
         if timed:
             print(f"geomean {column}: {math.exp(sum(map(math.log, timed)) / len(timed)):.3f}x over {len(timed)} models")
+    if args.cuda_graph:
+        print("\nunder CUDA graph capture (speed-ups over the original without it)")
+        print("\n".join(graph_table(rows)))
     return 0
 
 

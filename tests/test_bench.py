@@ -180,3 +180,22 @@ def test_a_variant_subst_cannot_read_is_not_the_original(tmp_path: Path) -> None
     unreadable.write_bytes(b"not an onnx model")
     variants = {"original": original, "again": original, "subst": copy, "ort_transformers": unreadable}
     assert bench_corpus._unchanged(variants) == ["subst"]
+
+
+def test_the_capture_table_compares_subst_and_the_best_peer_with_the_original_under_capture() -> None:
+    """Issue 49's table: capture alone over the original, subst + graph (made under capture where it was) and the
+    best peer + graph over the original + graph; a model the original of which was not captured has no row."""
+    sys.path[:0] = [str(ROOT / "models")]
+    import bench_corpus
+
+    rows = [
+        {"model": "a", "ms": {"original": 2.0, "subst": 1.6}, "ms_graph": {"original": 1.0, "subst": 0.9}},
+        {"model": "b", "ms": {"original": 4.0, "subst": 4.0}, "ms_graph": {"original": 2.0, "subst_graph": 1.6}},
+        {"model": "c", "ms": {"original": 1.0, "subst": 1.0}, "ms_graph": {"onnxsim": 0.5}},
+    ]
+    rows[1]["ms_graph"] |= {"onnxsim": 1.9, "onnxslim": 1.8, "subst": 2.2}
+    lines = bench_corpus.graph_table(rows)
+    assert [line.split()[0] for line in lines[1:3]] == ["a", "b"] and lines[2].endswith("subst_graph")
+    assert "geomean capture alone: 2.000x over 2 models" in lines
+    assert f"geomean subst+cg over orig+cg: {(1 / 0.9 * 2 / 1.6) ** 0.5:.3f}x over 2 models" in lines
+    assert f"geomean peer+cg over orig+cg: {2 / 1.8:.3f}x over 1 models" in lines
