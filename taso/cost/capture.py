@@ -1,9 +1,10 @@
 """Whether a model can run as a CUDA graph at the given dims, and what stands in the way where it cannot.
 
-onnxruntime's CUDA provider captures a run as a CUDA graph (`enable_cuda_graph`) only where every node runs on
-the CUDA provider, no Memcpy node copies between host and device, and shapes stay fixed from run to run. Where a
-node runs is onnxruntime's decision, made when a session partitions the graph, so it is read from onnxruntime
-itself: the profile of one run names each kernel's provider. A list of ops kept here would drift from it.
+onnxruntime's CUDA provider captures a run as a CUDA graph (`enable_cuda_graph`) only where the nodes run on the
+CUDA provider (small shape computations may stay on the CPU), no Memcpy node copies between host and device, and
+shapes stay fixed from run to run. Both answers come from onnxruntime itself: whether it captures, by trying, and
+where each node runs, from the profile of one run, which names each kernel's provider. A list of ops kept here
+would drift from onnxruntime's own partitioning.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ def blockers(
     model: bytes | str, graph: Graph, feeds: Mapping[str, np.ndarray], device: Device, dims: Mapping[str, int]
 ) -> list[str]:
     """What stands in the way of capturing ``model`` (``graph`` is its IR) as a CUDA graph at ``dims``, one
-    phrase each: a node onnxruntime runs on another provider than CUDA's, a Memcpy node, an input or output
-    whose shape the dims leave open (a captured graph replays one shape); and where none of these is found on
-    a GPU, onnxruntime's own refusal to capture, if it refuses. Empty: capturable."""
+    phrase each; empty where onnxruntime captures a run of it and replays it. Whether it can is onnxruntime's
+    answer (it lets small shape computations stay on the CPU); where it cannot, or off a GPU, what prevents it:
+    each node it runs on another provider than CUDA's, each Memcpy node, each input or output whose shape the
+    dims leave open (a captured graph replays one shape), else onnxruntime's own refusal."""
+    if device.is_cuda:
+        refusal = _refusal(model, feeds, device)
+        if refusal is None:
+            return []
     found = [
         f"{name} ({op}) on {provider}" if provider != CUDA else f"{name} ({op}) copies between host and device"
         for name, op, provider in placement(model, feeds, device)
@@ -61,12 +67,17 @@ def blockers(
         t = graph.types.get(v)
         if t is None or not t.with_dims(dims).is_static:
             found.append(f"{v}: shape {t.with_dims(dims) if t else 'unknown'} not fixed by the dims")
-    if found or not device.is_cuda:
-        return found
+    return found or ([f"onnxruntime refused capture: {refusal}"] if device.is_cuda else [])
+
+
+def _refusal(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> str | None:
+    """onnxruntime's error where a session of ``model`` under capture cannot be opened, or its runs (a regular
+    one, the capture, a replay) fail; None where it captures."""
     try:
-        once, finish = _runner(model, feeds, device, CAPTURE)  # the first run captures, the next replays
-        once()
+        once, finish = _runner(model, feeds, device, CAPTURE)
+        for _ in range(3):
+            once()
         finish()
     except Exception as e:  # onnxruntime raises its own exception types
-        return [f"onnxruntime refused capture: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"]
-    return []
+        return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return None

@@ -45,11 +45,12 @@ def _feeds(run: Run) -> dict:
 
 
 def check_capture(run: Run) -> Run:
-    """What prevents capturing the original and, where the run staged a rewrite, the rewrite, at the costed dims
-    (an empty list: nothing), in the report's ``cost`` as ``cuda_graph``."""
+    """Asked to capture: what prevents capturing the original and, where the run staged a rewrite, the rewrite, at
+    the costed dims (an empty list: nothing), in the report's ``cost`` as ``cuda_graph``, for the guard to time
+    each as it runs (`captured`)."""
     model, feeds = run.model, _feeds(run)
     facts: dict[str, object] = {
-        "requested": run.settings.cuda_graph,
+        "requested": True,
         "original": capture.blockers(str(run.original), run.imported, feeds, model.device, model.dims),
     }
     if run.graph is not run.imported:
@@ -57,24 +58,32 @@ def check_capture(run: Run) -> Run:
     return run.reporting(cost={**run.report.cost, "cuda_graph": facts})
 
 
+def asked(run: Run) -> bool:
+    """Whether the run measures on a GPU and was asked to capture."""
+    return on_gpu(run) and run.settings.cuda_graph
+
+
 def captured(run: Run) -> tuple[bool, bool]:
     """Whether the guard times the original and the rewrite under capture: each where the run asks for capture
     and it can be captured."""
     facts = run.report.cost.get("cuda_graph") or {}
-    if not run.settings.cuda_graph:
-        return False, False
     return not facts.get("original", [None]), not facts.get("rewrite", [None])
 
 
 def what_capture_gives(run: Run) -> Run:
-    """The output's blockers (`check_capture`'s for whichever model the run writes) and, where the run was not
-    asked to capture and the output can be captured, the output timed side by side without and with capture."""
-    facts = dict(run.report.cost["cuda_graph"])
-    blocked = facts["original"] if run.graph is run.imported else facts["rewrite"]
+    """What prevents capturing the output the run writes (`check_capture`'s, where it ran) and, where the run was
+    not asked to capture and nothing does, the output timed side by side without and with capture: one extra
+    timing, so a user knows the lever exists."""
+    model = run.model
+    facts = dict(run.report.cost.get("cuda_graph") or {"requested": False})
+    if facts["requested"]:
+        facts["output"] = facts["original"] if run.graph is run.imported else facts["rewrite"]
+        return run.reporting(cost={**run.report.cost, "cuda_graph": {**facts, "capturable": not facts["output"]}})
+    feeds = _feeds(run)
+    blocked = capture.blockers(str(run.staged), run.graph, feeds, model.device, model.dims)
     facts["output"], facts["capturable"] = blocked, not blocked
-    if not blocked and not run.settings.cuda_graph:
-        model = run.model
-        runs = [(str(run.staged), _feeds(run))] * 2
+    if not blocked:
+        runs = [(str(run.staged), feeds)] * 2
         sessions = profiler.open_sessions(runs, model.device, modes=[model.mode, replace(model.mode, cuda_graph=True)])
         plain, graph = profiler.time_sessions(sessions, model.device, budget_s=guard.GUARD_BUDGET_S)
         facts["without_ms"], facts["with_ms"] = plain.median_ms, graph.median_ms

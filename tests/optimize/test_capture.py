@@ -5,6 +5,7 @@ bench/bench_capture.py on an H200)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,8 @@ from taso.errors import BadInput
 from taso.ir import parse_graph
 from taso.optimize import capture as passes
 from taso.optimize import pipeline
-from taso.optimize.report import Report
-from taso.optimize.run import Settings
+from taso.optimize.report import Report, quiet
+from taso.optimize.run import Checking, Run, Settings
 from taso.rules import store
 
 TWO_OPS = """graph(%x: float32[batch,8]):
@@ -82,3 +83,28 @@ def test_capture_asked_for_off_the_gpu_is_refused_before_any_work(tmp_path: Path
             src, tmp_path / "o.onnx", tmp_path / "s.db", settings=Settings(device=device, cuda_graph=True)
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "s.db"]
+
+
+def _run(tmp_path: Path, cpu, cuda_graph: bool) -> Run:  # noqa: ANN001 (taso.cost.profiler.Device)
+    """A run at its guard, its rewrite (Tanh made Sigmoid: any other graph) staged, measured on ``cpu``."""
+    g = parse_graph(TWO_OPS)
+    src = onnx_io.save_model(g, tmp_path / "m.onnx")
+    rewrite = parse_graph(TWO_OPS.replace("Tanh", "Sigmoid"))
+    staged = onnx_io.save_model(rewrite, tmp_path / "staged.onnx")
+    settings = Settings(device="cpu", cuda_graph=cuda_graph)
+    model = CostModel(cpu, None, measure=False, dims={"batch": 1})
+    report = Report(str(src), "o.onnx", 2, 2, 0, 1)
+    return Run(src, tmp_path / "o.onnx", tmp_path / "s.db", settings, Checking(), tmp_path, quiet, report,
+               imported=g, graph=rewrite, model=model, staged=staged)  # fmt: skip
+
+
+def test_capture_facts_reach_the_guard_and_the_report_for_the_output_written(tmp_path: Path, cpu) -> None:
+    asked = passes.check_capture(_run(tmp_path, cpu, cuda_graph=True))
+    facts = asked.report.cost["cuda_graph"]
+    assert facts["requested"] and len(facts["original"]) == 2 and any("(Sigmoid)" in b for b in facts["rewrite"])
+    assert passes.captured(asked) == (False, False)  # on the CPU nothing is captured: both timed as they run
+    kept = passes.what_capture_gives(replace(asked, graph=asked.imported))  # the guard kept the original
+    assert kept.report.cost["cuda_graph"]["output"] == facts["original"]
+    plain = passes.what_capture_gives(_run(tmp_path, cpu, cuda_graph=False)).report.cost["cuda_graph"]
+    assert not plain["requested"] and not plain["capturable"] and "with_ms" not in plain
+    assert any("(Sigmoid)" in b for b in plain["output"])
