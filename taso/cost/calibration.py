@@ -101,13 +101,18 @@ class Scales:
     references: int
 
     @staticmethod
-    def read(pairs: Sequence[tuple[str, float, float]]) -> Scales:
-        """The scales of reference units (label, cost measured here, cost in the table), at least one."""
+    def read(pairs: Sequence[tuple[str, float, float]]) -> Scales | None:
+        """The scales of reference units (label, cost measured here, cost in the table); None where none has a
+        cost on both: a unit whose marginal cost was lost in the noise (measured 0) says nothing of a ratio, and
+        alone it would cost its whole class nothing."""
         ratios: dict[str, list[float]] = {}
         for label, here, there in pairs:
-            ratios.setdefault(unit_class(label), []).append(here / there)
+            if here > 0 and there > 0:
+                ratios.setdefault(unit_class(label), []).append(here / there)
+        if not ratios:
+            return None
         overall = statistics.median(r for rs in ratios.values() for r in rs)
-        return Scales({c: statistics.median(rs) for c, rs in ratios.items()}, overall, len(pairs))
+        return Scales({c: statistics.median(rs) for c, rs in ratios.items()}, overall, sum(map(len, ratios.values())))
 
     def of(self, label: str) -> float:
         return self.by_class.get(unit_class(label), self.overall)

@@ -251,7 +251,7 @@ class CostModel:
         costliest of the rest, each as this device's store has it measured or measured now. Only the units the
         search meets are references, so nothing is measured that it does not need."""
         held = sorted(
-            (k for k in new if self.prior.costs.get(k, 0.0) > 0),
+            (k for k in new if self.prior.costs.get(k, 0.0) > 0),  # a unit the table has at 0 says nothing
             key=lambda k: -self.prior.costs[k] * uses[k],
         )
         classes, picked = set(), []
@@ -269,9 +269,9 @@ class CostModel:
             else:
                 unmeasured.append((k, *new[k]))
         self._new(unmeasured)
-        pairs = [(new[k][1], self.memo[k][0], self.prior.costs[k]) for k in picked if not self.memo[k][1]]
-        if pairs:
-            self.scales = Scales.read(pairs)
+        self.scales = Scales.read(
+            [(new[k][1], self.memo[k][0], self.prior.costs[k]) for k in picked if not self.memo[k][1]]
+        )
 
     def _new(self, found: Sequence[tuple[str, Graph, str]]) -> None:
         """Cost units (key, graph, label) nothing knows into `memo`: measured side by side (and stored), or

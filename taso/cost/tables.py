@@ -2,7 +2,8 @@
 a cost model that measures nothing (`reference_model`, what CI costs with) or as the prior of a device
 (`prior_for`): the tables shipped for known GPUs spare a cold run measuring what they hold, so it measures only
 what they lack. A table of another device of the same provider (the H100's on an H200) is carried over by a short
-calibration (`taso.cost.calibration.Scales`): a few of the units it holds are measured here, and the rest are scaled by the ratios.
+calibration (`taso.cost.calibration.Scales`): a few of the units it holds are measured here, and the rest are
+scaled by the ratios.
 """
 
 from __future__ import annotations
