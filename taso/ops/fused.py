@@ -50,11 +50,18 @@ def _biased_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n
     return (types[0],)
 
 
+def _same_dim(a: object, b: object) -> bool:
+    """Two dims that may be one: equal sizes, or a symbolic one (exporters name one dim twice, unk__1 and unk__2)."""
+    return not (isinstance(a, int) and isinstance(b, int)) or a == b
+
+
 def _skip_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
     """input and skip of one shape, rank 2 or 3 (as onnxruntime's kernel takes them); the rest vectors."""
     x, skip = types[:2]
     same_dtype(types)
-    if x.rank not in (2, 3) or x.shape != skip.shape:
+    if x.shape is None or skip.shape is None:
+        raise OpError("a skip normalisation of an input of unknown rank")
+    if x.rank not in (2, 3) or skip.rank != x.rank or not all(map(_same_dim, x.shape, skip.shape)):
         raise OpError(f"a skip normalisation needs input and skip of one 2-D or 3-D shape, got {x} and {skip}")
     _last_axis_vectors(x, types[2:], "a skip normalisation")
     return (x,)

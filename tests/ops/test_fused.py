@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from taso import onnx as onnx_io
 from taso import ops
+from taso.ir import TensorType
 
 from .cases import agree, onnxruntime_cases
 
@@ -49,3 +50,14 @@ def test_a_skip_norm_whose_extra_output_is_used_stays_opaque(tmp_path: Path) -> 
     """Only output 0 is modelled: a rewrite must not drop the skip sum a later node reads."""
     node = onnx_io.load_model(_fast_gelu_model(tmp_path / "sum.onnx", ops.CONTRIB, outputs=2)).nodes[0]
     assert node.is_opaque and node.op == "SkipLayerNormalization"
+
+
+def test_a_skip_norm_takes_dims_named_twice_and_refuses_sizes_that_differ() -> None:
+    """The transformers optimizer's BERT names one dim unk__1 in the input and unk__2 in the skip: one norm. Two
+    different sizes are no skip connection."""
+    vec = TensorType("float32", (4,))
+    named = [TensorType("float32", ("batch", "unk__1", 4)), TensorType("float32", ("batch", "unk__2", 4)), vec]
+    assert ops.infer("SkipLayerNormalization", named, {"epsilon": 1e-5}) == (named[0],)
+    with pytest.raises(ops.OpError, match="one 2-D or 3-D shape"):
+        sizes = [TensorType("float32", (2, 3, 4)), TensorType("float32", (2, 5, 4)), vec]
+        ops.infer("SkipLayerNormalization", sizes, {"epsilon": 1e-5})
