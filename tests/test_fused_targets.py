@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 import taso
 from taso import cost, ops
-from taso.rules import SPECS_DIR, parse_rules
+from taso.rules import SPECS_DIR, Rule, parse_rules
 from taso.verify import Prover, load_specs, refute
 
 TARGETS = {r.name: r for r in parse_rules((ROOT / "specs" / "rules" / "fused.rules").read_text())}
@@ -51,11 +51,18 @@ def _silu(path: Path) -> Path:
 
 
 @pytest.mark.slow  # 3 s each (40 s for the first where the specs changed since the shipped spec check)
+@pytest.mark.parametrize("backwards", [False, True], ids=["rule", "rule-read-backwards"])
 @pytest.mark.parametrize("standard", [False, True], ids=["onnxruntime", "standard-onnx"])
-def test_standard_onnx_keeps_the_fused_kernels_out_which_are_targets_otherwise(standard: bool, tmp_path: Path) -> None:
+def test_standard_onnx_keeps_the_fused_kernels_out_which_are_targets_otherwise(
+    standard: bool, backwards: bool, tmp_path: Path
+) -> None:
     """The rule (at [3, 4], lifted here) turns SiLU into QuickGelu in onnxruntime's domain, run and checked by
-    onnxruntime; with ``standard_onnx`` it is not used and the model stays as it was."""
-    db = prove_into(tmp_path / "rules.db", [replace(TARGETS["SiLU as QuickGelu at alpha 1"], status="proved")])
+    onnxruntime; with ``standard_onnx`` it is not used and the model stays as it was, nor is the rule written
+    the other way round (QuickGelu = SiLU), which the search reads backwards."""
+    rule = TARGETS["SiLU as QuickGelu at alpha 1"]
+    if backwards:
+        rule = Rule(rule.dst, rule.src, rule.name)
+    db = prove_into(tmp_path / "rules.db", [replace(rule, status="proved")])
     src = _silu(tmp_path / "silu.onnx")
     out, report = taso.optimize(str(src), store=db, costs=str(COSTS), standard_onnx=standard)
     assert report.check is not None and report.check.ok
