@@ -201,6 +201,13 @@ def cli() -> None:
     "them (a verdict is cached per device with its noise band and what it was measured on).",
 )
 @click.option(
+    "--standard-onnx",
+    is_flag=True,
+    help="Keep the result in standard ONNX, loadable by any runtime: use no rule that writes one of onnxruntime's "
+    "fused kernels (its com.microsoft ops such as FastGelu, SkipLayerNormalization or FusedMatMul, and its RMSNorm, "
+    "SimplifiedLayerNormalization). By default they are rewrite targets, used where they cost less on onnxruntime.",
+)
+@click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Also write the JSON report to this file."
 )
 @click.option(
@@ -230,6 +237,7 @@ def optimize(
     pet: bool,
     cuda_graph: bool,
     refresh: bool,
+    standard_onnx: bool,
     report_path: Path | None,
     certificate_path: Path | None,
     as_json: bool,
@@ -272,6 +280,7 @@ def optimize(
         check_inputs=check_inputs,
         refresh=refresh,
         cuda_graph=cuda_graph,
+        standard_onnx=standard_onnx,
     )
     try:
         bars = StageBars()

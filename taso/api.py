@@ -76,7 +76,8 @@ def optimize(
     The keywords are `subst optimize`'s options: ``store`` (the shipped substitutions.db by default), ``check``
     (False: ``--no-check``), ``rtol``/``atol``, ``seed``, and any field of `taso.optimize.Settings` (``alpha``,
     ``budget``, ``time_limit``, ``measure_limit``, ``device``, ``dims``, ``costs``, ``pet``, ``refresh``,
-    ``cuda_graph`` (cost and guard under CUDA graph capture, with ``device="cuda"``), and
+    ``cuda_graph`` (cost and guard under CUDA graph capture, with ``device="cuda"``),
+    ``standard_onnx`` (True: no rule writes an onnxruntime-only fused kernel, ``--standard-onnx``), and
     ``check_inputs``: the check's input sets, each an npz path or a dict of arrays by input name, as
     ``--check-inputs`` gives them). Raises `BadInput` (a model or option it cannot use) or `CheckFailed` (the
     rewrite's outputs differ; its ``report`` says how).

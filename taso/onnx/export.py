@@ -35,6 +35,14 @@ def _opset(g: Graph) -> int:
     return g.meta.opset("") or g.meta.opset("ai.onnx") or MIN_OPSET
 
 
+def _opsets(g: Graph) -> tuple[tuple[str, int], ...]:
+    """The model's opsets, with version 1 of each domain a catalogue op written into it needs and the model did
+    not import (a rewrite that brought in onnxruntime's first fused kernel)."""
+    have = {d for d, _ in g.meta.opsets}
+    needed = sorted({ops.get(n.op).domain for n in g.nodes if not n.is_opaque} - have - {""})
+    return (*g.meta.opsets, *((d, 1) for d in needed))
+
+
 def _attrs_as_inputs(spec: ops.Export, d: ops.OpDef, opset: int) -> ops.Export:
     """``spec`` with the attributes its ONNX op takes as constant inputs at ``opset`` (`OpDef.attr_inputs`)
     moved there, in input order."""
@@ -59,7 +67,7 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
     else:
         d = ops.get(n.op)
         spec = _attrs_as_inputs(d.to_onnx(n.attr, [g.types[i] for i in n.inputs if i]), d, _opset(g))
-        proto = onnx.NodeProto(op_type=spec.op_type)
+        proto = onnx.NodeProto(op_type=spec.op_type, domain=d.domain)
         for k, v in sorted(spec.attrs.items()):
             value = numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
             proto.attribute.append(helper.make_attribute(k, value))
@@ -126,7 +134,7 @@ def to_proto(g: Graph, sink: BinaryIO | None = None, location: str = "") -> onnx
     )
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid(d, v) for d, v in g.meta.opsets],
+        opset_imports=[helper.make_opsetid(d, v) for d, v in _opsets(g)],
         producer_name=g.meta.producer_name,
     )
     model.ir_version = g.meta.ir_version

@@ -143,11 +143,10 @@ def _catalogue_attrs(
     data: dict[str, WeightData],
 ) -> dict[str, AttrValue] | str:
     """Normalised attributes if the catalogue fully describes ``node``, else the reason it does not."""
-    if node.domain not in _DEFAULT_DOMAINS:
-        return f"custom domain {node.domain}"
+    domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
     d = ops.OPS.get(node.op_type)
-    if d is None or not d.onnx:
-        return "not in the catalogue"
+    if d is None or not d.onnx or d.domain != domain:
+        return f"custom domain {node.domain}" if domain else "not in the catalogue"
     raw_attrs = {a.name: _attr_value(a) for a in node.attribute}
     if any(v is None for v in raw_attrs.values()):
         return "attribute of a kind the catalogue does not model"

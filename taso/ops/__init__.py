@@ -5,9 +5,19 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, fused  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
+from taso.ops.fused import (
+    BIAS_GELU,
+    CONTRIB,
+    FAST_GELU,
+    FUSED_MATMUL,
+    QUICK_GELU,
+    SIMPLIFIED_LAYERNORM,
+    SKIP_LAYERNORM,
+    SKIP_SIMPLIFIED_LAYERNORM,
+)
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
 from taso.ops.layout import CONCAT, RESHAPE, SPLIT, TRANSPOSE
 from taso.ops.normalisation import BATCHNORM, BN_BIAS, BN_KERNEL, CHANNEL_VECTOR, LAYERNORM, SOFTMAX
@@ -38,6 +48,7 @@ from taso.ops.traits import (
     ELEMENTWISE,
     EPILOGUE,
     FIELD_EXACT,
+    ORT_ONLY,
     PLANEWISE,
     PRODUCT_EPILOGUE,
     REARRANGES,
@@ -53,6 +64,7 @@ __all__ = [
     "AVGPOOL",
     "BATCHNORM",
     "BATCH_POLYMORPHIC",
+    "BIAS_GELU",
     "BLOCK_DIAGONAL",
     "BN_BIAS",
     "BN_KERNEL",
@@ -61,6 +73,7 @@ __all__ = [
     "COMMUTATIVE",
     "CONCAT",
     "CONSTANT",
+    "CONTRIB",
     "CONV",
     "CONV_IDENTITY",
     "ELEMENTWISE",
@@ -71,7 +84,9 @@ __all__ = [
     "EXPONENTIAL",
     "EYE",
     "Export",
+    "FAST_GELU",
     "FIELD_EXACT",
+    "FUSED_MATMUL",
     "GELU",
     "GEMM",
     "GLOBAL_AVGPOOL",
@@ -85,6 +100,7 @@ __all__ = [
     "ONES",
     "ONNX_OPS",
     "OPS",
+    "ORT_ONLY",
     "OnnxOp",
     "OpDef",
     "OpError",
@@ -93,6 +109,7 @@ __all__ = [
     "POOL_KERNEL",
     "POW",
     "PRODUCT_EPILOGUE",
+    "QUICK_GELU",
     "REARRANGES",
     "REDUCE_MEAN",
     "REDUCE_SUM",
@@ -101,7 +118,10 @@ __all__ = [
     "RESHAPE",
     "SHAPE_ONLY",
     "SIGMOID",
+    "SIMPLIFIED_LAYERNORM",
     "SKIP_EPILOGUE",
+    "SKIP_LAYERNORM",
+    "SKIP_SIMPLIFIED_LAYERNORM",
     "SOFTMAX",
     "SPLIT",
     "SQRT",
@@ -112,6 +132,7 @@ __all__ = [
     "VIEW",
     "WINDOWED",
     "elementwise",
+    "fused",
     "generators",
     "get",
     "having",

@@ -75,6 +75,9 @@ class OpDef:
     """IR -> ONNX; default: an ONNX node of the same name and attributes."""
     onnx: bool = True
     """Whether ONNX has an op of this name that import maps onto this description."""
+    domain: str = ""
+    """The ONNX domain import reads it from and export writes it to: ``com.microsoft`` for onnxruntime's
+    contrib kernels (`taso.ops.fused`), the default domain (``""``) for every other op."""
     tags: frozenset[str] = field(default_factory=frozenset)
     """Traits (`taso.ops.traits`) each stage reads through `having`."""
     field: FieldRule | None = None

@@ -44,6 +44,10 @@ SKIP_EPILOGUE = "skip-epilogue"
 """onnxruntime fuses it with the Add whose output it consumes (SkipLayerNormalization)."""
 VIEW = "view"
 """onnxruntime runs it as a view of its input (no copy, no kernel) when the input is an intermediate value."""
+ORT_ONLY = "onnxruntime-only"
+"""Only onnxruntime runs it: one of its fused kernels (`taso.ops.fused`), in its contrib domain or registered by it
+in the default one (SimplifiedLayerNormalization). A rewrite target for onnxruntime alone: optimizing with
+``standard_onnx`` uses no rule that writes one (`taso.optimize.pipeline`)."""
 SHAPE_ONLY = "shape-only"
 """Its output depends on its input's shape alone, never its values (Shape, Size): it can be computed from a
 static type (`taso.onnx`), and integers flowing into it size nothing (`taso.execute.feeds`)."""

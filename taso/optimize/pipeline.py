@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from taso import cost, pet
+from taso import cost, ops, pet
 from taso import onnx as onnx_io
 from taso.cachedir import cost_cache
 from taso.cost import profiler
@@ -101,6 +101,10 @@ def read_rules(run: Run) -> Run:
     rules = rulecache.proved_rules(run.db)
     proved, untrusted = provenance.trusted(rules, proofs.digest_of, run.db if rulecache.as_stored() else None)
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
+    if run.settings.standard_onnx:  # read either way its proof covers, a rule must write no onnxruntime-only op
+        onnxruntime_only = ops.having(ops.ORT_ONLY)
+        sides = lambda r: (r.src, r.dst) if r.reversible else (r.dst,)  # noqa: E731
+        proved = [r for r in proved if not any(n.op in onnxruntime_only for g in sides(r) for n in g.nodes)]
     if not proved:
         return run
     return replace(run, proved=proved, index=rulecache.search_index(proved))

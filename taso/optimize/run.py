@@ -52,6 +52,9 @@ class Settings:
     refresh: bool = False
     """Time the original and the result end to end again instead of recalling an earlier run's verdict on them
     (`taso.optimize.guard`): a verdict taken on a busy machine need not stand."""
+    standard_onnx: bool = False
+    """Keep the result in standard ONNX: use no rule that writes an op only onnxruntime runs (its fused kernels,
+    `taso.ops.fused`), so that any runtime loads the result. By default they are targets, as for onnxruntime."""
 
 
 @dataclass(frozen=True)

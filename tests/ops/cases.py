@@ -89,6 +89,24 @@ CASES: dict[str, list[tuple]] = {
     ],
     "HardSigmoid": [([(3, 4)], {"alpha": 0.2, "beta": 0.5}, {}, 1), ([(3, 4)], {"alpha": 1 / 6, "beta": 0.5}, {}, 1)],
     "HardSwish": [([(3, 4)], {}, {}, 1), ([(2, 3, 4)], {}, {}, 1)],
+    # onnxruntime's fused kernels (taso/ops/fused.py), run by its CPU provider, which has them all
+    "FastGelu": [([(2, 3, 4), (4,)], {}, {}, 1), ([(3, 4)], {}, {}, 1)],
+    "BiasGelu": [([(2, 3, 4), (4,)], {}, {}, 1), ([(3, 4), (4,)], {}, {}, 1)],
+    "QuickGelu": [([(3, 4)], {"alpha": 1.702}, {}, 1), ([(2, 3, 4)], {"alpha": 1.0}, {}, 1)],
+    "SkipLayerNormalization": [
+        ([(2, 3, 8), (2, 3, 8), (8,), (8,), (8,)], {"epsilon": 1e-5}, {}, 1),
+        ([(3, 8), (3, 8), (8,)], {"epsilon": 1e-12}, {}, 1),
+    ],
+    "SimplifiedLayerNormalization": [
+        ([(2, 3, 8), (8,)], {"axis": 2, "epsilon": 1e-5}, {}, 1),
+        ([(2, 3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-6}, {}, 1),
+    ],
+    "SkipSimplifiedLayerNormalization": [([(2, 3, 8), (2, 3, 8), (8,)], {"epsilon": 1e-6}, {}, 1)],
+    "FusedMatMul": [
+        ([(3, 4), (5, 4)], {"alpha": 0.5, "transA": 0, "transB": 1}, {}, 1),
+        ([(2, 4, 3), (4, 5)], {"alpha": 1.0, "transA": 1, "transB": 0}, {}, 1),
+        ([(2, 3, 4), (4, 5)], {"alpha": -2.0, "transA": 0, "transB": 0}, {}, 1),
+    ],
 }
 
 
