@@ -103,6 +103,23 @@ def axioms(f):
             when=(z3.Or(a == 1, a == m), z3.Or(b == 1, b == n)),
             domains=spread,
         ),
+        Axiom(
+            "expand-relu-2",
+            f.relu(f.expand2(x, **two)),
+            f.expand2(f.relu(x), **two),
+            {"x": (a, b)},
+            when=(z3.Or(a == 1, a == m), z3.Or(b == 1, b == n)),
+            domains=spread,
+        ),
+        # rows spread before a product are the product's rows spread
+        Axiom(
+            "expand-mm",
+            f.mm(f.expand2(x, shape=(m, b)), y),
+            f.expand2(f.mm(x, y), shape=(m, n)),
+            {"x": (a, b), "y": (b, n)},
+            when=(z3.Or(a == 1, a == m),),
+            domains=spread,
+        ),
         # a transposed spread is the spread of the transpose
         Axiom(
             "expand-transpose",

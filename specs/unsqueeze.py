@@ -5,7 +5,8 @@ Unsqueeze at one axis is a different term from one at another, and a Squeeze sta
 Results of rank 2 or 3 are modelled (as reshapes are); other rules stay unknown.
 
 The reshape axioms then give what these ops satisfy: one undone by the other is the tensor itself, and a sum
-regrouped is the sum of the regrouped operands; the axioms below add the product and the unary functions."""
+regrouped is the sum of the regrouped operands; the axioms below add the product and Relu (whose axioms hold
+of any element-wise function)."""
 
 from taso.verify import Axiom, D, Unsupported, ints, tensors
 
@@ -58,5 +59,22 @@ def axioms(f):
             when=(p * q * n == D(x, 0) * D(x, 1),),
             domains=rows,
             generic=True,
+        ),
+        # an element-wise function (any: these hold of every function) is applied before or after regrouping
+        Axiom(
+            "reshape-relu-2",
+            f.relu(f.reshape2(x, **to2)),
+            f.reshape2(f.relu(x), **to2),
+            {"x": (p, q, n)},
+            when=(m * k == p * q * n,),
+            domains=rows,
+        ),
+        Axiom(
+            "reshape-relu-3",
+            f.relu(f.reshape3(x, **to3)),
+            f.reshape3(f.relu(x), **to3),
+            {"x": (m, k)},
+            when=(m * k == p * q * n,),
+            domains=rows,
         ),
     ]
