@@ -338,8 +338,7 @@ def _unsqueeze(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | 
 
 def _squeeze(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
     data = _input(n, 0, values)
-    given = onnx_io.int_attrs(n).get("axes", (0,))  # a catalogued Squeeze's; none given: every 1, here axis 0
-    axes = _known(n, 1, values) if len(n.inputs) > 1 and n.inputs[1] else list(given)  # type: ignore[arg-type]
+    axes = _known(n, 1, values) if len(n.inputs) > 1 and n.inputs[1] else [0]
     if data is None or data[0] != (1,) or axes not in ([0], [-1]):
         return None
     return (), data[1]
