@@ -102,3 +102,10 @@ def test_squeeze_refuses_an_axis_not_of_size_one() -> None:
 def test_expand_refuses_a_shape_that_is_not_a_broadcast() -> None:
     with pytest.raises(ops.OpError, match="broadcast"):
         ops.infer("Expand", [TensorType("float32", (2, 3)), TensorType("int64", (2,))], {}, [None, np.array([4, 3])])
+
+
+def test_a_whole_shape_is_written_without_bounds_which_opset_13_lacks(tmp_path: Path) -> None:
+    g, n = _imported(_model(helper.make_node("Shape", ["x"], ["y"]), (2, 3, 4), (3,), 13), tmp_path)
+    assert (n.attr["start"], n.attr["end"]) == (0, 3)
+    again = onnx_io.load_model(onnx_io.save_model(g, tmp_path / "back.onnx"))  # onnx's checker at opset 13
+    assert next(m for m in again.nodes if m.op == "Shape").attr == n.attr
