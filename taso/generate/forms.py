@@ -62,7 +62,7 @@ class Form:
     """For a Split: cut at every part boundary (``parts``), or in two, keeping the leading parts together
     (``head``) or the trailing ones (``tail``), which may then be split again: a split of a split."""
     target: Callable[[Sig], tuple[int, ...] | None] | None = None
-    """For a Reshape: its target from its argument's signature (the node's second input, a constant), None
+    """For a Reshape or an Expand: its target from its argument's signature (the node's second input, a constant), None
     where the form does not apply."""
     taso: bool = True
     """Whether TASO's generator had this form of one of its ops (`TASO_FORMS`); a batched MatMul it had not."""
@@ -175,6 +175,32 @@ def _reshape(name: str, target: Callable[[Sig], tuple[int, ...] | None], doc: st
     )
 
 
+def _view_forms() -> list[Form]:
+    """Unsqueeze of a matrix at its first or last axis, Squeeze of that axis where it is 1, and Expand of a
+    row (1, N) to two rows: the size-1 axes exporters add and drop around a broadcast."""
+
+    def squeeze(a: int) -> Callable[[Sequence[Sig]], dict | None]:
+        return lambda s: {"axes": (a,)} if _rank(s[0]) == 3 and s[0][0][a] == 1 else None
+
+    def two_rows(s: Sig) -> tuple[int, ...] | None:
+        return (2, s[0][1]) if _rank(s) == 2 and s[0][0] == 1 else None
+
+    return [
+        Form("unsqueeze0", "Unsqueeze", 1, lambda s: {"axes": (0,)} if _rank(s[0]) == 2 else None, doc="at axis 0"),
+        Form("unsqueeze2", "Unsqueeze", 1, lambda s: {"axes": (2,)} if _rank(s[0]) == 2 else None, doc="at axis 2"),
+        Form("squeeze0", "Squeeze", 1, squeeze(0), doc="axis 0 of size 1"),
+        Form("squeeze2", "Squeeze", 1, squeeze(2), doc="axis 2 of size 1"),
+        Form(
+            "expand0",
+            "Expand",
+            1,
+            lambda s: None if two_rows(s[0]) is None else {},
+            doc="(1, N) to (2, N)",
+            target=two_rows,
+        ),
+    ]
+
+
 def _constant(shape: Shape) -> Callable[[Sequence[Sig]], dict | None]:
     return lambda sigs: {"shape": tuple(shape), "dtype": "float32"}
 
@@ -267,6 +293,7 @@ FORMS: dict[str, Form] = {
         Form("gemm_tb_c", "Gemm", 3, _gemm(1, True), doc="A @ B^T + C (transB=1)"),
         _reshape("rows", _rows, "[B, S, K] to its rows [B*S, K]"),
         _reshape("batch2", _batch, "[M, N] to [2, M/2, N]"),
+        *_view_forms(),
     ]
 }
 

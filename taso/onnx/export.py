@@ -55,8 +55,32 @@ def _attrs_as_inputs(spec: ops.Export, d: ops.OpDef, opset: int) -> ops.Export:
     return ops.Export(spec.op_type, kept, (*spec.extra_inputs, *extra))
 
 
-def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
-    """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
+Known = dict[tuple[str, tuple[int, ...], bytes], str]
+"""Small integer constants the model already holds, by (dtype, shape, bytes) -> the value's name."""
+
+
+def _key(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def _known_constants(g: Graph) -> Known:
+    """The model's int64 vectors and scalars (Unsqueeze axes import read into an attribute stay its weights):
+    export writes an attribute back as the input that held it, so a round trip keeps the file's names."""
+    return {_key(d.array): w for w, d in reversed(g.data.items()) if d.array.dtype == np.int64 and d.array.ndim <= 1}
+
+
+def _constant_node_value(n: Node) -> np.ndarray | None:
+    """The value of an opaque Constant node (the form exporters give axes), None for any other node."""
+    if n.op != "Constant" or n.domain or not n.is_opaque:
+        return None
+    proto = onnx.NodeProto()
+    proto.ParseFromString(n.opaque or b"")
+    return next((numpy_helper.to_array(a.t) for a in proto.attribute if a.name == "value"), None)
+
+
+def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str], known: Known) -> onnx.NodeProto:
+    """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``, or are
+    read from a value that holds them already (``known``, which gains what is written)."""
     if n.is_opaque:
         proto = onnx.NodeProto()
         proto.ParseFromString(n.opaque)  # type: ignore[arg-type]
@@ -73,11 +97,14 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
             proto.attribute.append(helper.make_attribute(k, value))
         proto.input.extend(n.inputs)
         for i, value in enumerate(spec.extra_inputs):
-            name = f"{n.name or n.outputs[0]}__{spec.op_type.lower()}{i}"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            extra.append(numpy_helper.from_array(value, name))
+            name = known.get(_key(value))
+            if name is None:
+                name = f"{n.name or n.outputs[0]}__{spec.op_type.lower()}{i}"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                extra.append(numpy_helper.from_array(value, name))
+                known[_key(value)] = name
             proto.input.append(name)
         if spec.op_type == "Split" and len(proto.input) == 1 and _opset(g) >= 18:
             # From opset 18 an equal Split must say how many parts: the output count no longer does.
@@ -114,7 +141,13 @@ def to_proto(g: Graph, sink: BinaryIO | None = None, location: str = "") -> onnx
     docs = dict(g.meta.docs)
     taken = set(g.values())
     extra: list[onnx.TensorProto] = []
-    nodes = [_export_node(n, g, extra, taken) for n in g.nodes]
+    known = _known_constants(g)
+    nodes = []
+    for n in g.nodes:
+        nodes.append(_export_node(n, g, extra, taken, known))
+        value = _constant_node_value(n)
+        if value is not None and value.dtype == np.int64 and value.ndim <= 1:
+            known.setdefault(_key(value), n.outputs[0])
     initializers = []
     for w in g.weights:
         if w not in g.data:

@@ -5,7 +5,7 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, fused  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, views, fused  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.fused import (
@@ -41,6 +41,7 @@ from taso.ops.pooling import AVGPOOL, MAXPOOL
 from taso.ops.powers import EXP, POW, SQRT
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
 from taso.ops.reductions import GLOBAL_AVGPOOL, REDUCE_MEAN, REDUCE_SUM
+from taso.ops.views import EXPAND, SHAPE, SQUEEZE, UNSQUEEZE
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     COMMUTATIVE,
@@ -78,6 +79,7 @@ __all__ = [
     "CONV_IDENTITY",
     "ELEMENTWISE",
     "ENLARGE",
+    "EXPAND",
     "EPILOGUE",
     "ERF",
     "EXP",
@@ -116,6 +118,7 @@ __all__ = [
     "RELU",
     "REQUIRED",
     "RESHAPE",
+    "SHAPE",
     "SHAPE_ONLY",
     "SIGMOID",
     "SIMPLIFIED_LAYERNORM",
@@ -124,11 +127,13 @@ __all__ = [
     "SKIP_SIMPLIFIED_LAYERNORM",
     "SOFTMAX",
     "SPLIT",
+    "SQUEEZE",
     "SQRT",
     "SUB",
     "TANH",
     "TASO",
     "TRANSPOSE",
+    "UNSQUEEZE",
     "VIEW",
     "WINDOWED",
     "elementwise",
@@ -149,4 +154,5 @@ __all__ = [
     "shape_input",
     "size_inputs",
     "traits_of",
+    "views",
 ]

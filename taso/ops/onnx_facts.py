@@ -39,11 +39,10 @@ _BROADCASTING = (
 
 ONNX_OPS: Mapping[str, OnnxOp] = {
     **dict.fromkeys(_BROADCASTING, OnnxOp(frozenset({ELEMENTWISE}))),
-    **dict.fromkeys(("Squeeze", "Unsqueeze", "Flatten", "Identity"), _VIEW_MOVER),
+    **dict.fromkeys(("Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),
     "Gather": OnnxOp(indices=(1, 0)),
     "GatherElements": OnnxOp(indices=(1, 0)),
-    "Expand": OnnxOp(shape_of=(1, 0), sizes=(1,)),
     "Tile": OnnxOp(sizes=(1,)),
     "Range": OnnxOp(sizes=(0, 1, 2)),
     "ConstantOfShape": OnnxOp(sizes=(0,)),
@@ -52,6 +51,6 @@ ONNX_OPS: Mapping[str, OnnxOp] = {
     "Resize": OnnxOp(sizes=(3,)),
     "TopK": OnnxOp(sizes=(1,)),
     "OneHot": OnnxOp(sizes=(1,)),
-    **dict.fromkeys(("Shape", "Size"), OnnxOp(frozenset({SHAPE_ONLY}))),
+    "Size": OnnxOp(frozenset({SHAPE_ONLY})),
 }
 """ONNX op name -> what subst knows of it."""

@@ -186,7 +186,10 @@ Params = Sequence[tuple[Elem, ...] | None]
 
 def _params(n: Node, values: Mapping[str, Abstract]) -> Params | None:
     """The entries of a move's parameters (a Reshape target, Squeeze or Unsqueeze axes; None where not given),
-    or None if one is not known entry by entry."""
+    or None if one is not known entry by entry. A catalogued Squeeze's or Unsqueeze's axes are its attribute
+    (import read them from their input)."""
+    if not n.is_opaque and "axes" in n.attr:
+        return [tuple(n.attr["axes"])]  # type: ignore[arg-type]
     params: list[tuple[Elem, ...] | None] = []
     for v in n.inputs[1:]:
         value = values.get(v) if v else None

@@ -106,12 +106,14 @@ def _broadcast_changed(
 ) -> Node | None:
     """A node whose operands broadcast otherwise than in the rule's example (``names``: example value ->
     instance value): a proof over symbolic sizes lowered each element-wise node by how its example broadcasts
-    (same shape, per channel, by a scalar), so an instance must broadcast the same way."""
+    (same shape, per channel, by a scalar), so an instance must broadcast the same way; an Expand's input and
+    result likewise (specs/expand.py spreads the axes its example spreads)."""
     for n in nodes:
-        if not ops.get(n.op).elementwise or len(n.inputs) < 2:
+        operands = n.inputs if ops.get(n.op).elementwise else (n.inputs[0], n.outputs[0]) if n.op == "Expand" else ()
+        if len(operands) < 2:
             continue
-        shapes = [example.types[v].shape or () for v in n.inputs]
-        bound = [t.shape or () if (t := types.get(names.get(v, ""))) else None for v in n.inputs]
+        shapes = [example.types[v].shape or () for v in operands]
+        bound = [t.shape or () if (t := types.get(names.get(v, ""))) else None for v in operands]
         if None in bound:
             return n
         for (x, y), (bx, by) in zip(itertools.combinations(shapes, 2), itertools.combinations(bound, 2)):

@@ -1,7 +1,8 @@
 """Planted false axioms (tests/test_planted.py, bench/bench_planted.py copy this file into a copy of specs/):
 each must fail `subst verify --check-specs`. Two are generic and true at their declared shapes, false only at
-the shapes z3 also applies them to; the last two are true only in the narrow domains their author gave, which
-the check widens to its floors (a product commuted at 1x1, a 1x1 max pool as an average pool)."""
+the shapes z3 also applies them to; two are true only in the narrow domains their author gave, which the check
+widens to its floors (a product commuted at 1x1, a 1x1 max pool as an average pool); the last two mistake what
+Expand does (a spread not transposed with its input, a spread taken for a tile)."""
 
 from taso.verify import Axiom, D, ints, tensors
 
@@ -44,5 +45,21 @@ def axioms(f):
             f.avgpool(x, kernel_shape=(k, k), count_include_pad=0, **window),
             {"x": (b, c, h, h)},
             domains={"k": (1,)},
+        ),
+        # a spread moved through a transpose without swapping its shape
+        Axiom(
+            "planted-expand-transpose-unswapped",
+            f.tr(f.expand2(x, shape=(m, n))),
+            f.expand2(f.tr(x), shape=(m, n)),
+            {"x": (1, n)},
+            domains={"m": (1, 2), "n": (1, 2, 3)},
+        ),
+        # a column spread to two columns taken as the column tiled (stacked twice, regrouped)
+        Axiom(
+            "planted-expand-is-tile",
+            f.expand2(x, shape=(n, 2)),
+            f.reshape2(f.cat(x, x, axis=0), shape=(n, 2)),
+            {"x": (n, 1)},
+            domains={"n": (1, 2, 3)},
         ),
     ]
