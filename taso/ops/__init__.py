@@ -5,7 +5,7 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, select  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.generators import CONV_IDENTITY, ENLARGE, EYE, ONES, POOL_KERNEL
@@ -31,6 +31,7 @@ from taso.ops.pooling import AVGPOOL, MAXPOOL
 from taso.ops.powers import EXP, POW, SQRT
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
 from taso.ops.reductions import GLOBAL_AVGPOOL, REDUCE_MEAN, REDUCE_SUM
+from taso.ops.select import GATHER, SLICE, WHERE
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     COMMUTATIVE,
@@ -72,6 +73,7 @@ __all__ = [
     "EYE",
     "Export",
     "FIELD_EXACT",
+    "GATHER",
     "GELU",
     "GEMM",
     "GLOBAL_AVGPOOL",
@@ -102,6 +104,7 @@ __all__ = [
     "SHAPE_ONLY",
     "SIGMOID",
     "SKIP_EPILOGUE",
+    "SLICE",
     "SOFTMAX",
     "SPLIT",
     "SQRT",
@@ -110,6 +113,7 @@ __all__ = [
     "TASO",
     "TRANSPOSE",
     "VIEW",
+    "WHERE",
     "WINDOWED",
     "elementwise",
     "generators",
@@ -125,6 +129,7 @@ __all__ = [
     "products",
     "reductions",
     "salt",
+    "select",
     "shape_input",
     "size_inputs",
     "traits_of",

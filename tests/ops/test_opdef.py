@@ -20,6 +20,7 @@ FAMILIES = (
     ops.generators,
     ops.reductions,
     ops.powers,
+    ops.select,
 )
 
 
