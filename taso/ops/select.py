@@ -56,6 +56,18 @@ def _slice_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int
     return attrs
 
 
+def slice_ranges(attrs: Attrs) -> list[list[int]]:
+    """A catalogue Slice's starts, ends, axes and steps, as the passes that read an ONNX Slice's constant inputs
+    (`taso.optimize.nops`, `taso.optimize.shapefold`) take them."""
+    return [list(_ints(attrs[k])) for k in ("starts", "ends", "axes", "steps")]
+
+
+def gather_indices(attrs: Attrs) -> tuple[tuple[int, ...], list[int]]:
+    """A catalogue Gather's indices as an ONNX Gather's constant input reads: (shape, elements)."""
+    indices = attrs["indices"]
+    return ((len(indices),) if isinstance(indices, tuple) else ()), list(_ints(indices))
+
+
 def _slices(attrs: Attrs, rank: int) -> list[tuple[int, slice]]:
     """(axis, Python slice) per sliced axis, checked to be as `_slice_normalize` leaves them."""
     axes, starts, ends, steps = (_ints(attrs[k]) for k in ("axes", "starts", "ends", "steps"))
