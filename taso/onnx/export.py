@@ -47,8 +47,24 @@ def _attrs_as_inputs(spec: ops.Export, d: ops.OpDef, opset: int) -> ops.Export:
     return ops.Export(spec.op_type, kept, (*spec.extra_inputs, *extra))
 
 
-def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str]) -> onnx.NodeProto:
-    """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``."""
+def _constant_key(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return array.dtype.str, array.shape, array.tobytes()
+
+
+def _small_constants(g: Graph) -> dict[tuple[str, tuple[int, ...], bytes], str]:
+    """The graph's small integer weights by value: the constant an imported node's attribute was read from
+    (a Slice's starts, a Gather's index) is still one, and export writes the attribute back as that input."""
+    out: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+    for w in g.weights:
+        array = g.data[w].array if w in g.data else None
+        if array is not None and array.dtype.kind in "iu" and array.size <= 64:
+            out.setdefault(_constant_key(array), w)
+    return out
+
+
+def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str], constants: dict) -> onnx.NodeProto:
+    """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``, unless
+    ``constants`` (`_small_constants`, and those written so far) holds one of that value."""
     if n.is_opaque:
         proto = onnx.NodeProto()
         proto.ParseFromString(n.opaque)  # type: ignore[arg-type]
@@ -65,12 +81,15 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
             proto.attribute.append(helper.make_attribute(k, value))
         proto.input.extend(n.inputs)
         for i, value in enumerate(spec.extra_inputs):
-            name = f"{n.name or n.outputs[0]}__{spec.op_type.lower()}{i}"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            extra.append(numpy_helper.from_array(value, name))
-            proto.input.append(name)
+            key = _constant_key(value)
+            if key not in constants:
+                name = f"{n.name or n.outputs[0]}__{spec.op_type.lower()}{i}"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                extra.append(numpy_helper.from_array(value, name))
+                constants[key] = name
+            proto.input.append(constants[key])
         if spec.op_type == "Split" and len(proto.input) == 1 and _opset(g) >= 18:
             # From opset 18 an equal Split must say how many parts: the output count no longer does.
             proto.attribute.append(helper.make_attribute("num_outputs", len(n.outputs)))
@@ -106,7 +125,8 @@ def to_proto(g: Graph, sink: BinaryIO | None = None, location: str = "") -> onnx
     docs = dict(g.meta.docs)
     taken = set(g.values())
     extra: list[onnx.TensorProto] = []
-    nodes = [_export_node(n, g, extra, taken) for n in g.nodes]
+    constants = _small_constants(g)
+    nodes = [_export_node(n, g, extra, taken, constants) for n in g.nodes]
     initializers = []
     for w in g.weights:
         if w not in g.data:
