@@ -134,6 +134,34 @@ def _cut(form: Form, sig: Sig, axis: int) -> tuple[tuple[int, ...], list[tuple[i
     return parts, [()] * len(parts)
 
 
+def _slice(name: str, axis: int, head: bool) -> Form:
+    """A Slice of the first part of a value (``head``) or of the rest, along an axis where the value may be split
+    (the concat it descends from, a weight of merged columns): a constant window as exporters write one."""
+
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        shape, _, splits = sigs[0]
+        parts = dict(splits).get(axis, ())
+        if len(parts) < 2:
+            return None
+        lo, hi = (0, parts[0]) if head else (parts[0], shape[axis])
+        return {"starts": (lo,), "ends": (hi,), "axes": (axis,), "steps": (1,)}
+
+    part = "first part" if head else "parts after the first"
+    return Form(name, "Slice", 1, attrs, doc=f"the {part} along axis {axis}", taso=False)
+
+
+def _gather(axis: int, indices: int | tuple[int, ...]) -> Callable[[Sequence[Sig]], dict | None]:
+    """Gather by constant indices along ``axis`` of a tensor of rank 2 or more, where they lie within it."""
+
+    def attrs(sigs: Sequence[Sig]) -> dict | None:
+        shape = sigs[0][0]
+        if len(shape) < 2 or not all(i < shape[axis] for i in (indices if isinstance(indices, tuple) else (indices,))):
+            return None
+        return {"axis": axis, "indices": indices}
+
+    return attrs
+
+
 def static_data(form: Form, sigs: Sequence[Sig], attrs: dict) -> np.ndarray | None:
     """The constant a form's node reads after its arguments: a Split's sizes, a Reshape's target; else None."""
     if form.op == "Split":
@@ -291,6 +319,12 @@ FORMS: dict[str, Form] = {
         Form("gemm", "Gemm", 3, _gemm(0, True), doc="A @ B + C, C one value per column"),
         Form("gemm_tb", "Gemm", 2, _gemm(1, False), doc="A @ B^T (transB=1)"),
         Form("gemm_tb_c", "Gemm", 3, _gemm(1, True), doc="A @ B^T + C (transB=1)"),
+        _slice("slice0_head", 0, True),
+        _slice("slice1_head", 1, True),
+        _slice("slice1_tail", 1, False),
+        Form("gather0", "Gather", 1, _gather(0, 0), doc="row 0, the axis dropped (a CLS token)", taso=False),
+        Form("gather1", "Gather", 1, _gather(1, 0), doc="column 0, the axis dropped", taso=False),
+        Form("gather0_swap", "Gather", 1, _gather(0, (1, 0)), doc="rows 1 and 0: indices not in order", taso=False),
         _reshape("rows", _rows, "[B, S, K] to its rows [B*S, K]"),
         _reshape("batch2", _batch, "[M, N] to [2, M/2, N]"),
         *_view_forms(),

@@ -156,6 +156,8 @@ def _catalogue_attrs(
             value = _constant_value(node.input[pos], producers, data)
             if value is None or value.dtype.kind not in "fiu":
                 return f"{node.op_type} {name} not a constant"
+            if value.ndim > 1:  # an attribute is a number or a flat tuple: Gather's 2-D indices would flatten
+                return f"{node.op_type} {name} of rank {value.ndim}"
             raw_attrs[name] = _as_attr(value)
     in_types = [types.get(i) if i else None for i in inputs]
     outputs = [o for o in node.output if o]

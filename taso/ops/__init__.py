@@ -5,7 +5,7 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, views, fused  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, views, select, fused  # noqa: I001 (registration order)
 from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.fused import (
@@ -42,6 +42,7 @@ from taso.ops.powers import EXP, POW, SQRT
 from taso.ops.products import BLOCK_DIAGONAL, CONV, GEMM, MATMUL
 from taso.ops.reductions import GLOBAL_AVGPOOL, REDUCE_MEAN, REDUCE_SUM
 from taso.ops.views import EXPAND, SHAPE, SQUEEZE, UNSQUEEZE
+from taso.ops.select import GATHER, SLICE, WHERE
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
     COMMUTATIVE,
@@ -89,6 +90,7 @@ __all__ = [
     "FAST_GELU",
     "FIELD_EXACT",
     "FUSED_MATMUL",
+    "GATHER",
     "GELU",
     "GEMM",
     "GLOBAL_AVGPOOL",
@@ -125,6 +127,7 @@ __all__ = [
     "SKIP_EPILOGUE",
     "SKIP_LAYERNORM",
     "SKIP_SIMPLIFIED_LAYERNORM",
+    "SLICE",
     "SOFTMAX",
     "SPLIT",
     "SQUEEZE",
@@ -135,6 +138,7 @@ __all__ = [
     "TRANSPOSE",
     "UNSQUEEZE",
     "VIEW",
+    "WHERE",
     "WINDOWED",
     "elementwise",
     "fused",
@@ -151,6 +155,7 @@ __all__ = [
     "products",
     "reductions",
     "salt",
+    "select",
     "shape_input",
     "size_inputs",
     "traits_of",

@@ -30,6 +30,8 @@ Exp (w ** (x mod q))          exp(a + b) = exp(a) * exp(b), exp(0) = 1,         
 Pow (constant exponent)       integer exponents as products, 0.5 as Sqrt,         other exponents: keyed
                               negative ones through inverses
 AveragePool, sums and means   sums exact, a mean = sum * inverse(count)          none
+Slice, Gather, Where          values moved or chosen as numbers; a boolean        none
+                              condition lifts to 0 and 1
 Softmax                       softmax(x + c) = softmax(x), = exp(x) / sum exp(x)  softmax of an exp
 LayerNormalization            its formula with Sqrt's residue caveat              variance a non-residue
 Relu, Sigmoid, Tanh, MaxPool  commuting with transpose, concat, slice (every     relu(x) + relu(-x) = |x| and

@@ -32,7 +32,7 @@ class OnnxOp:
 
 _VIEW_MOVER = OnnxOp(frozenset({VIEW, REARRANGES}))
 _BROADCASTING = (
-    *("Where", "And", "Or", "Xor", "Not", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"),
+    *("And", "Or", "Xor", "Not", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"),
     *("Max", "Min", "Abs", "IsNaN", "Cast"),
 )
 """Element-wise ONNX ops subst does not model: numpy broadcasting of their inputs is their output's shape."""
@@ -41,12 +41,10 @@ ONNX_OPS: Mapping[str, OnnxOp] = {
     **dict.fromkeys(_BROADCASTING, OnnxOp(frozenset({ELEMENTWISE}))),
     **dict.fromkeys(("Flatten", "Identity"), _VIEW_MOVER),
     "Dropout": OnnxOp(frozenset({VIEW})),
-    "Gather": OnnxOp(indices=(1, 0)),
     "GatherElements": OnnxOp(indices=(1, 0)),
     "Tile": OnnxOp(sizes=(1,)),
     "Range": OnnxOp(sizes=(0, 1, 2)),
     "ConstantOfShape": OnnxOp(sizes=(0,)),
-    "Slice": OnnxOp(sizes=(1, 2, 4)),
     "Pad": OnnxOp(sizes=(1,)),
     "Resize": OnnxOp(sizes=(3,)),
     "TopK": OnnxOp(sizes=(1,)),

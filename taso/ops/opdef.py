@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taso.ir import AttrValue, TensorType, canonical_attr
-from taso.ops.onnx_facts import ONNX_OPS
+from taso.ops.onnx_facts import ONNX_OPS, OnnxOp
 from taso.ops.traits import COMMUTATIVE, ELEMENTWISE, REARRANGES
 
 Attrs = Mapping[str, AttrValue]
@@ -88,6 +88,9 @@ class OpDef:
     """Attributes ONNX moved to a constant input from some opset on: (name, input position, opset). Import
     reads the constant into the attribute (the node keeps only the inputs before it), export writes it back as
     that input, so the IR has one form whatever opset the file was written at."""
+    opaque: OnnxOp | None = None
+    """What the check must know of the ONNX node where import leaves it opaque (a computed attribute input:
+    Gather's token ids), as `ONNX_OPS` says it of the ops outside the catalogue."""
     no_spec: str = ""
     """Why no spec under specs/ models this op, where none does: rules using it stay unknown (a test holds every
     op to a spec or to this reason)."""
@@ -190,7 +193,7 @@ def moves_values(op: str) -> bool:
 def size_inputs(op: str) -> tuple[int, ...]:
     """Positions of ``op``'s inputs whose values size or shape its result (`OpDef.static_inputs`, `OnnxOp.sizes`)."""
     if op in OPS:
-        return OPS[op].static_inputs
+        return OPS[op].static_inputs + (OPS[op].opaque.sizes if OPS[op].opaque else ())
     return ONNX_OPS[op].sizes if op in ONNX_OPS else ()
 
 
@@ -203,4 +206,6 @@ def shape_input(op: str) -> tuple[int, int] | None:
 
 def index_input(op: str) -> tuple[int, int] | None:
     """(indices input, data input) of an op that picks elements of its data by index (`OnnxOp.indices`)."""
+    if op in OPS:
+        return OPS[op].opaque.indices if OPS[op].opaque else None
     return ONNX_OPS[op].indices if op in ONNX_OPS else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from taso import onnx as onnx_io
 from taso.ir import Graph, Node, TensorType
+from taso.ops.select import slice_ranges
 from taso.optimize.shapefold import Abstract, abstract_values
 
 Length = tuple[int, tuple[tuple[str, int], ...]]
@@ -257,13 +258,13 @@ def _expand(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) 
 def _slice(n: Node, t: TensorType, ins: list[Content | None], values: Scalars) -> Content | None:
     """Forward steps from a known start: each element is the one ``start`` further on."""
     c = ins[0]
-    starts = values.ints(n.inputs[1])
-    if c is None or starts is None:
-        return None
-    axes = values.ints(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] else list(range(len(starts)))
-    steps = values.ints(n.inputs[4]) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts)
-    ends = values.ends(n.inputs[2], len(starts)) or [None] * len(starts)
-    if axes is None or steps is None:
+    if not n.is_opaque:  # the catalogue's, its ranges attributes
+        starts, ends, axes, steps = slice_ranges(n.attr)
+    elif (starts := values.ints(n.inputs[1])) is not None:
+        axes = values.ints(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] else list(range(len(starts)))
+        steps = values.ints(n.inputs[4]) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts)
+        ends = values.ends(n.inputs[2], len(starts)) or [None] * len(starts)
+    if c is None or starts is None or axes is None or steps is None:
         return None
     lengths, coefs, offset, assumes = list(c.lengths), list(c.coefs), c.offset, c.assumes
     for start, end, axis, step in zip(starts, ends, axes, steps):

@@ -20,7 +20,8 @@ from dataclasses import replace
 import numpy as np
 
 from taso import onnx as onnx_io
-from taso.ir import Dim, Graph, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
+from taso.ir import Dim, Graph, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint, make_attrs
+from taso.ops.select import slice_ranges
 
 WHOLE = 2**62
 """A Slice end at least this large takes the rest of any axis (torch writes INT64_MAX): no tensor is longer."""
@@ -54,7 +55,11 @@ def drop_nops(g: Graph) -> Graph:
             n = _skip_reshape(n, made, data, types)
         if n.op == "Slice":
             merged = _merged_slice(n, made, g, keep, data, types)
-            if merged is not None:
+            if merged is not None and not n.is_opaque:
+                ranges = sorted(zip(merged[2], merged[0], merged[1], merged[3]))
+                attrs = {k: tuple(r[i] for r in ranges) for i, k in enumerate(("axes", "starts", "ends", "steps"))}
+                n = replace(n, inputs=(made[n.inputs[0]].inputs[0],), attrs=make_attrs(attrs))
+            elif merged is not None:
                 names = [next(fresh) for _ in merged]
                 for name, values in zip(names, merged):
                     data[name] = WeightData(np.array(values, np.int64))
@@ -143,7 +148,10 @@ def _whole_slice(n: Node, data: Mapping[str, WeightData], shape: tuple[Dim, ...]
 
 
 def _slice_axes(n: Node, data: Mapping[str, WeightData], rank: int) -> list[list[int]] | None:
-    """Slice ``n``'s starts, ends, axes (as non-negative axes) and steps, where all are integer initializers."""
+    """Slice ``n``'s starts, ends, axes (as non-negative axes) and steps, where all are integer initializers (a
+    catalogue Slice holds them as attributes)."""
+    if not n.is_opaque:
+        return slice_ranges(n.attr)
     starts, ends = _constant(data, n, 1), _constant(data, n, 2)
     if starts is None or ends is None or len(starts) != len(ends):
         return None

@@ -24,6 +24,7 @@ import numpy as np
 from taso import onnx as onnx_io
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Kind, Node, TensorType, WeightData, eliminate_dead, fresh_names, lint
+from taso.ops.select import gather_indices, slice_ranges
 from taso.optimize.nops import drop_nops
 
 Elem = int | str | None
@@ -294,6 +295,9 @@ def _same(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
 def _gather(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None:
     data, indices = _input(n, 0, values), _input(n, 1, values)
     idx = _known(n, 1, values)
+    if not n.is_opaque:  # the catalogue's, its indices an attribute
+        shape, idx = gather_indices(n.attr)
+        indices = (shape, tuple(idx))
     if (
         data is None
         or indices is None
@@ -312,6 +316,8 @@ def _slice(n: Node, g: Graph, values: Mapping[str, Abstract]) -> Abstract | None
     data, starts, ends = _input(n, 0, values), _known(n, 1, values), _known(n, 2, values)
     axes = _known(n, 3, values) if len(n.inputs) > 3 and n.inputs[3] else [0]
     steps = _known(n, 4, values) if len(n.inputs) > 4 and n.inputs[4] else [1]
+    if not n.is_opaque:  # the catalogue's, its ranges attributes
+        starts, ends, axes, steps = slice_ranges(n.attr)
     if data is None or len(data[0]) != 1 or None in (starts, ends, axes, steps):
         return None
     if len(starts) != 1 or len(ends) != 1 or axes not in ([0], [-1]) or steps == [0] or len(steps) != 1:  # type: ignore[arg-type]

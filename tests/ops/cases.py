@@ -114,6 +114,19 @@ CASES: dict[str, list[tuple]] = {
         ([(2, 1, 4), (3,)], {}, {1: np.array([1, 3, 1], np.int64)}, 1),
     ],
     "Shape": [([(2, 3, 4)], {"start": 0, "end": 3}, {}, 1), ([(2, 3, 4, 5)], {"start": 1, "end": 3}, {}, 1)],
+    "Slice": [
+        ([(2, 6, 4)], {"starts": (1,), "ends": (5,), "axes": (1,), "steps": (1,)}, {}, 1),
+        ([(3, 5)], {"starts": (0, 1), "ends": (2, 5), "axes": (0, 1), "steps": (1, 2)}, {}, 1),
+        ([(3, 5)], {"starts": (4,), "ends": (-9223372036854775808,), "axes": (1,), "steps": (-2,)}, {}, 1),
+    ],
+    "Gather": [
+        ([(2, 5, 3)], {"axis": 1, "indices": 0}, {}, 1),
+        ([(6, 4)], {"axis": 0, "indices": (4, 1, 1)}, {}, 1),
+    ],
+    "Where": [
+        ([(2, 3), (2, 3), (3,)], {}, {0: np.array([[True, False, True], [False, False, True]])}, 1),
+        ([(1, 4), (3, 1), ()], {}, {0: np.array([[True, False, False, True]])}, 1),
+    ],
 }
 
 

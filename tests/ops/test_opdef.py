@@ -22,6 +22,7 @@ FAMILIES = (
     ops.powers,
     ops.views,
     ops.fused,
+    ops.select,
 )
 
 
