@@ -21,8 +21,8 @@ FAMILIES = (
     ops.reductions,
     ops.powers,
     ops.views,
-    ops.fused,
     ops.select,
+    ops.fused,
 )
 
 
