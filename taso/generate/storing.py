@@ -24,9 +24,14 @@ def provenance(settings: Settings) -> dict:
 
 
 def save(result: Result, path: str | Path) -> tuple[int, int]:
-    """Add the result's rules to the store at ``path``: (added, already there). Written to a temporary copy
-    renamed into place, so an interrupted run leaves the store as it was. Rules already in the store (same
-    source and target text) keep their verdicts."""
+    """Add the result's rules to the store at ``path``: (added, already there)."""
+    return save_rules(result.rules, provenance(result.settings), path)
+
+
+def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> tuple[int, int]:
+    """Add (fingerprint, rule) pairs to the store at ``path`` with provenance ``prov``: (added, already there).
+    Written to a temporary copy renamed into place, so an interrupted run leaves the store as it was. Rules
+    already in the store (same source and target text) keep their verdicts."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -41,12 +46,11 @@ def save(result: Result, path: str | Path) -> tuple[int, int]:
         have = store.known(db)
         groups: dict[str, list[Rule]] = {}
         kept = 0
-        for fp, rule in result.rules:
+        for fp, rule in rules:
             if have and (format_graph(rule.src), format_graph(rule.dst)) in have:
                 kept += 1
                 continue
             groups.setdefault(fp, []).append(rule)
-        prov = provenance(result.settings)
         added = sum(store.add_rules(db, rules, fp, prov) for fp, rules in groups.items())
         db.close()
         os.replace(tmp, path)
