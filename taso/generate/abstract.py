@@ -9,7 +9,7 @@ exporter spelling of the shipped targets needs it, and without it the normal for
 a nested tuple (hashable, ordered by its repr): ``("in", name)``, ``("c", value)``, ``("add", args)``,
 ``("mul", args)``, ``("inv", x)``, ``("f", name, params, x)``.
 
-Constants compare at 6 significant digits: ``x / 1.4142135`` and ``x * 0.70710677`` are one expression here
+Constants compare at 5 significant digits: ``x / 1.4142135`` and ``x * 0.70710677`` are one expression here
 (the float spellings differ in the last bit; the exact fingerprint, not this, decides a pair)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ONE: Term = ("c", 1.0)
 
 def const(v: float) -> Term:
     """A constant, rounded so that float spellings of one number agree."""
-    return ("c", float(f"{float(v):.6g}") + 0.0)
+    return ("c", float(f"{float(v):.5g}") + 0.0)
 
 
 def leaf(name: str) -> Term:
