@@ -80,6 +80,18 @@ def test_softmax_spellings_pair_with_softmax_by_fingerprint() -> None:
 
 
 @pytest.mark.slow
+def test_softmax_spellings_are_proved_from_its_definition(tmp_path: Path) -> None:
+    """specs/softmax.py's ``softmax-def`` (exp(x) / sum(exp(x)) along the axis) proves both spellings (real z3,
+    some 10 s of CPU); without it they stay unknown."""
+    found = generate_target(load_targets()["softmax"], 4, LocalExecutor(1))
+    db_path = tmp_path / "softmax.db"
+    save_rules(found.rules, {"tool": "test"}, db_path)
+    db = store.open_store(db_path)
+    summary = verify_rows(db, list(db["rules"].rows_where(order_by="id")), load_specs(SPECS_DIR))
+    assert summary.counts["proved"] == len(found.rules) == 2
+
+
+@pytest.mark.slow
 def test_layernorm_nine_op_decompositions_as_exporters_write_them() -> None:
     """LayerNorm's 9-op decomposition, with Pow(d, 2) or Mul(d, d), Sqrt or Pow(v, 0.5), the scale before or
     after the division: every spelling found pairs with LayerNormalization by fingerprint (7 s on one core)."""
