@@ -36,7 +36,9 @@ def _form_table() -> str:
     epilog="\b\nOp forms (default: all but sigmoid, tanh and the biased convs: TASO's set, which --ops taso names; "
     "--ops +bias adds the convs with a bias and two bias tensors to the pool):\n" + _form_table(),
 )
-@click.option("--max-ops", type=click.IntRange(0, 6), default=None, help="Largest graph, in ops.  [default: 3]")
+@click.option(
+    "--max-ops", type=click.IntRange(0, 12), help="Largest graph, in ops (6; 12 with --target).  [default: 3]"
+)
 @click.option(
     "--ops",
     metavar="FORMS",
@@ -88,11 +90,7 @@ def _form_table() -> str:
     "spellings in catalogue ops, up to --max-ops (default: the target's), paired with it by fingerprint.",
 )
 @click.option(
-    "--targets",
-    "targets_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="TOML file of targets for --target.  [default: specs/targets.toml]",
+    "--targets", "targets_file", type=click.Path(path_type=Path, dir_okay=False), help="TOML file of targets."
 )
 @store_option("Store to add the candidate rules to (created if missing).", writes=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")

@@ -35,6 +35,8 @@ def generate_toward(
     target = resolve(load_targets(targets_file or SHIPPED), name)
     store.require_writable(store_path)
     n = max_ops if max_ops is not None else target.max_ops
+    if n < 1:
+        raise BadInput("--max-ops: a target needs at least 1 op")
     runner = RayExecutor(address, workers) if executor == "ray" else LocalExecutor(workers)
     start = time.perf_counter()
     found = generate_target(target, n, runner)

@@ -192,6 +192,7 @@ def test_generate_target_stores_candidates(tmp_path: Path) -> None:
         (["--target", "Conv"], "is not a target"),
         (["--target", "Softmax", "--ops", "add"], "do not apply"),
         (["--targets", "missing.toml", "--target", "Softmax"], "cannot read targets"),
+        (["--target", "Softmax", "--max-ops", "0"], "at least 1 op"),
     ],
 )
 def test_bad_target_input_is_one_line_exit_2_nothing_written(tmp_path: Path, args: list[str], says: str) -> None:
