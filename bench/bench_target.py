@@ -106,7 +106,10 @@ def _models(tmp: Path, names: list[str]) -> dict[str, Model]:
         for n in proto.graph.node:
             if n.op_type == "Constant":
                 consts.update((n.output[0], numpy_helper.to_array(a.t)) for a in n.attribute if a.name == "value")
-        out[name] = (concretize(load_model(path), corpus.dims(name)), consts)
+        g = concretize(load_model(path), corpus.dims(name))
+        path.unlink()
+        small = {k: v for k, v in consts.items() if v.size <= 1}  # the matcher needs no weight's data
+        out[name] = (dataclasses.replace(g, data={k: v for k, v in g.data.items() if k in small}), small)
     return out
 
 
