@@ -72,7 +72,7 @@ def _generate(name: str, executor: str, workers: int, tmp: Path) -> tuple[dict, 
     )
     if out.returncode != 0:
         raise SystemExit(f"subst {' '.join(cmd)}: {out.stderr.strip()}")
-    summary = json.loads(out.stdout)
+    (summary,) = json.loads(out.stdout)["targets"]
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     summary["peak_rss_mb_with_workers"] = round(int(out.stderr.strip().splitlines()[-1]) / 1024, 1)
     rules = sorted(format_graph(r.src) for r in store.load_rules(store.open_store(db)))

@@ -13,7 +13,7 @@ from taso.generate import LocalExecutor
 from taso.generate.ray_executor import RayExecutor
 from taso.generate.storing import save_rules
 from taso.generate.target import generate_target, resolve
-from taso.generate.targets import SHIPPED, load_targets
+from taso.generate.targets import SHIPPED, Target, load_targets
 from taso.ops import P
 from taso.rules import store
 
@@ -27,16 +27,20 @@ def generate_toward(
     address: str | None,
     store_path: Path,
 ) -> dict:
-    """Generate toward the target ``name``, add its rules to the store, and the run's summary."""
+    """Generate toward the target ``name`` (or every target of the op ``name``), add the rules to the store, and
+    the run's summary, one entry per target."""
     if not name:
         raise BadInput("--targets: give --target OP too")
     if address and executor != "ray":
         raise BadInput("--address: give it with --executor ray")
-    target = resolve(load_targets(targets_file or SHIPPED), name)
-    store.require_writable(store_path)
-    n = max_ops if max_ops is not None else target.max_ops
-    if n < 1:
+    if max_ops is not None and max_ops < 1:
         raise BadInput("--max-ops: a target needs at least 1 op")
+    targets = resolve(load_targets(targets_file or SHIPPED), name)
+    store.require_writable(store_path)
+    return {"targets": [_one(t, max_ops or t.max_ops, executor, workers, address, store_path) for t in targets]}
+
+
+def _one(target: Target, n: int, executor: str, workers: int | None, address: str | None, store_path: Path) -> dict:
     runner = RayExecutor(address, workers) if executor == "ray" else LocalExecutor(workers)
     start = time.perf_counter()
     found = generate_target(target, n, runner)
@@ -65,13 +69,15 @@ def generate_toward(
     }
 
 
-def target_lines(d: dict) -> list[str]:
-    return [
-        f"{d['target']} ({d['op']}), up to {d['max_ops']} ops: {sum(d['graphs'])} graphs grown, "
-        f"{d['spellings']} spellings of its expression, {d['rules']} with its fingerprint",
-        f"{d['added']} rules added to {d['store']} ({d['already_in_store']} already there) in {d['seconds']} s; "
-        "run `subst verify` to prove them",
-    ]
+def target_lines(data: dict) -> list[str]:
+    out = []
+    for d in data["targets"]:
+        out += [
+            f"{d['target']} ({d['op']}), up to {d['max_ops']} ops: {sum(d['graphs'])} graphs grown, "
+            f"{d['spellings']} spellings of its expression, {d['rules']} with its fingerprint",
+            f"{d['added']} rules added to {d['store']} ({d['already_in_store']} already there) in {d['seconds']} s",
+        ]
+    return [*out, "run `subst verify` to prove them"]
 
 
 def _version() -> str:

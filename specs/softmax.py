@@ -32,8 +32,9 @@ def axioms(f):
             f.softmax(x, axis=a),
             f.div(e, f.bcast(f.rsum(e, axis=a, keepdims=1), e)),
             {"x": (m, n)},
-            when=(a >= 0, a <= 1),
+            when=(a >= 0, a < R(x)),
             domains=dom,
+            generic=True,  # at every rank: attention's softmax is over the last axis of [batch, heads, seq, seq]
         ),
         Axiom(
             "softmax-transpose",

@@ -311,11 +311,10 @@ def _number(v: float) -> str:
     return repr(float(np.float32(v))) if math.isfinite(v) else "0.0"
 
 
-def resolve(targets: dict[str, Target], name: str) -> Target:
-    """The target called ``name`` (its op name, or the entry's name), or a clear error listing the known ones."""
-    hits = [t for t in targets.values() if name in (t.name, t.op)]
-    if len(hits) != 1:
-        known = ", ".join(sorted(targets))
-        why = "names several targets" if hits else "is not a target"
-        raise BadInput(f"--target {name!r} {why}; known: {known}")
-    return hits[0]
+def resolve(targets: dict[str, Target], name: str) -> list[Target]:
+    """The target called ``name``, else every target of the op ``name`` (Softmax: on matrices and on attention's
+    4-D scores), or a clear error listing the known ones."""
+    hits = [targets[name]] if name in targets else [t for t in targets.values() if t.op == name]
+    if not hits:
+        raise BadInput(f"--target {name!r} is not a target; known: {', '.join(sorted(targets))}")
+    return hits
