@@ -4,8 +4,8 @@ time and peak memory on local processes and on Ray (identical rules?), and which
     PYTHONPATH=. python bench/bench_target.py                       # every target of specs/targets.toml
     PYTHONPATH=. python bench/bench_target.py --targets gelu,softmax --no-ray
 
-Each target runs as ``subst generate --target NAME --json`` in a process of its own (its peak RSS, workers
-included, is the run's memory) into a fresh store, which ``subst verify`` then decides (real z3). For the corpus
+Each target runs as ``subst generate --target NAME --json`` in a process of its own (``peak_rss_mb``: the
+largest resident set of that process and its workers, by GNU time's %M) into a fresh store, which ``subst verify`` then decides (real z3). For the corpus
 (models/corpus/, weights filled by models/corpus.py at its dims) the target's spellings are generated again on a
 [2, 3, 4] input (the rank of a transformer's activations; the matcher binds sizes) and matched with
 `taso.rules.match.find_matches`; a match counts only where every constant of the spelling binds a model
@@ -51,7 +51,7 @@ def _cli(*args: str) -> dict:
 
 
 def _generate(name: str, executor: str, workers: int, tmp: Path) -> tuple[dict, list[str]]:
-    """One run of ``subst generate --target``: its summary (with the peak RSS of it and its workers) and the
+    """One run of ``subst generate --target``: its summary (with the largest RSS of it or a worker) and the
     source texts of the rules it stored."""
     db = tmp / f"{name}-{executor}.db"
     cmd = [
@@ -74,7 +74,7 @@ def _generate(name: str, executor: str, workers: int, tmp: Path) -> tuple[dict, 
         raise SystemExit(f"subst {' '.join(cmd)}: {out.stderr.strip()}")
     (summary,) = json.loads(out.stdout)["targets"]
     summary["wall_s"] = round(time.perf_counter() - start, 2)
-    summary["peak_rss_mb_with_workers"] = round(int(out.stderr.strip().splitlines()[-1]) / 1024, 1)
+    summary["peak_rss_mb"] = round(int(out.stderr.strip().splitlines()[-1]) / 1024, 1)
     rules = sorted(format_graph(r.src) for r in store.load_rules(store.open_store(db)))
     return summary, rules
 
@@ -173,7 +173,7 @@ def main() -> int:
             seen = sum(1 for s in row["spellings_in_corpus"] if s["corpus"])
             print(
                 f"{name}: {local['spellings']} spellings, {local['rules']} paired, {row['statuses']}, "
-                f"{local['wall_s']} s, {local['peak_rss_mb_with_workers']} MB; {seen} spellings seen in the corpus",
+                f"{local['wall_s']} s, {local['peak_rss_mb']} MB; {seen} spellings seen in the corpus",
                 flush=True,
             )
     path = args.result or layout.result_path("target", "cpu")
