@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import resource
 import sqlite3
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 from taso.errors import BadInput
 from taso.generate import LocalExecutor
 from taso.generate.ray_executor import RayExecutor
-from taso.generate.storing import save_rules
+from taso.generate.storing import save_rules, version
 from taso.generate.target import generate_target, resolve
 from taso.generate.targets import SHIPPED, Target, load_targets
 from taso.ops import P
@@ -46,7 +45,7 @@ def _one(target: Target, n: int, executor: str, workers: int | None, address: st
     found = generate_target(target, n, runner)
     prov = {
         "tool": "subst generate --target",
-        "version": _version(),
+        "version": version(),
         "target": {"name": target.name, "op": target.op, "expr": target.expr, "max_ops": n},
         "field_prime": P,
     }
@@ -78,10 +77,3 @@ def target_lines(data: dict) -> list[str]:
             f"{d['added']} rules added to {d['store']} ({d['already_in_store']} already there) in {d['seconds']} s",
         ]
     return [*out, "run `subst verify` to prove them"]
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("subst")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"

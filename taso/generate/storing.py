@@ -14,13 +14,17 @@ from taso.ops import P
 from taso.rules import Rule, store
 
 
+def version() -> str:
+    """This subst's version, as a stored rule's provenance records it."""
+    try:
+        return importlib.metadata.version("subst")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def provenance(settings: Settings) -> dict:
     """What a stored rule came from: enough to generate it again."""
-    try:
-        version = importlib.metadata.version("subst")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return {"tool": "subst generate", "version": version, "settings": settings.as_dict(), "field_prime": P}
+    return {"tool": "subst generate", "version": version(), "settings": settings.as_dict(), "field_prime": P}
 
 
 def save(result: Result, path: str | Path) -> tuple[int, int]:
