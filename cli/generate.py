@@ -15,6 +15,7 @@ import click
 
 from cli.options import store_option
 from cli.progress import StageBars
+from cli.target import generate_toward, target_lines
 from taso.errors import BadInput
 from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load_config, save, settings_from
 from taso.generate import generate as run_generate
@@ -35,7 +36,9 @@ def _form_table() -> str:
     epilog="\b\nOp forms (default: all but sigmoid, tanh and the biased convs: TASO's set, which --ops taso names; "
     "--ops +bias adds the convs with a bias and two bias tensors to the pool):\n" + _form_table(),
 )
-@click.option("--max-ops", type=click.IntRange(0, 6), default=None, help="Largest graph, in ops.  [default: 3]")
+@click.option(
+    "--max-ops", type=click.IntRange(0, 12), help="Largest graph, in ops (6; 12 with --target).  [default: 3]"
+)
 @click.option(
     "--ops",
     metavar="FORMS",
@@ -80,6 +83,15 @@ def _form_table() -> str:
     is_flag=True,
     help="Take up a stopped run of the same settings after the last level it completed (in --work's folder).",
 )
+@click.option(
+    "--target",
+    metavar="OP",
+    help="Generate toward this op (or named target) of --targets instead of enumerating every graph: its "
+    "spellings in catalogue ops, up to --max-ops (default: the target's), paired with it by fingerprint.",
+)
+@click.option(
+    "--targets", "targets_file", type=click.Path(path_type=Path, dir_okay=False), help="TOML file of targets."
+)
 @store_option("Store to add the candidate rules to (created if missing).", writes=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def generate(
@@ -92,6 +104,8 @@ def generate(
     seed: int | None,
     work: Path | None,
     resume: bool,
+    target: str | None,
+    targets_file: Path | None,
     store_path: Path,
     as_json: bool,
 ) -> None:
@@ -118,7 +132,16 @@ def generate(
     Each level's graphs, classes and representatives are spooled to disk, so memory holds a bucket of them at
     a time; a run stopped by Ctrl-C, a kill or a lost cluster leaves the store as it was and its completed
     levels in the work folder, where --resume takes them up (the same settings only).
+
+    With --target OP (e.g. LayerNormalization, Gelu, Softmax: specs/targets.toml lists them), only graphs whose
+    every value is a piece of OP's defining expression are grown, up to 9-op patterns in seconds.
     """
+    if target or targets_file:
+        if ops or config or resume or work or seed is not None:
+            raise BadInput("--target: --ops, --config, --seed, --work and --resume do not apply")
+        data = generate_toward(target, targets_file, max_ops, executor, workers, address, store_path)
+        click.echo(json.dumps(data, indent=2) if as_json else "\n".join(target_lines(data)))
+        return
     try:
         cfg = load_config(config) if config else None
     except UnicodeDecodeError:

@@ -1,7 +1,8 @@
 """Softmax along one axis, ``softmax(x, axis)``, the axis numbered from 0 (the lowering resolves -1).
 
-exp and the division by a computed sum stay inside the uninterpreted symbol: only what holds for any function
-of each element and the elements along its axis is an axiom. So softmax moves through a 2-D transpose to the
+Its definition, exp(x) / sum(exp(x)) along the axis (``softmax-def``), proves a spelled-out softmax equal to it
+(`subst generate --target Softmax`); the other axioms hold for any function of each element and the elements
+along its axis. So softmax moves through a 2-D transpose to the
 other axis, and through a concat or a slice along another axis (each row is normalised on its own). Over the
 field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
 """
@@ -24,7 +25,17 @@ def axioms(f):
     m, n, a, b, s, k = ints("m n a b s k")
     same = {"x": (m, n), "y": (m, n)}
     dom = {"a": (0, 1), "b": (0, 1), "s": (0, 1), "k": (1, 2)}
+    e = f.exp(x)
     return [
+        Axiom(  # its definition (ONNX's): what a spelled-out softmax is proved equal to it from
+            "softmax-def",
+            f.softmax(x, axis=a),
+            f.div(e, f.bcast(f.rsum(e, axis=a, keepdims=1), e)),
+            {"x": (m, n)},
+            when=(a >= 0, a < R(x)),
+            domains=dom,
+            generic=True,  # at every rank: attention's softmax is over the last axis of [batch, heads, seq, seq]
+        ),
         Axiom(
             "softmax-transpose",
             f.softmax(f.tr(x), axis=a),

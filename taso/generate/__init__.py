@@ -35,7 +35,8 @@ The modules, in the order a run goes through them: `forms` (op forms, input pool
 from flags and files), `evaluate` (a graph's values), `extend` (children and their fingerprints), `driver` (the
 levels), `spool` (the levels on disk), `columns` (classes by sorting), `pairs` (judging and pruning pairs,
 rules), `storing` (into a store); the parallel work runs on an `executor` (local processes, or Ray:
-`ray_executor`).
+`ray_executor`). Patterns beyond exhaustive sizes (LayerNorm's 9 ops) are generated toward one target op instead
+(`target`, with `targets` and `abstract`: ``subst generate --target OP``).
 """
 
 from __future__ import annotations

@@ -14,19 +14,28 @@ from taso.ops import P
 from taso.rules import Rule, store
 
 
+def version() -> str:
+    """This subst's version, as a stored rule's provenance records it."""
+    try:
+        return importlib.metadata.version("subst")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def provenance(settings: Settings) -> dict:
     """What a stored rule came from: enough to generate it again."""
-    try:
-        version = importlib.metadata.version("subst")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return {"tool": "subst generate", "version": version, "settings": settings.as_dict(), "field_prime": P}
+    return {"tool": "subst generate", "version": version(), "settings": settings.as_dict(), "field_prime": P}
 
 
 def save(result: Result, path: str | Path) -> tuple[int, int]:
-    """Add the result's rules to the store at ``path``: (added, already there). Written to a temporary copy
-    renamed into place, so an interrupted run leaves the store as it was. Rules already in the store (same
-    source and target text) keep their verdicts."""
+    """Add the result's rules to the store at ``path``: (added, already there)."""
+    return save_rules(result.rules, provenance(result.settings), path)
+
+
+def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> tuple[int, int]:
+    """Add (fingerprint, rule) pairs to the store at ``path`` with provenance ``prov``: (added, already there).
+    Written to a temporary copy renamed into place, so an interrupted run leaves the store as it was. Rules
+    already in the store (same source and target text) keep their verdicts."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -41,12 +50,11 @@ def save(result: Result, path: str | Path) -> tuple[int, int]:
         have = store.known(db)
         groups: dict[str, list[Rule]] = {}
         kept = 0
-        for fp, rule in result.rules:
+        for fp, rule in rules:
             if have and (format_graph(rule.src), format_graph(rule.dst)) in have:
                 kept += 1
                 continue
             groups.setdefault(fp, []).append(rule)
-        prov = provenance(result.settings)
         added = sum(store.add_rules(db, rules, fp, prov) for fp, rules in groups.items())
         db.close()
         os.replace(tmp, path)
