@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from taso.cost.profiler import CPU, CUDA, Device, Mode, _options, _runner
+from taso.cost.profiler import CPU, CUDA, Device, Mode, runner, session_options
 from taso.ir import Graph
 
 CAPTURE = Mode(cuda_graph=True)
@@ -29,7 +29,7 @@ def placement(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Devic
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
-        opts = _options()
+        opts = session_options()
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tmp, "placement")
         providers = [CUDA, CPU] if device.is_cuda else [CPU]
@@ -74,7 +74,7 @@ def _refusal(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device
     """onnxruntime's error where a session of ``model`` under capture cannot be opened, or its runs (a regular
     one, the capture, a replay) fail; None where it captures."""
     try:
-        once, finish = _runner(model, feeds, device, CAPTURE)
+        once, finish = runner(model, feeds, device, CAPTURE)
         for _ in range(3):
             once()
         finish()

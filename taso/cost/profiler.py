@@ -103,7 +103,7 @@ def cuda_works() -> bool:
     if CUDA not in ort.get_available_providers():
         return False
     try:
-        sess = ort.InferenceSession(_reference()[0], _options(), providers=[CUDA])
+        sess = ort.InferenceSession(_reference()[0], session_options(), providers=[CUDA])
         return CUDA in sess.get_providers()
     except Exception:  # a missing CUDA/cuDNN library shows up here
         return False
@@ -155,7 +155,7 @@ class Mode:
 DEFAULT_MODE = Mode()
 
 
-def _options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
+def session_options(mode: Mode = DEFAULT_MODE):  # noqa: ANN202 (onnxruntime type)
     """Session options for ``mode``: onnxruntime's defaults at ENABLE_ALL, as users run a model, except that
     idle intra-op threads sleep (see `time_models`)."""
     import onnxruntime as ort
@@ -177,7 +177,7 @@ def optimized_ops(model: bytes | str, cuda: bool, layout: bool = True) -> dict[s
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
-        opts = _options()
+        opts = session_options()
         if not layout:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
@@ -239,7 +239,7 @@ _quickest: dict[str, float] = {}
 
 
 Session = tuple[Callable[[], None], Callable[[], None]]
-"""A model's session set up to run (`_runner`): one run, and what waits for the device to finish it."""
+"""A model's session set up to run (`runner`): one run, and what waits for the device to finish it."""
 
 
 def open_sessions(
@@ -251,7 +251,7 @@ def open_sessions(
     """A session of each model (its file or bytes, and the feeds it runs on), in order, set up as ``mode`` says
     or, with ``modes``, each as its own says (a model CUDA graphs cannot capture timed beside one they can): what
     `time_sessions` times, as often as it is asked to."""
-    return [_runner(model, feeds, device, m) for (model, feeds), m in zip(models, modes or [mode] * len(models))]
+    return [runner(model, feeds, device, m) for (model, feeds), m in zip(models, modes or [mode] * len(models))]
 
 
 def time_models(
@@ -288,7 +288,7 @@ def time_sessions(
     reference model (`_reference`) is timed in turn with the others; when it ran more than `SLOW_SPELL` times slower
     than the quickest reference this process has seen, the samples are taken again (up to `ATTEMPTS` times,
     after a pause) and the attempt with the quickest reference is kept. The sessions' idle threads sleep
-    instead of spinning (`_options`): spinning, one session's threads took the cores from the next (on 2 cores
+    instead of spinning (`session_options`): spinning, one session's threads took the cores from the next (on 2 cores
     a model timed at half its latency beside itself), and a model must time the same alone as beside others. For the same reason, with ``primed`` each sample of a
     model follows an untimed run of it: it finds the caches as its own run left them, whatever ran between its
     samples (units of ResNet-50, each with megabytes of weights of its own, timed eight side by side)."""
@@ -327,7 +327,7 @@ def time_sessions(
 @cache
 def _reference_runner(device: Device, mode: Mode) -> Session:
     """One session of `_reference` per device and mode, kept: it is timed beside every measurement."""
-    return _runner(*_reference(), device, mode)
+    return runner(*_reference(), device, mode)
 
 
 def _side_by_side(
@@ -388,18 +388,18 @@ def visiting_order(variants: int, round_: int) -> list[int]:
     return order[::-1] if round_ % 2 else order
 
 
-def _runner(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, mode: Mode) -> Session:
+def runner(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, mode: Mode) -> Session:
     """One run of ``model`` set up as ``mode`` says, and what waits for the device to finish."""
     import onnxruntime as ort
 
     if not device.is_cuda:
-        sess = ort.InferenceSession(model, _options(mode), providers=[CPU])
+        sess = ort.InferenceSession(model, session_options(mode), providers=[CPU])
         names, feed = [o.name for o in sess.get_outputs()], dict(feeds)
         return lambda: sess.run(names, feed), lambda: None
     cuda = {"device_id": 0, "cudnn_conv_algo_search": mode.conv_algo_search}
     if mode.cuda_graph:
         cuda["enable_cuda_graph"] = "1"
-    sess = ort.InferenceSession(model, _options(mode), providers=[(CUDA, cuda), CPU])
+    sess = ort.InferenceSession(model, session_options(mode), providers=[(CUDA, cuda), CPU])
     binding = sess.io_binding()
     for name, value in feeds.items():
         binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
