@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -85,11 +90,67 @@ def write_graph(graph: onnx.GraphProto, path: Path, opset: int = 17) -> Path:
     return path
 
 
-def subst(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the installed CLI in a fresh process: real exit codes, real stderr."""
+def subst_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh process: for what only a process shows (its own start-up, signals, forked or Ray
+    workers, onnxruntime's process-wide logger); `subst` runs the rest in this process."""
     return subprocess.run(
         [sys.executable, "-m", "cli.main", *map(str, args)], capture_output=True, text=True, cwd=cwd or ROOT
     )
+
+
+def subst(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI's entry point (`cli.main.main`) in this process as a user's shell would: its exit code, and
+    all it writes to file descriptors 1 and 2 (onnxruntime's C++ lines too), warnings shown as Python shows
+    them by default. A fresh process per call cost about 0.6 s of CPU in imports alone, over 150 calls."""
+    from cli.main import main
+
+    argv = [str(a) for a in args]
+    sigterm = signal.getsignal(signal.SIGTERM)  # main installs its own handler
+    here = Path.cwd()
+    with _fds_captured() as (out, err), warnings.catch_warnings():
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)  # Python's default filters, which pytest's replace
+        os.chdir(cwd or ROOT)
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        finally:
+            os.chdir(here)
+            signal.signal(signal.SIGTERM, sigterm)
+    return subprocess.CompletedProcess(["subst", *argv], code, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def _fds_captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """File descriptors 1 and 2, and sys.stdout and sys.stderr written through to them, sent to temp files for
+    the block; their text is in the two StringIOs after it."""
+    texts = io.StringIO(), io.StringIO()
+    streams = sys.stdout, sys.stderr
+    for s in streams:
+        s.flush()
+    saved = [os.dup(fd) for fd in (1, 2)]
+    with tempfile.TemporaryFile() as f1, tempfile.TemporaryFile() as f2:
+        try:
+            for fd, f in ((1, f1), (2, f2)):
+                os.dup2(f.fileno(), fd)
+            sys.stdout, sys.stderr = (
+                io.TextIOWrapper(open(fd, "wb", closefd=False), encoding="utf-8", write_through=True)  # noqa: SIM115
+                for fd in (1, 2)
+            )
+            yield texts
+        finally:
+            for s in (sys.stdout, sys.stderr):
+                s.flush()
+            sys.stdout, sys.stderr = streams
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
+        for f, text in zip((f1, f2), texts):
+            f.seek(0)
+            text.write(io.TextIOWrapper(f, encoding="utf-8").read())  # newlines as subprocess's text=True reads
 
 
 def prove_into(path: Path, rules) -> Path:  # noqa: ANN001 (iterable of taso.rules.Rule)

@@ -8,7 +8,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from conftest import ROOT, subst
+from conftest import ROOT, subst_process
 
 from taso.ir import Graph, extract, parse_graph, topological_order
 from taso.optimize import Settings, optimize
@@ -146,7 +146,9 @@ def test_the_same_model_store_and_costs_give_the_same_bytes_on_a_loaded_machine(
     assert quiet.rules_applied and not quiet.search["time_limit_reached"]
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         load = pool.map_async(_spin, [30.0, 30.0])
-        r = subst("optimize", ROOT / "models" / "bert_tiny.onnx", "-o", tmp_path / "loaded.onnx", *args, "--json")
+        r = subst_process(
+            "optimize", ROOT / "models" / "bert_tiny.onnx", "-o", tmp_path / "loaded.onnx", *args, "--json"
+        )
         pool.terminate()
     assert r.returncode == 0, r.stderr
     assert not json.loads(r.stdout)["search"]["time_limit_reached"]

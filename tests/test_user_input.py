@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, prove_into, subst, write_graph
+from conftest import ROOT, prove_into, subst, subst_process, write_graph
 from onnx import TensorProto, helper, numpy_helper
 from test_provenance import DISTRIBUTE
 
@@ -217,10 +217,11 @@ def test_onnxruntime_s_log_lines_are_silenced_on_a_successful_run_unless_verbose
         [w, s],
     )
     model = write_graph(graph, tmp_path / "m.onnx")
-    quiet = subst("optimize", model, "-o", tmp_path / "o.onnx", "--no-check", "--costs", COSTS)
+    # processes of their own: --verbose sets onnxruntime's process-wide logger, which would outlast the run here
+    quiet = subst_process("optimize", model, "-o", tmp_path / "o.onnx", "--no-check", "--costs", COSTS)
     assert quiet.returncode == 0, quiet.stderr
     assert "onnxruntime" not in quiet.stderr, quiet.stderr
-    loud = subst("optimize", model, "-o", tmp_path / "p.onnx", "--no-check", "--costs", COSTS, "--verbose")
+    loud = subst_process("optimize", model, "-o", tmp_path / "p.onnx", "--no-check", "--costs", COSTS, "--verbose")
     assert loud.returncode == 0 and "[E:onnxruntime:" in loud.stderr, loud.stderr
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -56,26 +55,33 @@ def test_a_changed_verdict_or_failed_check_fails(result: dict, baseline: dict) -
     assert any(f"{name}: check failed" in r for r in regress.regressions(broken, baseline))
 
 
-def test_make_zoo_exits_1_on_a_planted_regression(tmp_path: Path, baseline: dict) -> None:
+def _regress(monkeypatch: pytest.MonkeyPatch, *args: object) -> int:
+    """`python models/regress.py ARGS` (`make zoo`), run in this process: its exit code, which
+    `sys.exit(main())` passes on (a process of its own cost some 3 s of CPU in imports and the store's rules)."""
+    monkeypatch.setattr(sys, "argv", ["regress.py", *map(str, args)])
+    return regress.main()
+
+
+def test_make_zoo_exits_1_on_a_planted_regression(
+    tmp_path: Path, baseline: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     planted = copy.deepcopy(baseline)
     planted["models"]["squeezenet"]["cost_ratio"] *= 0.5
     (tmp_path / "baseline.json").write_text(json.dumps(planted))
-    cmd = [sys.executable, str(ROOT / "models" / "regress.py"), "--only", "squeezenet", "--baseline"]
-    r = subprocess.run([*cmd, str(tmp_path / "baseline.json")], capture_output=True, text=True)
-    assert r.returncode == 1 and "REGRESSION squeezenet" in r.stderr
-    r = subprocess.run([*cmd, str(regress.BASELINE)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert _regress(monkeypatch, "--only", "squeezenet", "--baseline", tmp_path / "baseline.json") == 1
+    assert "REGRESSION squeezenet" in capsys.readouterr().err
+    assert _regress(monkeypatch, "--only", "squeezenet", "--baseline", regress.BASELINE) == 0, capsys.readouterr().err
 
 
-def test_update_of_some_entries_keeps_the_others(tmp_path: Path, baseline: dict) -> None:
+def test_update_of_some_entries_keeps_the_others(
+    tmp_path: Path, baseline: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     planted = copy.deepcopy(baseline)
     del planted["models"]["squeezenet"]
     planted["models"]["bert_base"]["seconds"] = -1.0  # marks the entry that must be kept as it was
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(planted))
-    cmd = [sys.executable, str(ROOT / "models" / "regress.py"), "--update", "--only", "squeezenet"]
-    r = subprocess.run([*cmd, "--baseline", str(path)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert _regress(monkeypatch, "--update", "--only", "squeezenet", "--baseline", path) == 0, capsys.readouterr().err
     written = json.loads(path.read_text())["models"]
     assert set(written) == set(baseline["models"]) and written["bert_base"]["seconds"] == -1.0
     assert written["squeezenet"]["cost_ratio"] == pytest.approx(baseline["models"]["squeezenet"]["cost_ratio"])
