@@ -54,5 +54,9 @@ def axioms(f):
     shapes = [(n,), (m, n), (c, m, n), (b, c, m, n)]
     return [
         Axiom("sub-neg", f.sub(x, y), f.add(x, f.neg(y)), {"x": (m, n), "y": (m, n)}, generic=True),
+        # the differences that cancel, as sub-neg and add-neg-cancel would (that one a last resort, which a Sub
+        # alone does not make relevant): oriented, so they only shrink terms
+        Axiom("sub-add-cancel", f.sub(f.add(x, y), y), x, {"x": (m, n), "y": (m, n)}, generic=True, oriented=True),
+        Axiom("add-sub-cancel", f.add(f.sub(x, y), y), x, {"x": (m, n), "y": (m, n)}, generic=True, oriented=True),
         *(Axiom(f"sub-self{len(s)}", f.sub(x, x), getattr(f, f"zeros{len(s)}")(shape=s), {"x": s}) for s in shapes),
     ]
