@@ -51,7 +51,7 @@ zoo-update: setup
 # The shipped store from nothing: TASO's op set with biased convs to 3 ops, then every pool in specs/pools/ in
 # name order (each file says what it finds: Softmax, LayerNorm and reductions moved through their neighbours,
 # the 4-op sibling merges of biased convs, a Split concatenated back as its input, Relu moved across a Split of
-# a merged conv's output, a transformer's projections as Gemm), then the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
+# a merged conv's output, a transformer's projections as Gemm, Sub, Neg, Exp and Sqrt among their neighbours), then the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
 # quotient), then a verdict for every
 # rule (about 100 s on 2 cores). STORE_TARGETS are the targets of specs/targets.toml whose spellings are generated

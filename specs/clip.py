@@ -7,7 +7,7 @@ import math
 import struct
 
 from taso import ops
-from taso.verify import Axiom, D, R, Symbol, attr_int, ints, tensors
+from taso.verify import Axiom, D, R, Symbol, attr_int, elementwise_axioms, ints, tensors
 
 
 def _float(bits):
@@ -32,35 +32,11 @@ _ZERO, _INF = attr_int(0.0), attr_int(math.inf)
 
 
 def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, s, k, lo, hi = ints("m n a s k lo hi")
-    shapes = {"x": (m, n), "y": (m, n)}
+    (x,) = tensors("x")
+    m, n, lo, hi = ints("m n lo hi")
+    shapes = {"x": (m, n)}
     return [
-        Axiom(
-            "clip-transpose",
-            f.clip(f.tr(x), min=lo, max=hi),
-            f.tr(f.clip(x, min=lo, max=hi)),
-            shapes,
-            domains=_BOUNDS,
-            generic=True,
-        ),
-        Axiom(
-            "clip-cat",
-            f.clip(f.cat(x, y, axis=a), min=lo, max=hi),
-            f.cat(f.clip(x, min=lo, max=hi), f.clip(y, min=lo, max=hi), axis=a),
-            shapes,
-            domains={"a": (0, 1), **_BOUNDS},
-            generic=True,
-        ),
-        Axiom(
-            "clip-slice",
-            f.clip(f.slice(x, axis=a, start=s, size=k), min=lo, max=hi),
-            f.slice(f.clip(x, min=lo, max=hi), axis=a, start=s, size=k),
-            shapes,
-            domains={"a": (0, 1), "s": (0, 1), "k": (1, 2), **_BOUNDS},
-            generic=True,
-            oriented=True,
-        ),
+        *elementwise_axioms(f, f.clip, {"min": lo, "max": hi}, _BOUNDS),
         # a lower bound of at least +0.0 (bits from 0 to +inf's) leaves nothing for a relu to do, before or after
         Axiom(
             "clip-relu",

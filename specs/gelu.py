@@ -2,7 +2,7 @@
 (its tanh approximation). They are different functions, so no axiom relates them; each moves through
 transposes, concats and slices."""
 
-from taso.verify import Axiom, D, R, Symbol, ints, lower_plain, tensors
+from taso.verify import D, R, Symbol, elementwise_axioms, lower_plain
 
 _FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
 SYMBOLS = [
@@ -19,29 +19,4 @@ LOWER = {"Gelu": _lower}
 
 
 def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, s, k = ints("m n a s k")
-    shapes = {"x": (m, n), "y": (m, n)}
-    out = []
-    for g in (f.gelu, f.gelu_tanh):
-        out += [
-            Axiom(f"{g.name}-transpose", g(f.tr(x)), f.tr(g(x)), shapes, generic=True),
-            Axiom(
-                f"{g.name}-cat",
-                g(f.cat(x, y, axis=a)),
-                f.cat(g(x), g(y), axis=a),
-                shapes,
-                domains={"a": (0, 1)},
-                generic=True,
-            ),
-            Axiom(
-                f"{g.name}-slice",
-                g(f.slice(x, axis=a, start=s, size=k)),
-                f.slice(g(x), axis=a, start=s, size=k),
-                shapes,
-                domains={"a": (0, 1), "s": (0, 1), "k": (1, 2)},
-                generic=True,
-                oriented=True,
-            ),
-        ]
-    return out
+    return [*elementwise_axioms(f, f.gelu), *elementwise_axioms(f, f.gelu_tanh)]

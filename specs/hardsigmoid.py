@@ -4,7 +4,7 @@ integer arguments by their bits, `taso.verify.attr_int`): it moves through trans
 import struct
 
 from taso import ops
-from taso.verify import Axiom, D, R, Symbol, attr_int, ints, tensors
+from taso.verify import D, R, Symbol, attr_int, elementwise_axioms, ints
 
 
 def _float(bits):
@@ -35,33 +35,5 @@ _PARAMS = {
 
 
 def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, s, k, al, be = ints("m n a s k al be")
-    shapes = {"x": (m, n), "y": (m, n)}
-    return [
-        Axiom(
-            "hardsigmoid-transpose",
-            f.hardsigmoid(f.tr(x), alpha=al, beta=be),
-            f.tr(f.hardsigmoid(x, alpha=al, beta=be)),
-            shapes,
-            domains=_PARAMS,
-            generic=True,
-        ),
-        Axiom(
-            "hardsigmoid-cat",
-            f.hardsigmoid(f.cat(x, y, axis=a), alpha=al, beta=be),
-            f.cat(f.hardsigmoid(x, alpha=al, beta=be), f.hardsigmoid(y, alpha=al, beta=be), axis=a),
-            shapes,
-            domains={"a": (0, 1), **_PARAMS},
-            generic=True,
-        ),
-        Axiom(
-            "hardsigmoid-slice",
-            f.hardsigmoid(f.slice(x, axis=a, start=s, size=k), alpha=al, beta=be),
-            f.slice(f.hardsigmoid(x, alpha=al, beta=be), axis=a, start=s, size=k),
-            shapes,
-            domains={"a": (0, 1), "s": (0, 1), "k": (1, 2), **_PARAMS},
-            generic=True,
-            oriented=True,
-        ),
-    ]
+    al, be = ints("al be")
+    return elementwise_axioms(f, f.hardsigmoid, {"alpha": al, "beta": be}, _PARAMS)

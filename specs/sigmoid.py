@@ -2,32 +2,10 @@
 through transposes, concats and slices); sigmoid(0) = 1/2, so none of relu's that need f(0) = 0 (enlarge, the
 identity kernel, padding) hold for it."""
 
-from taso.verify import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import D, R, Symbol, elementwise_axioms
 
 SYMBOLS = [Symbol("sigmoid", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), op="Sigmoid")]
 
 
 def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, s, k = ints("m n a s k")
-    shapes = {"x": (m, n), "y": (m, n)}
-    return [
-        Axiom("sigmoid-transpose", f.sigmoid(f.tr(x)), f.tr(f.sigmoid(x)), shapes, generic=True),
-        Axiom(
-            "sigmoid-cat",
-            f.sigmoid(f.cat(x, y, axis=a)),
-            f.cat(f.sigmoid(x), f.sigmoid(y), axis=a),
-            shapes,
-            domains={"a": (0, 1)},
-            generic=True,
-        ),
-        Axiom(
-            "sigmoid-slice",
-            f.sigmoid(f.slice(x, axis=a, start=s, size=k)),
-            f.slice(f.sigmoid(x), axis=a, start=s, size=k),
-            shapes,
-            domains={"a": (0, 1), "s": (0, 1), "k": (1, 2)},
-            generic=True,
-            oriented=True,
-        ),
-    ]
+    return elementwise_axioms(f, f.sigmoid)

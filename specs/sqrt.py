@@ -5,7 +5,7 @@ negative x and y (nan against a number): z3 must leave it unproved (tests/test_f
 
 import numpy as np
 
-from taso.verify import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import D, R, Symbol, elementwise_axioms
 
 
 def _sqrt(attrs, xs):
@@ -19,26 +19,4 @@ SYMBOLS = [Symbol("sqrt", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x
 
 
 def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, s, k = ints("m n a s k")
-    shapes = {"x": (m, n), "y": (m, n)}
-    return [
-        Axiom("sqrt-transpose", f.sqrt(f.tr(x)), f.tr(f.sqrt(x)), shapes, generic=True),
-        Axiom(
-            "sqrt-cat",
-            f.sqrt(f.cat(x, y, axis=a)),
-            f.cat(f.sqrt(x), f.sqrt(y), axis=a),
-            shapes,
-            domains={"a": (0, 1)},
-            generic=True,
-        ),
-        Axiom(
-            "sqrt-slice",
-            f.sqrt(f.slice(x, axis=a, start=s, size=k)),
-            f.slice(f.sqrt(x), axis=a, start=s, size=k),
-            shapes,
-            domains={"a": (0, 1), "s": (0, 1), "k": (1, 2)},
-            generic=True,
-            oriented=True,
-        ),
-    ]
+    return elementwise_axioms(f, f.sqrt)

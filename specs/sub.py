@@ -1,7 +1,11 @@
 """Sub: element-wise difference of two tensors of one shape, the sum with the negated second (specs/neg.py);
-other broadcasting is not modelled, and such rules stay unknown."""
+other broadcasting is not modelled, and such rules stay unknown. A tensor less itself is zeros of its shape
+(``zerosR``, a symbol no op maps onto: only this axiom makes it), so x - x = y - y, which the generator finds
+many times over, is proved rather than left open."""
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, ints, same_shape, tensors
+import numpy as np
+
+from taso.verify import Axiom, D, R, Symbol, Unsupported, ints, pick, same_shape, tensors
 
 
 def _sub(attrs, xs):
@@ -11,7 +15,26 @@ def _sub(attrs, xs):
     return xs[0] - xs[1]
 
 
-SYMBOLS = [Symbol("sub", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Sub", compute=_sub)]
+def _zeros(attrs, xs):
+    """A zeros symbol's semantics: float32 zeros of its shape attribute."""
+    return np.zeros(attrs["shape"], np.float32)
+
+
+_RANKS = (1, 2, 3, 4)
+SYMBOLS = [
+    Symbol("sub", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Sub", compute=_sub),
+    *(
+        Symbol(
+            f"zeros{r}",
+            0,
+            dims=lambda i, a: pick(i, a.shape),
+            rank=lambda a, r=r: r,
+            attrs=(f"shape[{r}]",),
+            compute=_zeros,
+        )
+        for r in _RANKS
+    ),
+]
 
 
 def _lower(node, args, types, f):
@@ -27,5 +50,13 @@ LOWER = {"Sub": _lower}
 
 def axioms(f):
     x, y = tensors("x y")
-    m, n = ints("m n")
-    return [Axiom("sub-neg", f.sub(x, y), f.add(x, f.neg(y)), {"x": (m, n), "y": (m, n)}, generic=True)]
+    b, c, m, n = ints("b c m n")
+    shapes = [(n,), (m, n), (c, m, n), (b, c, m, n)]
+    return [
+        Axiom("sub-neg", f.sub(x, y), f.add(x, f.neg(y)), {"x": (m, n), "y": (m, n)}, generic=True),
+        # the differences that cancel, as sub-neg and add-neg-cancel would (that one a last resort, which a Sub
+        # alone does not make relevant): oriented, so they only shrink terms
+        Axiom("sub-add-cancel", f.sub(f.add(x, y), y), x, {"x": (m, n), "y": (m, n)}, generic=True, oriented=True),
+        Axiom("add-sub-cancel", f.add(f.sub(x, y), y), x, {"x": (m, n), "y": (m, n)}, generic=True, oriented=True),
+        *(Axiom(f"sub-self{len(s)}", f.sub(x, x), getattr(f, f"zeros{len(s)}")(shape=s), {"x": s}) for s in shapes),
+    ]

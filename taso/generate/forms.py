@@ -275,6 +275,7 @@ FORMS: dict[str, Form] = {
         Form("mul", "Mul", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, True, "same shapes"),
         Form("smul", "Mul", 2, lambda s: {} if _rank(s[0]) and s[1][0] == () else None, doc="by a 0-d scalar"),
         Form("sub", "Sub", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, doc="same shapes"),
+        Form("div", "Div", 2, lambda s: {} if s[0][0] == s[1][0] and _rank(s[0]) else None, doc="same shapes"),
         *_elementwise_forms(),
         Form("relu6", "Clip", 1, lambda s: {"min": 0.0, "max": 6.0} if _rank(s[0]) else None, doc="Clip(0, 6)"),
         Form("conv_s1_same", "Conv", 2, _conv(1, True), doc="stride 1, SAME padding; group 1 or depthwise"),

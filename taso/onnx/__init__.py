@@ -17,7 +17,7 @@ Other stages use it as ``from taso import onnx as onnx_io``.
 """
 
 from taso.onnx.dims import check_dims, concretize, dim_sizes, input_dims, reinfer
-from taso.onnx.export import model_bytes, move_model, save_model, to_proto
+from taso.onnx.export import model_bytes, move_model, opset_of, save_model, to_proto
 from taso.onnx.importer import Opaque, from_proto, import_model, int_attrs, load_model, opaque_reasons
 from taso.onnx.infer import NONDETERMINISTIC
 from taso.onnx.read import (
@@ -50,6 +50,7 @@ __all__ = [
     "model_bytes",
     "move_model",
     "op_census",
+    "opset_of",
     "int_attrs",
     "opaque_reasons",
     "read_model_proto",

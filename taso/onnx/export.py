@@ -30,8 +30,8 @@ def _value_info(name: str, t: TensorType | None, doc: str = "") -> onnx.ValueInf
     return vi
 
 
-def _opset(g: Graph) -> int:
-    """The default domain's opset that ``g`` declares."""
+def opset_of(g: Graph) -> int:
+    """The default domain's opset that ``g`` declares: the ops and attribute forms export may write."""
     return g.meta.opset("") or g.meta.opset("ai.onnx") or MIN_OPSET
 
 
@@ -89,8 +89,10 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
             proto.domain = n.domain
         proto.input.extend(n.inputs)
     else:
-        d = ops.get(n.op)
-        spec = _attrs_as_inputs(d.to_onnx(n.attr, [g.types[i] for i in n.inputs if i]), d, _opset(g))
+        d, opset = ops.get(n.op), opset_of(g)
+        if opset < d.min_opset:  # the search keeps such rules out (`taso.search.rulecache.usable_at`): a last line
+            raise BadInput(f"{n.op} {n.name or n.outputs[0]!r} needs opset {d.min_opset}; the model declares {opset}")
+        spec = _attrs_as_inputs(d.to_onnx(n.attr, [g.types[i] for i in n.inputs if i]), d, opset)
         proto = onnx.NodeProto(op_type=spec.op_type, domain=d.domain)
         for k, v in sorted(spec.attrs.items()):
             value = numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
@@ -106,7 +108,7 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
                 extra.append(numpy_helper.from_array(value, name))
                 known[_key(value)] = name
             proto.input.append(name)
-        if spec.op_type == "Split" and len(proto.input) == 1 and _opset(g) >= 18:
+        if spec.op_type == "Split" and len(proto.input) == 1 and opset >= 18:
             # From opset 18 an equal Split must say how many parts: the output count no longer does.
             proto.attribute.append(helper.make_attribute("num_outputs", len(n.outputs)))
     proto.output.extend(n.outputs)

@@ -154,8 +154,10 @@ def _catalogue_attrs(
     for name, pos, since in d.attr_inputs:
         if opset >= since and len(node.input) > pos and node.input[pos]:
             value = _constant_value(node.input[pos], producers, data)
-            if value is None or value.dtype.kind not in "fiu":
+            if value is None:
                 return f"{node.op_type} {name} not a constant"
+            if value.dtype.kind not in "fiu":  # bfloat16 (numpy's kind "V") would read as a truncated int
+                return f"{node.op_type} {name} of type {value.dtype}, which no attribute reads"
             if value.ndim > 1:  # an attribute is a number or a flat tuple: Gather's 2-D indices would flatten
                 return f"{node.op_type} {name} of rank {value.ndim}"
             raw_attrs[name] = _as_attr(value)

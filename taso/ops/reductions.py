@@ -15,7 +15,7 @@ import numpy as np
 
 from taso.ir import TensorType
 from taso.ops import field as ff
-from taso.ops.opdef import REQUIRED, Arrays, Attrs, OpDef, OpError, register
+from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, NumpyRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index
 from taso.ops.traits import FIELD_EXACT
 
@@ -83,34 +83,27 @@ def _mean_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarra
     return (mean if attrs["keepdims"] else np.squeeze(mean, axis=_axes(x, attrs)),)
 
 
-REDUCE_SUM = register(
-    OpDef(
-        "ReduceSum",
-        (1, 1),
-        {"axes": REQUIRED, "keepdims": 1},
-        _reduce_shape,
-        _sum,
-        "Sum over ``axes`` (keepdims=1 keeps them as size 1).",
-        normalize=_reduce_normalize,
-        attr_inputs=(("axes", 1, 13),),
-        field=_sum_field,
-        tags=frozenset({FIELD_EXACT}),
+def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_from: int) -> OpDef:
+    """A reduction over normalised ``axes``: ReduceSum and ReduceMean differ only in their numpy and field code
+    and in the opset that made ``axes`` an input."""
+    return register(
+        OpDef(
+            name,
+            (1, 1),
+            {"axes": REQUIRED, "keepdims": 1},
+            _reduce_shape,
+            run,
+            doc,
+            normalize=_reduce_normalize,
+            attr_inputs=(("axes", 1, axes_input_from),),
+            field=field,
+            tags=frozenset({FIELD_EXACT}),
+        )
     )
-)
-REDUCE_MEAN = register(
-    OpDef(
-        "ReduceMean",
-        (1, 1),
-        {"axes": REQUIRED, "keepdims": 1},
-        _reduce_shape,
-        _mean,
-        "Mean over ``axes`` (keepdims=1 keeps them as size 1).",
-        normalize=_reduce_normalize,
-        attr_inputs=(("axes", 1, 18),),
-        field=_mean_field,
-        tags=frozenset({FIELD_EXACT}),
-    )
-)
+
+
+REDUCE_SUM = _reduce("ReduceSum", _sum, _sum_field, "Sum over ``axes`` (keepdims=1 keeps them as size 1).", 13)
+REDUCE_MEAN = _reduce("ReduceMean", _mean, _mean_field, "Mean over ``axes`` (keepdims=1 keeps them as size 1).", 18)
 
 
 def _spatial(x: np.ndarray) -> tuple[int, ...]:

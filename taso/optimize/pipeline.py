@@ -95,11 +95,12 @@ def _given_inputs(graph: Graph, settings: Settings, run_check: bool) -> list[fee
 
 
 def read_rules(run: Run) -> Run:
-    """The proved rules whose proofs are from the specs in use, indexed for the search (read before the search's
-    clock starts)."""
+    """The proved rules whose proofs are from the specs in use and whose ops the model's opset has, indexed for
+    the search (read before the search's clock starts)."""
     proofs = basis.for_folder(run.settings.specs)  # what each proof rested on, under the specs run with
     rules = rulecache.proved_rules(run.db)
     proved, untrusted = provenance.trusted(rules, proofs.digest_of, run.db if rulecache.as_stored() else None)
+    proved = rulecache.usable_at(proved, onnx_io.opset_of(run.graph))
     run = run.reporting(search={"untrusted_rules": dict(untrusted)})
     if run.settings.standard_onnx:  # read either way its proof covers, a rule must write no onnxruntime-only op
         onnxruntime_only = ops.having(ops.ORT_ONLY)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from taso import ops
 from taso.cachedir import cache_folder
 from taso.rules import Rule, RuleIndex, lifted, store
 from taso.rules.rule import REVERSE, rule_id
@@ -124,6 +125,13 @@ def search_index(rules: Sequence[Rule]) -> RuleIndex:
     index = RuleIndex(_variants(rules, _loaded.lifts if _loaded is not None else {}))
     index.shrinking  # noqa: B018 (made now, before the search's clock starts)
     return index
+
+
+def usable_at(rules: Sequence[Rule], opset: int) -> list[Rule]:
+    """``rules`` but those with an op ONNX lacks at ``opset`` (`OpDef.min_opset`: HardSwish 14, Gelu 20), in
+    their order (`search_index` keeps the shipped index to them): read backwards such a rule would write that
+    op into a model that cannot hold it, and forwards it cannot match there (import leaves the op opaque)."""
+    return [r for r in rules if all(ops.get(op).min_opset <= opset for op in r.ops)]
 
 
 def _restored(form: _Form, rules: Sequence[Rule]) -> RuleIndex:

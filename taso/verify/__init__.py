@@ -1,5 +1,6 @@
 """Verification: a rule proved from the operator specs with z3, after a pre-check on random inputs."""
 
+from taso.verify.elementwise import elementwise_axioms
 from taso.verify.lowering import (
     attr_int,
     attr_ints,
@@ -64,6 +65,7 @@ __all__ = [
     "channel_values",
     "check_axiom",
     "check_specs",
+    "elementwise_axioms",
     "ints",
     "load_specs",
     "lower_plain",

@@ -154,7 +154,7 @@ def files_key(root: Path) -> str:
     that builds their terms (pinned): equal keys, equal parts, under any Python version (the module says why)."""
     h = hashlib.sha256(f"{sys.implementation.name} {z3.get_full_version()}".encode())
     here = Path(__file__).resolve().parent
-    for p in (here / "basis.py", here / "content.py", here / "spec.py"):
+    for p in (here / "basis.py", here / "content.py", here / "spec.py", here / "elementwise.py"):
         h.update(p.read_bytes())
     for p in sorted(root.glob("*.py")):
         if not p.name.startswith("_"):

@@ -114,13 +114,15 @@ def test_clip_bounds_from_constants_import_as_attributes_and_export_back(
         (("lo", "hi_x2"), TensorProto.FLOAT, "Clip max not a constant"),
         (("lo",), TensorProto.DOUBLE, "without both bounds"),
         (("lo", "hi"), TensorProto.INT32, "integer"),
+        (("lo", "hi"), TensorProto.BFLOAT16, "Clip min of type bfloat16"),
     ],
 )
 def test_a_clip_import_cannot_read_as_float_attributes_stays_opaque(
     bounds: tuple, dtype: int, reason: str, tmp_path: Path
 ) -> None:
     """A computed bound is no attribute; a bound left out is float32's limit, not a double's; an integer Clip's
-    bounds are not floats: each node stays opaque, saying why."""
+    bounds are not floats; a bfloat16 bound is no numpy number (int() would truncate it): each node stays
+    opaque, saying why."""
     model, _ = _clip(*bounds, dtype=dtype)
     clip = next(n for n in onnx_io.from_proto(model).nodes if n.op == "Clip")
     assert clip.is_opaque
