@@ -48,15 +48,15 @@ zoo: setup
 zoo-update: setup
 	$(BIN)/python models/regress.py --update
 
-# The shipped store from nothing: TASO's op set with biased convs to 3 ops, then every pool in specs/pools/ in
+# The shipped store from nothing: TASO's op set with biased convs to 3 ops; then every pool in specs/pools/ in
 # name order (each file says what it finds: Softmax, LayerNorm and reductions moved through their neighbours,
 # the 4-op sibling merges of biased convs, a Split concatenated back as its input, Relu moved across a Split of
-# a merged conv's output, a transformer's projections as Gemm, Sub, Neg, Exp and Sqrt among their neighbours), then the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
+# a merged conv's output, a transformer's projections as Gemm, views and selections moved through their
+# neighbours); then the spellings generated toward STORE_TARGETS (specs/targets.toml, `subst generate --target`:
+# only the targets whose rules z3 proves today; LayerNorm's stay unknown, a constant epsilon has no term); then
+# the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
-# quotient), then a verdict for every
-# rule (about 100 s on 2 cores). STORE_TARGETS are the targets of specs/targets.toml whose spellings are generated
-# toward them (`subst generate --target`): only those whose rules z3 proves today (LayerNorm's spellings stay
-# unknown: a constant epsilon has no term).
+# quotient, onnxruntime's fused kernels); then a verdict for every rule (a few minutes on 2 cores).
 STORE_TARGETS = softmax softmax_attention
 store: setup
 	rm -f build/new-store.db
