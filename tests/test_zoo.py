@@ -7,6 +7,7 @@ grows the committed cost table (models/merge_costs.py) is held here too.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from onnx import numpy_helper
 
 from taso import onnx as onnx_io
 from taso.execute import Runner
+from taso.ir import Graph
 from taso.optimize import optimize
 
 BUILT = [name for name in zoo.ZOO if name.removesuffix("_fp16") not in zoo.LIGHT_ZOO]
@@ -45,7 +47,22 @@ def test_model_is_valid_and_round_trips(built: Built, tmp_path: Path, empty_stor
     report = optimize(src, out, empty_store)
     assert report.check is not None and report.check.ok, report.check
     onnx.checker.check_model(str(out), full_check=True)
-    assert onnx_io.load_model(out) == onnx_io.load_model(src)
+    assert _read(onnx_io.load_model(out)) == _read(onnx_io.load_model(src))
+
+
+def _read(g: Graph) -> Graph:
+    """``g`` with only the weights its nodes read. A catalogue node's constant operands live in its attributes,
+    in the form import normalises them to (a Slice's ends clamped, a Squeeze's axes filled in); export writes
+    them back as a constant of their own where the file held another form: what the nodes compute is the same,
+    the constants no node reads are not compared."""
+    read = {v for n in g.nodes for v in n.inputs} | set(g.outputs)
+    unread = set(g.weights) - read
+    return replace(
+        g,
+        weights=tuple(w for w in g.weights if w in read),
+        data={w: d for w, d in g.data.items() if w not in unread},
+        types={v: t for v, t in g.types.items() if v not in unread},
+    )
 
 
 @pytest.mark.parametrize("built", list(zoo.ZOO), indirect=True)
