@@ -8,14 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from planted import assert_never_proved, assert_proved, rule
 
-from taso.ir import parse_graph
-from taso.rules import SPECS_DIR, Rule
-from taso.verify import Prover, Specs, check_axiom, load_specs, refute
-
-
-def _rule(src: str, dst: str, name: str = "") -> Rule:
-    return Rule(parse_graph(src), parse_graph(dst), name)
+from taso.rules import SPECS_DIR
+from taso.verify import Specs, check_axiom, load_specs
 
 
 def _unary(op: str, attrs: str, shape: str, out: str, before: str = "", after: str = "") -> str:
@@ -105,20 +101,13 @@ def specs() -> Specs:
 
 @pytest.mark.parametrize("name", sorted(FALSE))
 def test_planted_false_rule_over_the_new_ops_is_never_proved(name: str, specs: Specs) -> None:
-    rule = _rule(*FALSE[name], name)
-    assert refute(rule) is not None, "the planted rule must be false (the pre-check finds it so)"
-    assert Prover(specs).verdict(rule).status == "refuted"
-    alone = Prover(specs, precheck=False).verdict(rule)
-    assert alone.status == "unknown" and "no proof from the axioms" in alone.detail["reason"], alone.detail
+    assert_never_proved(rule(*FALSE[name], name), specs)
 
 
 @pytest.mark.parametrize("name", sorted(TRUE))
 def test_true_version_is_proved(name: str, specs: Specs) -> None:
     """Positive controls: the axioms do reach these ops, so the planted rules fail for being false."""
-    rule = _rule(*TRUE[name], name)
-    assert refute(rule) is None
-    v = Prover(specs, precheck=False).verdict(rule)
-    assert v.status == "proved", v.detail
+    assert_proved(rule(*TRUE[name], name), specs)
 
 
 PLANTED = '''"""False axioms over the new ops (tests/test_reductions_verify.py)."""

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from planted import assert_never_proved, assert_proved, rule
 
-from taso.ir import parse_graph
-from taso.rules import SPECS_DIR, Rule
-from taso.verify import Prover, Specs, check_axiom, load_specs, refute
+from taso.rules import SPECS_DIR
+from taso.verify import Specs, check_axiom, load_specs
 
 XY = "graph(%x: float32[2,3], %y: float32[2,3]):"
 CAT = "  %t = Concat(%x, %y) {axis=1} : float32[2,6]"
@@ -131,10 +131,6 @@ TRUE = {
 }
 
 
-def _rule(src: str, dst: str, name: str) -> Rule:
-    return Rule(parse_graph(src), parse_graph(dst), name)
-
-
 @pytest.fixture(scope="module")
 def specs() -> Specs:
     return load_specs(SPECS_DIR)
@@ -142,20 +138,13 @@ def specs() -> Specs:
 
 @pytest.mark.parametrize("name", sorted(FALSE))
 def test_planted_false_rule_over_the_selection_ops_is_never_proved(name: str, specs: Specs) -> None:
-    rule = _rule(*FALSE[name], name)
-    assert refute(rule) is not None, "the planted rule must be false (the pre-check finds it so)"
-    assert Prover(specs).verdict(rule).status == "refuted"
-    alone = Prover(specs, precheck=False).verdict(rule)
-    assert alone.status == "unknown", alone.detail
+    assert_never_proved(rule(*FALSE[name], name), specs)
 
 
 @pytest.mark.parametrize("name", sorted(TRUE))
 def test_true_version_is_proved(name: str, specs: Specs) -> None:
     """Positive controls: the axioms reach these ops, so the planted rules fail for being false."""
-    rule = _rule(*TRUE[name], name)
-    assert refute(rule) is None
-    v = Prover(specs, precheck=False).verdict(rule)
-    assert v.status == "proved", v.detail
+    assert_proved(rule(*TRUE[name], name), specs)
 
 
 PLANTED = '''"""False axioms over the selection ops (tests/test_select_verify.py)."""

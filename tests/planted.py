@@ -1,0 +1,27 @@
+"""Planted rules, shared by the tests that plant them: a false rule is never proved, and its true version is, so
+the false one fails for being false and not because the axioms cannot reach its ops."""
+
+from __future__ import annotations
+
+from taso.ir import parse_graph
+from taso.rules import Rule
+from taso.verify import Prover, Specs, refute
+
+
+def rule(src: str, dst: str, name: str = "") -> Rule:
+    return Rule(parse_graph(src), parse_graph(dst), name)
+
+
+def assert_never_proved(planted: Rule, specs: Specs) -> None:
+    """The pre-check finds ``planted`` false and refutes it; z3 alone, without the pre-check, proves nothing."""
+    assert refute(planted) is not None, "the planted rule must be false (the pre-check finds it so)"
+    assert Prover(specs).verdict(planted).status == "refuted"
+    alone = Prover(specs, precheck=False).verdict(planted)
+    assert alone.status == "unknown" and "no proof from the axioms" in alone.detail["reason"], alone.detail
+
+
+def assert_proved(control: Rule, specs: Specs) -> None:
+    """A positive control: true by the pre-check and proved by z3 alone."""
+    assert refute(control) is None
+    v = Prover(specs, precheck=False).verdict(control)
+    assert v.status == "proved", v.detail
