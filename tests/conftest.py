@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import onnx
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
@@ -27,6 +28,13 @@ T = TypeVar("T")
 FULL = os.environ.get("SUBST_FULL") == "1"
 """`make test` (CI) runs the slow checks (`@pytest.mark.slow`) in a bounded form that keeps the suite within
 its 12 minutes on 2 cores; SUBST_FULL=1 (`make test-full`) runs each of them whole."""
+
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("full", print_blob=True)
+settings.load_profile("full" if FULL else "ci")
+"""`make test` draws the same property-test cases on every run, so a red CI is a change's fault, not a new
+draw's; `make test-full` draws fresh ones each run to find new failures (each found one becomes an `@example`)."""
 
 
 def bounded(cases: Sequence[T], ci: int) -> list[T]:

@@ -96,7 +96,10 @@ def reinfer(g: Graph, outputs: bool = False, known: Mapping[str, TensorType] | N
         for vi in model.graph.output:
             vi.type.tensor_type.ClearField("shape")
     inferred = from_proto(model, external_data=g.meta.external_data)
-    return replace(inferred, inputs=g.inputs, weights=g.weights, data=g.data, meta=g.meta)
+    # A catalogue node that import now reads as opaque reads the constants export wrote for its attributes.
+    added = tuple(w for w in inferred.weights if w not in g.data)
+    data = {**g.data, **{w: inferred.data[w] for w in added}}
+    return replace(inferred, inputs=g.inputs, weights=g.weights + added, data=data, meta=g.meta)
 
 
 def concretize(g: Graph, dims: dict[str, int], default: int = 1) -> Graph:

@@ -180,6 +180,8 @@ def _merged_slice(
     shape = _shape(types, first.inputs[0]) if first is not None else None
     if first is None or first.op != "Slice" or first.domain or shape is None or first.outputs[0] in keep:
         return None
+    if first.is_opaque and not n.is_opaque:  # the catalogue form would claim what import refused (an empty range)
+        return None
     outer = _slice_axes(first, data, len(shape))
     if outer is None:
         return None
