@@ -47,29 +47,48 @@ TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
 """Issue 32's targets in seconds: (cold, warm); None where it sets none."""
 
 
-def _run(
-    model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT, flags: tuple[str, ...] = ()
-) -> dict:
-    """One `subst optimize` of the tree at ``root`` in a fresh process: wall seconds, exit code, and the
-    report's facts."""
-    report = out.with_suffix(".report.json")
-    report.unlink(missing_ok=True)
-    dims = [a for d, n in corpus.dims(model.stem).items() for a in ("--dim", f"{d}={n}")]
+def optimize_cli(
+    model: Path,
+    out: Path,
+    cache: Path,
+    device: str,
+    timeout: float,
+    dims: dict[str, int],
+    root: Path = ROOT,
+    flags: tuple[str, ...] = (),
+) -> tuple[dict, dict | None]:
+    """One `subst optimize` of the tree at ``root`` in a fresh process with the per-user cache under ``cache``
+    (an XDG_CACHE_HOME): wall seconds, exit code and the last line of stderr where it failed; and its report, as
+    ``--json`` prints it (also on a failed check, where ``--report`` writes nothing), or None."""
+    dim_args = [a for d, n in dims.items() for a in ("--dim", f"{d}={n}")]
     cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
-    cmd += [*dims, "--device", device, "--report", str(report), *flags]
+    cmd += [*dim_args, "--device", device, "--json", *flags]
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
+    stdout = ""
     try:
         done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
         code, err = done.returncode, done.stderr.strip().splitlines()[-1:] if done.returncode else []
+        stdout = done.stdout
     except subprocess.TimeoutExpired:
         code, err = None, [f"timed out after {timeout:.0f} s"]
     row: dict = {"wall_s": round(time.perf_counter() - t0, 2), "exit": code, "load_before": round(load, 2)}
     if err:
         row["error"] = err[0][:300]
-    if report.exists():
-        r = json.loads(report.read_text())
+    try:
+        report = json.loads(stdout) if stdout.strip() else None
+    except ValueError:  # an older tree (--baseline) that prints no report on a failed check, or a stray line
+        report = None
+    return row, report
+
+
+def _run(
+    model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT, flags: tuple[str, ...] = ()
+) -> dict:
+    """One `subst optimize` of corpus model ``model`` (`optimize_cli`), with the report's facts."""
+    row, r = optimize_cli(model, out, cache, device, timeout, corpus.dims(model.stem), root, flags)
+    if r is not None:
         search, cost = r.get("search") or {}, r.get("cost") or {}
         row |= {
             "seconds": {k: round(v, 2) for k, v in r["seconds"].items()},

@@ -118,9 +118,12 @@ def time_variants(
     device: profiler.Device,
     rounds: int,
     mode: profiler.Mode = profiler.DEFAULT_MODE,
+    dims: dict[str, int] | None = None,
 ) -> dict[str, float]:
-    """Median over rounds of each variant's median latency in ms, each session set up as ``mode`` says."""
-    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
+    """Median over rounds of each variant's median latency in ms, each session set up as ``mode`` says, fed at
+    ``dims`` (default: the corpus model's, `corpus.dims`)."""
+    dims = corpus.dims(name) if dims is None else dims
+    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims)
     runs = [(path, feeds) for path in variants.values()]
     per: list[list[float]] = [[] for _ in runs]
     for r in range(rounds):
@@ -132,11 +135,12 @@ def time_variants(
 
 
 def time_captured(
-    name: str, variants: dict[str, str], device: profiler.Device, rounds: int
+    name: str, variants: dict[str, str], device: profiler.Device, rounds: int, dims: dict[str, int] | None = None
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The variants CUDA graphs capture timed under capture (`time_variants`), and why onnxruntime refused the
     others (a node on the CPU provider, a Memcpy): one refusal must not cost the whole model its row."""
-    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=corpus.dims(name))
+    dims = corpus.dims(name) if dims is None else dims
+    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims)
     captured, refused = {}, {}
     for k, path in variants.items():
         try:
@@ -146,7 +150,8 @@ def time_captured(
             captured[k] = path
         except Exception as e:  # onnxruntime raises its own exception types
             refused[k] = f"{type(e).__name__}: {e}"[:300]
-    return (time_variants(name, captured, device, rounds, capture.CAPTURE) if "original" in captured else {}), refused
+    timed = time_variants(name, captured, device, rounds, capture.CAPTURE, dims) if "original" in captured else {}
+    return timed, refused
 
 
 def graph_table(rows: list[dict]) -> list[str]:
