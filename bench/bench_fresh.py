@@ -2,9 +2,10 @@
 check that what works on the corpus (models/corpus/, which the project was developed on) works on models it never
 saw, as the judged set is (torchvision, timm and transformers families, TorchScript and dynamo exports, batch 1).
 
-    PYTHONPATH=/tmp/site:$PWD python3 bench/bench_fresh.py --device cuda --cuda-graph --stop-after 480 \\
-        --result /tmp/fresh.json; cp /tmp/fresh.json $OUT/fresh.json                # on the GPU machine
-    ... --resume --result /tmp/fresh.json ...                                        # the next call: the rest
+    PYTHONPATH=/tmp/site:$PWD python3 bench/bench_fresh.py --device cuda --cuda-graph --timeout 120 \
+        --stop-after 420 --result $OUT/fresh-h200.json                      # on the GPU machine: a first slice
+    cp fresh-prev.json $OUT/fresh-h200.json && PYTHONPATH=/tmp/site:$PWD python3 bench/bench_fresh.py \
+        --device cuda --cuda-graph --timeout 120 --stop-after 420 --resume --result $OUT/fresh-h200.json  # the rest
     python bench/bench_fresh.py --device cpu --models albert --exporters dynamo --rounds 1
 
 Each of `ARCHS` is built from its config with random weights (no network) and exported by torch.onnx's

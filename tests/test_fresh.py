@@ -46,7 +46,11 @@ def test_a_step_in_its_own_process_returns_raises_dies_or_is_killed_past_its_tim
 
 @pytest.mark.parametrize(
     "argv",
-    [["--models", "albert,nosuch"], ["--exporters", "ts,jit"], ["--cuda-graph", "--device", "cpu"]],
+    [
+        ["--models", "albert,nosuch"],
+        ["--exporters", "ts,jit"],
+        ["--cuda-graph", "--device", "cpu", "--models", "albert", "--exporters", "ts", "--timeout", "0.01"],
+    ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(
     argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture
