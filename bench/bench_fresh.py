@@ -21,8 +21,9 @@ onnxruntime costs one row, not the run. The torch part is `export_one`, run only
 
 Writes bench/results/<today>/fresh-<device>.json (``--result``) after every entry; ``--resume`` keeps the entries
 it has and runs the rest, and ``--stop-after S`` starts no entry past S seconds, so a machine lent in 10-minute
-calls runs the list over a few calls. Prints a table: exit and check of the CLI, its cold seconds, and speed-ups
-over the original of subst's output and the best peer's, and of subst's over the best peer's.
+calls runs the list over a few calls (steps still running at S + ``--timeout`` are stopped: the run ends by
+then). Prints a table: exit and check of the CLI, its cold seconds, and speed-ups over the original of subst's
+output and the best peer's, and of subst's over the best peer's.
 """
 
 from __future__ import annotations
@@ -216,11 +217,26 @@ def _time(variants: dict[str, str], dims: dict[str, int], device: str, rounds: i
     return out
 
 
-def measure(name: str, src: Path, dims: dict[str, int], family: str, work: Path, args: argparse.Namespace) -> dict:
+def step_time(timeout: float, end: float | None) -> float:
+    """Seconds the next step may take: ``timeout``, cut to what is left before ``end`` (a `time.perf_counter`
+    time; None: no end) so that a device call ends in time, but at least a second: the step is tried, and its
+    row says it ran out."""
+    return timeout if end is None else max(1.0, min(timeout, end - time.perf_counter()))
+
+
+def measure(
+    name: str,
+    src: Path,
+    dims: dict[str, int],
+    family: str,
+    work: Path,
+    args: argparse.Namespace,
+    end: float | None = None,
+) -> dict:
     """One exported model: `subst optimize` cold as its user runs it, the peers' versions, and all of them timed
-    against the original (a failed step is recorded and the others still run)."""
+    against the original (a failed step is recorded and the others still run), each step within `step_time`."""
     out = work / f"{name}.subst.onnx"
-    run, report = optimize_cli(src, out, work / "cache", args.device, args.timeout, dims)
+    run, report = optimize_cli(src, out, work / "cache", args.device, step_time(args.timeout, end), dims)
     if report is not None:
         report.pop("certificate", None)  # every step's evidence: most of the bytes, and `subst certify`'s matter
     check = (report or {}).get("check") or {}
@@ -228,12 +244,13 @@ def measure(name: str, src: Path, dims: dict[str, int], family: str, work: Path,
     variants = {"original": str(src), "again": str(src)}
     if run["exit"] == 0 and out.exists():
         variants["subst"] = str(out)
-    made = in_child(_peers, (str(src), str(work), name, family), args.timeout)
+    made = in_child(_peers, (str(src), str(work), name, family), step_time(args.timeout, end))
     if "error" in made:
         row["peers_error"] = made.pop("error")
     variants.update(made)
     row["variants"] = sorted(variants)
-    timed = in_child(_time, (variants, dims, args.device, args.rounds, args.cuda_graph), args.timeout)
+    timing = (variants, dims, args.device, args.rounds, args.cuda_graph)
+    timed = in_child(_time, timing, step_time(args.timeout, end))
     if "error" in timed:
         row["timing_error"] = timed.pop("error")
     row.update(timed)
@@ -311,7 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuda-graph", action="store_true", help="also time every variant under CUDA graph capture")
     ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/fresh-<device>.json)")
     ap.add_argument("--resume", action="store_true", help="keep the entries already in --result; run the rest")
-    ap.add_argument("--stop-after", type=float, metavar="S", help="start no entry after S seconds")
+    ap.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="S",
+        help="start no entry after S seconds, and stop every step at S + --timeout: the run ends by then",
+    )
     args = ap.parse_args(argv)
     started = time.perf_counter()
     names = args.models.split(",") if args.models else list(BY_NAME)
@@ -332,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, KeyError) as e:
             print(f"bench_fresh: --resume: {result} is no result of this bench ({e})", file=sys.stderr)
             return 2
+    end = None if args.stop_after is None else started + args.stop_after + args.timeout
     todo = pending([(BY_NAME[n], e) for n in names for e in exporters], rows)
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
         for arch, exporter in todo:
@@ -344,11 +367,12 @@ def main(argv: list[str] | None = None) -> int:
             src = work / f"{name}.onnx"
             row: dict[str, Any] = {"model": name, "arch": arch.name, "source": arch.source, "exporter": exporter}
             t0 = time.perf_counter()
-            row["export"] = in_child(export_one, (arch.name, exporter, str(src), args.static), args.timeout)
+            exporting = (arch.name, exporter, str(src), args.static)
+            row["export"] = in_child(export_one, exporting, step_time(args.timeout, end))
             if "error" in row["export"]:
                 row["skipped"] = f"export: {row['export']['error']}"
             else:
-                row |= measure(name, src, corpus.sizes(row["export"]["dims"]), arch.family, work, args)
+                row |= measure(name, src, corpus.sizes(row["export"]["dims"]), arch.family, work, args, end)
             row["entry_s"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             layout.write(result, {"meta": layout.meta(device), "device": device, "static": args.static, "rows": rows})

@@ -71,6 +71,12 @@ def test_resume_from_a_file_that_is_no_result_of_this_bench_is_bad_input(
     assert result.read_text() == '{"models": {}}'
 
 
+def test_a_step_gets_its_timeout_cut_to_what_is_left_of_the_run_but_is_still_tried() -> None:
+    assert bench_fresh.step_time(120.0, None) == 120.0
+    assert 50.0 < bench_fresh.step_time(120.0, time.perf_counter() + 60.0) <= 60.0
+    assert bench_fresh.step_time(120.0, time.perf_counter() - 10.0) == 1.0
+
+
 def _earlier(path: Path) -> dict:
     """A result an earlier call wrote: one entry done."""
     record = {"meta": {}, "rows": [{"model": "albert_ts", "skipped": "an earlier call's row"}]}
