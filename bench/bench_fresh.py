@@ -50,6 +50,7 @@ from bench_corpus import PEERS, time_captured, time_variants  # noqa: E402
 from child import in_child  # noqa: E402
 
 from taso.cost import profiler  # noqa: E402
+from taso.errors import BadInput  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -345,7 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cuda_graph and args.device != "cuda":
         print("bench_fresh: --cuda-graph: CUDA graphs need --device cuda", file=sys.stderr)
         return 2
-    device = profiler.pick_device(args.device).key
+    try:
+        device = profiler.pick_device(args.device).key
+    except BadInput as e:  # --device cuda where onnxruntime's CUDA provider does not load
+        print(f"bench_fresh: {e}", file=sys.stderr)
+        return 2
     result = args.result or layout.result_path("fresh", device)
     rows: list[dict] = []
     if args.resume and result.exists():

@@ -24,6 +24,8 @@ import child  # noqa: E402
 import corpus  # noqa: E402
 import peers  # noqa: E402
 
+from taso.cost import profiler  # noqa: E402
+
 
 def test_the_list_is_of_architectures_outside_the_corpus() -> None:
     families = {entry["model"] for entry in corpus.MANIFEST.values()}
@@ -58,6 +60,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     result = tmp_path / "fresh.json"
     assert bench_fresh.main([*argv, "--result", str(result)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not result.exists()
+
+
+@pytest.mark.skipif(profiler.cuda_works(), reason="refused only where onnxruntime's CUDA provider does not load")
+def test_cuda_where_it_does_not_load_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    result = tmp_path / "fresh.json"
+    assert (
+        bench_fresh.main(["--device", "cuda", "--models", "albert", "--timeout", "0.01", "--result", str(result)]) == 2
+    )
+    assert capsys.readouterr().err.startswith("bench_fresh: --device cuda: ")
     assert not result.exists()
 
 
