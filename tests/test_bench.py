@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -199,3 +200,19 @@ def test_the_capture_table_compares_subst_and_the_best_peer_with_the_original_un
     assert "geomean capture alone: 2.000x over 2 models" in lines
     assert f"geomean subst+cg over orig+cg: {(1 / 0.9 * 2 / 1.6) ** 0.5:.3f}x over 2 models" in lines
     assert f"geomean peer+cg over orig+cg: {2 / 1.8:.3f}x over 1 models" in lines
+
+
+def test_a_cold_run_cut_at_the_deadline_is_left_for_resume(tmp_path: Path) -> None:
+    """bench_cold --cut-at (bench/h200-table.sh's 10-minute device calls): a run still going then is stopped and
+    nothing of it recorded or exported, so that --resume in the next call runs it again rather than keep a
+    timed-out row."""
+    result, costs = tmp_path / "cold.json", tmp_path / "costs"
+    args = ["--device", "cpu", "--cold-only", "--no-prior", "--models", "squeezenet1_1_ts", "--cut-at", "0.5"]
+    r = subprocess.run(
+        [sys.executable, ROOT / "bench" / "bench_cold.py", *args, "--result", result, "--export-costs", costs],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "squeezenet1_1_ts not recorded" in r.stdout
+    assert not result.exists() and not list(tmp_path.glob("costs/*"))
