@@ -108,7 +108,8 @@ def main() -> int:
         "--keep",
         type=Path,
         metavar="DIR",
-        help="keep each cold run's output as DIR/<model>.onnx: what a user of this device gets, for bench_corpus --device-made",
+        help="keep each cold run's output as DIR/<model>.onnx (its report as DIR/<model>.report.json): what a user of "
+        "this device gets, for bench_corpus --device-made",
     )
     ap.add_argument("--cuda-graph", action="store_true", help="run `subst optimize --cuda-graph` (--device cuda)")
     ap.add_argument(
@@ -168,9 +169,10 @@ def main() -> int:
             if stopped and args.cut_at is not None and time.perf_counter() - started >= args.cut_at:
                 print(f"cut at {args.cut_at:.0f} s: {name} not recorded, --resume runs it again")
                 break
-            if args.keep and runs["this"]["cold"].get("exit") == 0:
+            if args.keep and runs["this"]["cold"].get("exit") == 0:  # with its report: what the run predicted
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.move(t / f"{name}.cold.onnx", args.keep / f"{name}.onnx")
+                shutil.move(t / f"{name}.cold.report.json", args.keep / f"{name}.report.json")
             if args.export_costs:
                 args.export_costs.mkdir(parents=True, exist_ok=True)
                 runs["this"]["exported_units"] = _export_costs(
