@@ -19,6 +19,9 @@ a cold one) and ``--stop-after`` starts no model past that many seconds, so a ma
 runs the corpus in a few ``--resume`` calls without one cut off mid-model. ``--cuda-graph`` runs each
 `subst optimize --cuda-graph` (costs and guard under CUDA graph capture); each row keeps the report's capture
 facts, its verdict and where its prior came from (on a GPU no shipped table is of, "scaled_from" names the table's).
+``--no-prior`` runs each `subst optimize --no-prior` (every unit measured here, the shipped tables ignored), so that
+``--export-costs`` writes every unit the run met: the makings of a device's own table (bench/h200-table.sh, which
+also stops a run still going at ``--cut-at``, unrecorded, for the next call's ``--resume``).
 """
 
 from __future__ import annotations
@@ -124,9 +127,22 @@ def main() -> int:
         "--keep",
         type=Path,
         metavar="DIR",
-        help="keep each cold run's output as DIR/<model>.onnx: what a user of this device gets, for bench_corpus --device-made",
+        help="keep each cold run's output as DIR/<model>.onnx (its report as DIR/<model>.report.json): what a user of "
+        "this device gets, for bench_corpus --device-made",
     )
     ap.add_argument("--cuda-graph", action="store_true", help="run `subst optimize --cuda-graph` (--device cuda)")
+    ap.add_argument(
+        "--no-prior",
+        action="store_true",
+        help="run `subst optimize --no-prior`: measure every unit here (with --export-costs, a device's whole table)",
+    )
+    ap.add_argument("--measure-limit", type=float, metavar="S", help="pass `--measure-limit S` to every run")
+    ap.add_argument(
+        "--cut-at",
+        type=float,
+        metavar="S",
+        help="stop a run still going S seconds after the start and record nothing of it (--resume runs it again)",
+    )
     args = ap.parse_args()
     started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
@@ -138,7 +154,8 @@ def main() -> int:
     path = args.result or layout.result_path("cold", device)
     result = {"meta": layout.meta(device), "targets_s": dict(zip(("cold", "warm"), TARGETS[args.device])), "models": {}}
     kinds = ("cold",) if args.cold_only else ("cold", "warm")
-    flags = ("--cuda-graph",) if args.cuda_graph else ()
+    flags = ("--cuda-graph",) * args.cuda_graph + ("--no-prior",) * args.no_prior
+    flags += ("--measure-limit", str(args.measure_limit)) if args.measure_limit is not None else ()
     baseline = tempfile.TemporaryDirectory(prefix="bench-cold-baseline-") if args.baseline else None
     trees = {"this": ROOT}
     if baseline is not None:
@@ -147,6 +164,11 @@ def main() -> int:
     if args.resume and path.exists():  # a machine lent in 10-minute calls runs the corpus over several
         result["models"] = json.loads(path.read_text())["models"]
         names = [n for n in names if n not in result["models"]]
+
+    def limit() -> float:
+        """Seconds the next run may take: --timeout, and no later than --cut-at."""
+        return args.timeout if args.cut_at is None else min(args.timeout, args.cut_at - (time.perf_counter() - started))
+
     print(f"{'model':<26}{'tree':<10}{'cold s':>9}{'warm s':>9}  cold breakdown")
     for i, name in enumerate(names):
         if args.stop_after is not None and time.perf_counter() - started > args.stop_after:
@@ -159,12 +181,17 @@ def main() -> int:
             for tree in list(trees)[:: 1 if i % 2 == 0 else -1]:  # which tree goes first alternates
                 cache = t / f"cache-{tree}"
                 runs[tree] = {
-                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, args.timeout, trees[tree], flags)
+                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, limit(), trees[tree], flags)
                     for kind in kinds
                 }
-            if args.keep and runs["this"]["cold"].get("exit") == 0:
+            stopped = any(r["exit"] is None for tree_runs in runs.values() for r in tree_runs.values())
+            if stopped and args.cut_at is not None and time.perf_counter() - started >= args.cut_at:
+                print(f"cut at {args.cut_at:.0f} s: {name} not recorded, --resume runs it again")
+                break
+            if args.keep and runs["this"]["cold"].get("exit") == 0:  # with its report: what the run predicted
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.move(t / f"{name}.cold.onnx", args.keep / f"{name}.onnx")
+                shutil.move(t / f"{name}.cold.report.json", args.keep / f"{name}.report.json")
             if args.export_costs:
                 args.export_costs.mkdir(parents=True, exist_ok=True)
                 runs["this"]["exported_units"] = _export_costs(

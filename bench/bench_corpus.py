@@ -20,7 +20,10 @@ bounded by its budget, so the same rewrites as on CI; ``--workers`` at a time, o
 (bench/peers.py) writes its version on the CPU too; once every model is prepared, the original, the original again (the run's noise
 band), subst's output and each peer's are timed side by side in ``--rounds`` rounds, each opening fresh sessions
 in another order, at batch 1 and sequences of 16 (`corpus.dims`). Writes
-bench/results/<today>/corpus-<device>.json (``--result``) after every model and prints a table.
+bench/results/<today>/corpus-<device>.json (``--result``) after every model and prints a table. Each row also
+holds the speed-up each subst output's own run predicted (``predicted``: the regression's cost ratio, the report
+`bench_cold.py --keep` keeps beside a device-made output) against the measured one (``prediction``, the made under
+capture one timed under capture), and a last table flags a prediction off by more than 10 %.
 """
 
 from __future__ import annotations
@@ -84,6 +87,11 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None, graph_made: 
         variants["subst_device"] = device_made / f"{name}.onnx"
     if graph_made is not None and (graph_made / f"{name}.onnx").exists():
         variants["subst_graph"] = graph_made / f"{name}.onnx"
+    predicted = {"subst": 1 / row["cost_ratio"]}
+    for variant, made in (("subst_device", device_made), ("subst_graph", graph_made)):
+        if variant in variants and (made / f"{name}.report.json").exists():
+            predicted[variant] = _predicted(made / f"{name}.report.json")
+    row["predicted"] = predicted
     variants.update(peers.peers(src, tmp, name, corpus.MANIFEST[name]["model"]))
     if "ort_transformers" in variants:
         both = tmp / f"{name}.ort_transformers.opt.onnx"
@@ -94,6 +102,60 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None, graph_made: 
         except Exception as e:
             print(f"subst on ort_transformers failed on {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
     return {**row, "variants": {k: str(v) for k, v in variants.items()}, "unchanged": _unchanged(variants)}
+
+
+def _predicted(report: Path) -> float:
+    """The speed-up the `subst optimize` run of a report (``--report`` JSON, kept beside its output by `bench_cold.py
+    --keep`) predicted for what it wrote: its costs before over after, 1 where the guard kept the original."""
+    r = json.loads(report.read_text())
+    cost = r.get("cost") or {}
+    if not cost or (cost.get("measured") or {}).get("kept_original"):
+        return 1.0
+    return cost["before_ms"] / cost["after_ms"]
+
+
+PREDICTED = (("subst", "ms"), ("subst_device", "ms"), ("subst_graph", "ms_graph"))
+"""The outputs whose predicted speed-up is compared with the measured one, and the timings that measure it: the
+table-made output and the device-made one without capture, the one made under capture with it."""
+OFF = 0.10
+"""A prediction off by more than this (measured over predicted) is flagged."""
+
+
+def predictions(row: dict) -> dict[str, dict[str, float]]:
+    """Per output of ``row``, its run's predicted speed-up, the measured one (over the original timed alike) and
+    how far off the prediction is (measured / predicted - 1)."""
+    out = {}
+    for variant, timings in PREDICTED:
+        ms = row.get(timings) or {}
+        predicted = (row.get("predicted") or {}).get(variant)
+        if predicted and variant in ms and "original" in ms:
+            measured = ms["original"] / ms[variant]
+            out[variant] = {"predicted": predicted, "measured": measured, "off": measured / predicted - 1}
+    return out
+
+
+def prediction_table(rows: list[dict]) -> list[str]:
+    """Predicted against measured speed-up per model and output (`predictions`), ``!`` on one off by more than
+    `OFF`, then how many predictions hold per output."""
+    lines = [f"{'model':<26}" + "".join(f"{SHORT[v] + ' pred/meas':>22}" for v, _ in PREDICTED)]
+    held: dict[str, list[bool]] = {v: [] for v, _ in PREDICTED}
+    for r in rows:
+        p = r.get("prediction") or {}
+        if not p:
+            continue
+        cells = []
+        for v, _ in PREDICTED:
+            if v not in p:
+                cells.append(f"{'-':>22}")
+                continue
+            off = abs(p[v]["off"]) > OFF
+            held[v].append(not off)
+            cells.append(f"{p[v]['predicted']:.3f}/{p[v]['measured']:.3f}{'!' if off else ' '}".rjust(22))
+        lines.append(f"{r['model']:<26}" + "".join(cells))
+    for v, ok in held.items():
+        if ok:
+            lines.append(f"predictions of {v} within {OFF:.0%}: {sum(ok)} of {len(ok)}")
+    return lines
 
 
 def _unchanged(variants: dict[str, Path]) -> list[str]:
@@ -237,6 +299,7 @@ def main() -> int:
                     row["graph_error"] = f"timing under capture: {type(e).__name__}: {e}"[:500]
             if "ms" in row:
                 row["speedup"] = {k: row["ms"]["original"] / v for k, v in row["ms"].items()}
+                row["prediction"] = predictions(row)
             rows.append(row)
             print(json.dumps({k: row.get(k) for k in ("model", "cost_ratio", "speedup", "rules", "error")}), flush=True)
             layout.write(result, {"meta": layout.meta(device.key), "device": device.key, "rows": rows})
@@ -258,6 +321,8 @@ def main() -> int:
     if args.cuda_graph:
         print("\nunder CUDA graph capture (speed-ups over the original without it)")
         print("\n".join(graph_table(rows)))
+    print(f"\npredicted against measured speed-up (! off by more than {OFF:.0%})")
+    print("\n".join(prediction_table(rows)))
     return 0
 
 

@@ -170,6 +170,12 @@ def cli() -> None:
     help="Where op costs are measured (cached per user, whatever the store; on an H100 the shipped table of its "
     "costs stands in for those the cache lacks); estimate: analytic costs, nothing measured or read from the cache.",
 )
+@click.option(
+    "--no-prior",
+    is_flag=True,
+    help="Measure every unit here and ignore the shipped cost tables (of this GPU, or another's scaled): for "
+    "building a cost table of this device. Give a --measure-limit long enough for every unit.",
+)
 @dim_option(
     "Size of one of the inputs' symbolic dims (`subst info` shows them) for costing and for the check's random "
     "inputs (default 1 for costing, 2 for the check); the report says the sizes used."
@@ -232,6 +238,7 @@ def optimize(
     time_limit: float,
     measure_limit: float,
     device: str,
+    no_prior: bool,
     dims: tuple[str, ...],
     costs_path: Path | None,
     pet: bool,
@@ -266,6 +273,8 @@ def optimize(
         if report_path.resolve() in (output.resolve(), model.resolve()):
             raise BadInput(f"--report {report_path}: is a model this run reads or writes; choose another path")
     costs = str(costs_path) if costs_path else None
+    if no_prior and (costs is not None or device == "estimate"):
+        raise BadInput("--no-prior: measures every unit; --costs and --device estimate measure none")
     if costs is not None:
         cost.reference_model(costs)  # read once up front: a file that is no cost table is refused before any work
     settings = Settings(
@@ -281,6 +290,7 @@ def optimize(
         refresh=refresh,
         cuda_graph=cuda_graph,
         standard_onnx=standard_onnx,
+        prior=not no_prior,
     )
     try:
         bars = StageBars()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -199,3 +200,45 @@ def test_the_capture_table_compares_subst_and_the_best_peer_with_the_original_un
     assert "geomean capture alone: 2.000x over 2 models" in lines
     assert f"geomean subst+cg over orig+cg: {(1 / 0.9 * 2 / 1.6) ** 0.5:.3f}x over 2 models" in lines
     assert f"geomean peer+cg over orig+cg: {2 / 1.8:.3f}x over 1 models" in lines
+
+
+def test_a_cold_run_cut_at_the_deadline_is_left_for_resume(tmp_path: Path) -> None:
+    """bench_cold --cut-at (bench/h200-table.sh's 10-minute device calls): a run still going then is stopped and
+    nothing of it recorded or exported, so that --resume in the next call runs it again rather than keep a
+    timed-out row."""
+    result, costs = tmp_path / "cold.json", tmp_path / "costs"
+    args = ["--device", "cpu", "--cold-only", "--no-prior", "--models", "squeezenet1_1_ts", "--cut-at", "0.5"]
+    r = subprocess.run(
+        [sys.executable, ROOT / "bench" / "bench_cold.py", *args, "--result", result, "--export-costs", costs],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "squeezenet1_1_ts not recorded" in r.stdout
+    assert not result.exists() and not list(tmp_path.glob("costs/*"))
+
+
+def test_a_prediction_off_by_more_than_a_tenth_is_flagged(tmp_path: Path) -> None:
+    """Issue 49's predictions that hold: each subst output's predicted speed-up (the regression's cost ratio, the
+    report of the device's run, 1 where its guard kept the original) beside the measured one, with and without
+    capture; a model off by more than 10 % is flagged."""
+    sys.path[:0] = [str(ROOT / "models")]
+    import bench_corpus
+
+    report = tmp_path / "m.report.json"
+    report.write_text(json.dumps({"cost": {"before_ms": 2.0, "after_ms": 1.6, "measured": {"kept_original": True}}}))
+    assert bench_corpus._predicted(report) == 1.0  # the output is the original: nothing predicted for it
+    report.write_text(json.dumps({"cost": {"before_ms": 2.0, "after_ms": 1.6, "measured": {}}}))
+    assert bench_corpus._predicted(report) == 1.25
+    row = {
+        "model": "m",
+        "predicted": {"subst": 1.25, "subst_device": 1.25, "subst_graph": 1.1},
+        "ms": {"original": 2.0, "subst": 1.6, "subst_device": 1.9},
+        "ms_graph": {"original": 1.0, "subst_graph": 0.9},
+    }
+    row["prediction"] = bench_corpus.predictions(row)
+    assert row["prediction"]["subst_device"]["off"] == pytest.approx(2.0 / 1.9 / 1.25 - 1)
+    assert row["prediction"]["subst_graph"]["measured"] == pytest.approx(1 / 0.9)  # timed under capture
+    lines = bench_corpus.prediction_table([row, {"model": "untimed"}])
+    assert lines[1].split() == ["m", "1.250/1.250", "1.250/1.053!", "1.100/1.111"]
+    assert "predictions of subst_device within 10%: 0 of 1" in lines and len(lines) == 5

@@ -113,6 +113,8 @@ def _bad_inputs(tmp: Path, bert: Path) -> dict[str, tuple[list[str], str]]:
         "costs a list": ([*costs, tmp / "costs_list.json"], "not a cost table"),
         "cuda graph on the cpu": ([*opt, "--cuda-graph"], "CUDA graphs need --device cuda"),
         "cuda graph from a table": ([*costs, PRIORS[0], "--cuda-graph", "--device", "cuda"], "measures nothing"),
+        "no prior from a table": ([*costs, PRIORS[0], "--no-prior"], "--no-prior: measures every unit"),
+        "no prior estimated": ([*opt, "--device", "estimate", "--no-prior"], "--no-prior: measures every unit"),
         "config not UTF-8": (["generate", "--config", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rules file not UTF-8": (["rules", "add", tmp / "latin1.json", "--store", tmp / "new.db"], "not UTF-8"),
         "rule id past SQLite's": (["rules", "show", str(2**64)], "no rule with id 18446744073709551616"),
@@ -180,6 +182,8 @@ CASE_NAMES = [
     "costs a list",
     "cuda graph on the cpu",
     "cuda graph from a table",
+    "no prior from a table",
+    "no prior estimated",
     "config not UTF-8",
     "rules file not UTF-8",
     "rule id past SQLite's",
@@ -347,6 +351,7 @@ def test_help_teaches() -> None:
     r = subst("optimize", "--help")
     assert r.returncode == 0 and "--no-check" in r.stdout and "Example" in r.stdout
     assert "--check-inputs FILE.npz" in r.stdout and "np.savez" in r.stdout
+    assert "--no-prior Measure every unit here" in " ".join(r.stdout.split())  # for building a device's table
 
 
 def test_a_model_that_runs_only_on_meaningful_inputs_is_checked_on_the_users(tmp_path: Path, empty_store: Path) -> None:

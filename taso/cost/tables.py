@@ -35,9 +35,10 @@ class Prior:
     GPU): a lower-trust source, its costs taken only scaled by `taso.cost.calibration.Scales` read on this device."""
 
 
-PRIORS = (Path(__file__).with_name("reference_costs.json"),)
+PRIORS = (Path(__file__).with_name("reference_costs.json"), Path(__file__).with_name("reference_costs_h200.json"))
 """The cost tables shipped with subst (one per known device, package data beside this module):
-reference_costs.json, the H100's."""
+reference_costs.json, the H100's, first (the one carried to a GPU none is of), and reference_costs_h200.json, the
+H200's (bench/h200-table.sh, every unit measured there); one not there yet is passed over."""
 
 
 def prior_for(device: Device, mode: Mode = DEFAULT_MODE, tables: Sequence[Path] | None = None) -> Prior | None:

@@ -195,7 +195,7 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
         return cost.CostModel(profiler.pick_device("cpu"), None, measure=False, dims=dims)
     device = profiler.pick_device(settings.device)
     mode = profiler.Mode(cuda_graph=settings.cuda_graph)  # filed apart: a cost captured is not one launched
-    prior = costtables.prior_for(device, mode)
+    prior = costtables.prior_for(device, mode) if settings.prior else None
     return cost.CostModel(device, db, dims=dims, prior=prior, measure_limit=settings.measure_limit, mode=mode)
 
 

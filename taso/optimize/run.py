@@ -55,6 +55,10 @@ class Settings:
     standard_onnx: bool = False
     """Keep the result in standard ONNX: use no rule that writes an op only onnxruntime runs (its fused kernels,
     `taso.ops.fused`), so that any runtime loads the result. By default they are targets, as for onnxruntime."""
+    prior: bool = True
+    """Take the shipped cost table of this device (`taso.cost.prior_for`) for the units the cache lacks. Without
+    it every unit is measured here: how the table of a device none ships for is built (bench/h200-table.sh), where
+    another device's table, scaled, would stand in for most of them and only what it lacks would be measured."""
 
 
 @dataclass(frozen=True)

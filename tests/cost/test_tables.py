@@ -5,6 +5,9 @@ there."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,12 +16,12 @@ from conftest import prove_into
 from test_optimize import RELU_OF_SPLIT
 
 from taso import onnx as onnx_io
+from taso.cost import cache, profiler, tables
 from taso.cost import model as cost_model
-from taso.cost import profiler, tables
 from taso.cost.calibration import Calibration, Scales
 from taso.cost.model import CostModel
 from taso.cost.tables import PRIORS, export_reference, prior_for, reference_model
-from taso.optimize import Settings, optimize
+from taso.optimize import Settings, optimize, pipeline
 from taso.optimize.report import Report
 from taso.rules import store
 
@@ -144,3 +147,70 @@ def test_a_reference_unit_measured_at_nothing_says_nothing_of_the_ratio() -> Non
     assert scales is not None and scales.of("Conv") == 0.5 and scales.of("Add") == 2.0 and scales.references == 2
     assert scales.of("MatMul") == pytest.approx(1.25)  # no reference of its class: the median of all
     assert Scales.read([("Conv", 0.0, 1.0)]) is None  # not a class scaled to nothing
+
+
+def test_without_the_prior_every_unit_is_measured_here(
+    tmp_path: Path, cpu: profiler.Device, calibration: Calibration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`subst optimize --no-prior` (how a device's own table is built): the shipped table holding every unit of
+    the graph is passed over, and each unit is measured on this device and cached."""
+    monkeypatch.setattr(tables, "PRIORS", (_table(tmp_path, cpu, calibration),))
+    db = store.create(tmp_path / "cache.db")
+    cache.keep_calibration(db, cpu.key, calibration)
+    assert pipeline._cost_model(db, Settings(device="cpu"), {}).prior is not None
+    model = pipeline._cost_model(db, Settings(device="cpu", prior=False), {})
+    model.graph_cost(with_normal_weights())
+    assert model.prior is None and model.from_prior == 0 and model.measured == 2
+    assert set(cache.measured_costs(db, cpu.key)) == set(json.loads(tables.PRIORS[0].read_text())["costs"])
+
+
+def _export(path: Path, device: dict[str, str], costs: dict[str, float], gflops: float) -> Path:
+    calibration = {"gbps": 4000.0, "gflops": gflops, "kernel_ms": 0.005, "run_ms": 0.05}
+    path.write_text(json.dumps({"device": device, "calibration": calibration, "costs": costs}))
+    return path
+
+
+def test_a_leases_exports_merge_into_the_table_its_gpu_takes_as_prior(tmp_path: Path) -> None:
+    """bench/h200-table.sh's end: the per-model exports of one GPU (`merge_costs --same-device`) give one table,
+    each unit at the median of the exports holding it; `prior_for` takes it on that GPU and the H100's on an
+    H100, and carries the first shipped table (the H100's) to a GPU none is of. Exports of two GPUs are refused."""
+    import merge_costs
+
+    h100 = json.loads(PRIORS[0].read_text())["device"]
+    h200 = {**h100, "name": "NVIDIA H200", "driver": "590.1"}
+    a = _export(tmp_path / "a.json", h200, {"u1": 1.0, "u2": 2.0}, 900e3)
+    b = _export(tmp_path / "b.json", h200, {"u2": 4.0, "u3": 3.0}, 1000e3)
+    c = _export(tmp_path / "c.json", h200, {"u2": 3.5}, 950e3)
+    empty = _export(tmp_path / "empty.json", h200, {}, 1.0)  # a run that measured nothing: default calibration
+    merged = tmp_path / "reference_costs_h200.json"
+    r = subprocess.run(
+        [sys.executable, merge_costs.__file__, "--same-device", a, b, c, empty, "-o", merged],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    device, calibration, costs = tables.read_table(str(merged))
+    assert costs == {"u1": 1.0, "u2": 3.5, "u3": 3.0} and calibration.gflops == 950e3
+    shipped = [PRIORS[0], merged]
+    on_h200 = prior_for(profiler.Device(**{**h200, "driver": "600.0"}), tables=shipped)
+    assert on_h200 is not None and on_h200.source == str(merged) and on_h200.scaled_from is None
+    on_h100 = prior_for(profiler.Device(**h100), tables=shipped)
+    assert on_h100 is not None and on_h100.source == str(PRIORS[0]) and on_h100.scaled_from is None
+    elsewhere = prior_for(profiler.Device(**{**h100, "name": "NVIDIA A100"}), tables=shipped)
+    assert elsewhere is not None and elsewhere.scaled_from == h100["name"]
+    other = _export(tmp_path / "other.json", h100, {"u4": 1.0}, 900e3)
+    r = subprocess.run(
+        [sys.executable, merge_costs.__file__, "--same-device", a, other, "-o", tmp_path / "mixed.json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "2 devices" in r.stderr and not (tmp_path / "mixed.json").exists()
+
+
+def test_every_shipped_table_is_package_data() -> None:
+    """A table in `PRIORS` that the wheel leaves out is no prior for an installed subst (the H200's is added
+    after a lease, beside the H100's)."""
+    data = tomllib.loads((Path(tables.__file__).parents[2] / "pyproject.toml").read_text())
+    shipped = data["tool"]["setuptools"]["package-data"]["taso.cost"]
+    assert [p.name for p in PRIORS] == ["reference_costs.json", "reference_costs_h200.json"]
+    assert all(p.name in shipped for p in PRIORS)
