@@ -41,15 +41,17 @@ def test_the_normal_form_equates_the_exporters_spellings() -> None:
     assert ab.fn("erf", x) != ab.fn("tanh", x)
 
 
-def test_erf_gelu_five_op_spellings_are_found_and_pruned() -> None:
+def test_erf_gelu_five_op_spellings_are_found_and_paired() -> None:
     """The exporters' erf-GELU (Div by sqrt(2), Erf, Add 1, Mul x, Mul 0.5) and its reorderings are found at 5
-    ops; none pairs with Gelu, which the catalogue models over the field as a keyed function."""
+    ops, and every one pairs with Gelu: its field rule is its decomposition, and x / 1.4142135 and x *
+    0.70710677 are one function because both constants are read as sqrt 2's (`taso.ops.numbers`)."""
     found = generate_target(load_targets()["gelu"], 5, LocalExecutor(1))
     spelled = [sorted(_ops(s)) for s in found.spellings]
     assert sorted(["Div", "Erf", "Add", "Mul", "Mul"]) in spelled
     assert sorted(["Mul", "Erf", "Add", "Mul", "Mul"]) in spelled  # x * (1/sqrt 2): the reciprocal folded
     assert all(parse_graph(s).outputs == ("y",) and len(parse_graph(s).nodes) == 5 for s in found.spellings)
-    assert found.rules == []
+    assert len(found.rules) == len(found.spellings) == 16
+    assert all(r.dst.nodes[0].op == "Gelu" for _, r in found.rules)
 
 
 def test_only_pieces_of_the_target_are_grown() -> None:

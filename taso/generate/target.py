@@ -109,7 +109,8 @@ class Value:
     key: str
     """The value's structure (op, attributes, arguments' keys; commutative arguments sorted): equal keys, equal
     graphs, whatever the order their nodes were added in."""
-    constant: bool = False
+    constant: float | None = None
+    """A pool constant's value, exact (the term's is rounded to compare spellings): what its graph writes."""
 
 
 Node = tuple[int, tuple[int, ...]]
@@ -136,7 +137,7 @@ class Problem:
         for name, shape, _ in t.inputs:
             self.leaves.append(Value(ab.leaf(name), shape, name))
         for name, v in t.pool_constants():
-            self.leaves.append(Value(ab.const(v), (), name, constant=True))
+            self.leaves.append(Value(ab.const(v), (), name, constant=v))
         x_shape = t.inputs[0][1]
         self.moves = _moves(t.axes(), {a: x_shape[a] for a in t.axes()})
 
@@ -154,7 +155,7 @@ class Problem:
         return self.memo[memo_key]
 
     def _apply(self, move: Move, args: list[Value]) -> Value | None:
-        if move.op == "Pow" and not args[1].constant:
+        if move.op == "Pow" and args[1].constant is None:
             return None
         try:
             shape = np.broadcast_shapes(*(a.shape for a in args))
@@ -203,11 +204,11 @@ def _argument_tuples(n: int, move: Move, values: list[Value]) -> list[tuple[int,
     """Argument choices: not all constants (a constant expression is folded, never computed), commutative ops
     once per unordered pair."""
     if move.arity == 1:
-        return [(a,) for a in range(n) if not values[a].constant]
+        return [(a,) for a in range(n) if values[a].constant is None]
     out = []
     for a in range(n):
         for b in range(a if move.commutative else 0, n):
-            if not (values[a].constant and values[b].constant):
+            if values[a].constant is None or values[b].constant is None:
                 out.append((a, b))
     return out
 
@@ -289,7 +290,9 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
     t = problem.target
     heads = [t.input_text(name) for name, _, _ in t.inputs]
     heads += [
-        f"%{v.key}: float32[] = {_number(v.term[1])}" for i, v in enumerate(problem.leaves) if v.constant and i in read
+        f"%{v.key}: float32[] = {_number(v.constant)}"
+        for i, v in enumerate(problem.leaves)
+        if v.constant is not None and i in read
     ]
     body = []
     n = len(problem.leaves)

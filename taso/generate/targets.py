@@ -17,6 +17,7 @@ import numpy as np
 from taso import ops
 from taso.errors import BadInput
 from taso.generate import abstract as ab
+from taso.ops import numbers
 
 SHIPPED = Path(__file__).resolve().parents[2] / "specs" / "targets.toml"
 """The shipped targets (`subst generate --target OP` reads them unless --targets names another file)."""
@@ -53,10 +54,12 @@ class Target:
 
     def pool_constants(self) -> list[tuple[str, float]]:
         """The generator's constants: each number of the expression, its reciprocal (a division by it) and 2 (a
-        square written as Pow), each once, named ``c0``, ``c1``, ..."""
+        square written as Pow), each once, named ``c0``, ``c1``, ..., as the numbers `taso.ops.numbers` reads
+        their float32 roundings as (the reciprocal of 1.4142135 is 1/sqrt 2, whose float32 is 0.70710677)."""
         values: list[float] = []
         for v in [*self.numbers(), 2.0]:
-            for w in (v, 1.0 / v if v else None):
+            n = numbers.read(float(np.float32(v)))
+            for w in (n.value, n.inverse().value if v else None):
                 if w is not None and all(ab.const(w) != ab.const(u) for u in values):
                     values.append(w)
         return [(f"c{i}", v) for i, v in enumerate(values)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -145,6 +146,27 @@ def _gelu(xs: Sequence[np.ndarray], attrs: Attrs, n: int) -> tuple[np.ndarray, .
     return ((0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype),)
 
 
+def _gelu_field(xs: Sequence[np.ndarray], attrs: Attrs, n: int, z: int) -> tuple[np.ndarray, ...]:
+    """GELU by its definition over the field, Erf's or Tanh's keyed function inside: x * 1/2 * (1 + erf(x /
+    sqrt 2)), or x * 1/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))), its constants the numbers
+    `taso.ops.numbers` reads exporters' floats as, so that their spellings share its fingerprint. The two forms
+    stay two functions: erf and tanh are different keyed functions."""
+    ring: Any = z
+    m, x = ring.m, xs[0] % ring.m
+    if attrs["approximate"] == "tanh":
+        cube = x * x % m * x % m * ring.constant(0.044715) % m
+        inner = (x + cube) % m * ring.constant(_SQRT_2_OVER_PI) % m
+        (f,) = _field(TANH)([inner], {}, n, z)
+    else:
+        (f,) = _field(ERF)([x * ring.constant(math.sqrt(0.5)) % m], {}, n, z)
+    return (x * ring.constant(0.5) % m * (1 + f) % m,)
+
+
+def _field(op: OpDef) -> FieldRule:
+    assert op.field is not None
+    return op.field
+
+
 def _gelu_normalize(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | None], opset: int) -> dict | str:
     if attrs.get("approximate", "none") not in ("none", "tanh"):
         return f"Gelu approximate={attrs['approximate']!r} is not an ONNX Gelu"
@@ -204,13 +226,13 @@ GELU = register(
         first_type,
         _gelu,
         "x * Phi(x) (``approximate='none'``, by erf) or its tanh approximation (``'tanh'``): two functions, two "
-        "symbols (specs/gelu.py). ONNX has it from opset 20; older exporters write its primitives, which import "
+        "symbols (specs/gelu.py), each defined by its decomposition, over Z_p too (`_gelu_field`). ONNX has it from opset 20; older exporters write its primitives, which import "
         "keeps as they are.",
         elementwise=True,
         min_opset=20,
         normalize=_gelu_normalize,
         tags=frozenset({BATCH_POLYMORPHIC}),
-        field=_keyed_by_attrs("Gelu"),
+        field=_gelu_field,
     )
 )
 CLIP = register(
