@@ -219,12 +219,14 @@ class Free:
 
 
 def attr_int(v: object) -> z3.ArithRef | int:
-    """A scalar attribute as a symbol's integer argument: a free one's variable, a float by its bits (equal
-    floats give equal integers, which is all a proof asks of them), an int as it is."""
+    """A scalar attribute as a symbol's integer argument: a free one's variable, a float by the bits of the number
+    it is read as (`taso.ops.numbers`: itself, or the known number it rounds, so QuickGelu's alpha 1.702 as a
+    float32 is the 1.702 of a constant ``num``; equal floats give equal integers, which is all a proof asks of
+    them), an int as it is."""
     if isinstance(v, Free):
         return v.ints(None)  # type: ignore[return-value]
     if isinstance(v, float):
-        return struct.unpack("<q", struct.pack("<d", v))[0]
+        return numbers.read(v).bits if math.isfinite(v) else struct.unpack("<q", struct.pack("<d", v))[0]
     return int(v)  # type: ignore[call-overload]
 
 
