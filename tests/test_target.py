@@ -81,6 +81,29 @@ def test_softmax_spellings_pair_with_softmax_by_fingerprint() -> None:
     assert all(r.dst.nodes[0].op == "Softmax" and r.dst.nodes[0].attr["axis"] == 1 for _, r in found.rules)
 
 
+def test_gelu_family_spellings_pair_by_fingerprint() -> None:
+    """QuickGelu's x * sigmoid(1.702 x) and BiasGelu's erf-GELU of x + b: every spelling pairs, its constants
+    read as the numbers they round (`taso.ops.numbers`)."""
+    for name, n, ops_ in (("quickgelu", 3, 2), ("biasgelu", 6, 16)):
+        found = generate_target(load_targets()[name], n, LocalExecutor(1))
+        assert len(found.rules) == len(found.spellings) == ops_, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", bounded(["gelu", "quickgelu", "biasgelu"], ci=1))
+def test_gelu_family_spellings_are_proved(tmp_path: Path, name: str) -> None:
+    """Gelu's, BiasGelu's and QuickGelu's definitions (specs/gelu.py, specs/fused.py) and the known numbers
+    (specs/numbers.py) prove every spelling paired (real z3; about 5 s each, after the one-time spec check that
+    follows a change to the specs)."""
+    target = load_targets()[name]
+    found = generate_target(target, target.max_ops, LocalExecutor(1))
+    db_path = tmp_path / f"{name}.db"
+    save_rules(found.rules, {"tool": "test"}, db_path)
+    db = store.open_store(db_path)
+    summary = verify_rows(db, list(db["rules"].rows_where(order_by="id")), load_specs(SPECS_DIR))
+    assert summary.counts["proved"] == len(found.rules) > 0
+
+
 @pytest.mark.slow
 def test_softmax_spellings_are_proved_from_its_definition(tmp_path: Path) -> None:
     """specs/softmax.py's ``softmax-def`` (exp(x) / sum(exp(x)) along the axis) proves both spellings (real z3,
@@ -126,6 +149,8 @@ _PLANTED = [
         "(x - mean(x, 0)) / sqrt(mean((x - mean(x, 0)) ** 2, 0) + 1e-5) * g",
         8,
     ),
+    ("gelu_wrong_constant", "Gelu", '{approximate = "none"}', "x", "x * 0.5 * (1 + erf(x / 1.5))", 5),
+    ("quickgelu_as_gelu", "Gelu", '{approximate = "none"}', "x", "x * sigmoid(1.702 * x)", 3),
     (
         "tanh_as_erf",
         "Gelu",
@@ -144,8 +169,8 @@ _INPUTS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", bounded(_PLANTED, ci=2), ids=lambda c: c[0])
 def test_planted_false_targets_are_never_paired_nor_proved(tmp_path: Path, case: tuple) -> None:
-    """A target with a wrong expression (tanh-GELU as erf-GELU, LayerNorm over the wrong axis or without its
-    epsilon, softmax over the wrong axis): its spellings are found, none has the op's fingerprint, so no rule
+    """A target with a wrong expression (tanh-GELU as erf-GELU and back, erf-GELU by 1.5 for sqrt 2, QuickGelu
+    as Gelu, LayerNorm over the wrong axis or without its epsilon, softmax over the wrong axis): its spellings are found, none has the op's fingerprint, so no rule
     is made; and each spelling stored as a rule by force is refuted by `subst verify`, never proved."""
     name, op, attrs, inputs, expr, n = case
     entry = f'[{name}]\nop = "{op}"\nattrs = {attrs}\ninputs = {_INPUTS[inputs]}\nexpr = "{expr}"\nmax_ops = {n}\n'
