@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import bounded, subst
 
+from taso import ops
 from taso.errors import BadInput
 from taso.generate import LocalExecutor
 from taso.generate import abstract as ab
 from taso.generate.storing import save_rules
-from taso.generate.target import Problem, _children, generate_target
-from taso.generate.targets import SHIPPED, Target, load_targets
+from taso.generate.target import Move, Problem, _children, generate_target, meaning
+from taso.generate.targets import SHIPPED, Target, functions, load_targets
 from taso.ir import format_graph, parse_graph
 from taso.rules import SPECS_DIR, Rule, store
 from taso.verify import load_specs, verify_rows
@@ -39,6 +40,20 @@ def test_the_normal_form_equates_the_exporters_spellings() -> None:
     assert ab.power(x, 2.0) == ab.mul(x, x)
     assert ab.inv(ab.mul(x, ab.fn("sqrt", y))) == ab.mul(ab.inv(ab.fn("sqrt", y)), ab.inv(x))
     assert ab.fn("erf", x) != ab.fn("tanh", x)
+
+
+def test_the_vocabulary_is_the_catalogue_ops_with_a_meaning() -> None:
+    """Each op's meaning lives in its entry (`OpDef.meaning`) and is read by the targets' language; the
+    generator spells targets in exactly those ops, and a unary one's ``f(a)`` makes ``f`` a function of the
+    language (erf by Erf's entry; Relu has none, so no target may say relu)."""
+    problem = Problem(load_targets()["layernorm"], 3)
+    assert {m.op for m in problem.moves} == {n for n, d in ops.OPS.items() if d.meaning}
+    assert {"erf", "tanh", "sigmoid", "sqrt", "exp"} <= functions() and "relu" not in functions()
+    x, y = ab.leaf("x"), ab.leaf("y")
+    assert meaning(Move("Div", 2), [x, y]) == ab.mul(x, ab.inv(y))
+    assert meaning(Move("Sub", 2), [x, y]) == ab.add(x, ab.mul(y, ab.const(-1.0)))
+    mean = Move("ReduceMean", 1, reduces=1, shape=(2, 4))
+    assert meaning(mean, [x]) == ab.mul(ab.fn("sum", x, 1), ab.const(0.25))
 
 
 def test_erf_gelu_five_op_spellings_are_found_and_paired() -> None:
@@ -235,6 +250,8 @@ def test_a_bad_targets_file_is_refused(tmp_path: Path) -> None:
         _targets(tmp_path, '[t]\nop = "Relu"\ninputs = [{name = "x", shape = [2]}]\nexpr = "__import__(\'os\')"\n')
     with pytest.raises(BadInput, match="is not understood"):
         _targets(tmp_path, '[t]\nop = "Relu"\ninputs = [{name = "x", shape = [2]}]\nexpr = "x.real"\n')
+    with pytest.raises(BadInput, match="is not a known function"):
+        _targets(tmp_path, '[t]\nop = "Relu"\ninputs = [{name = "x", shape = [2]}]\nexpr = "relu(x)"\n')
     with pytest.raises(BadInput, match="not a catalogue op"):
         _targets(tmp_path, '[t]\nop = "Nope"\ninputs = [{name = "x", shape = [2]}]\nexpr = "x"\n')
     assert SHIPPED.exists()

@@ -86,9 +86,20 @@ def _floats_only(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | No
 
 
 _ARITHMETIC = {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE, TASO}
-ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.", _ARITHMETIC, frozenset({SKIP_EPILOGUE}))
+ADD = _binary(
+    "Add",
+    np.add,
+    "Element-wise sum with numpy broadcasting.",
+    _ARITHMETIC,
+    frozenset({SKIP_EPILOGUE}),
+    meaning="a + b",
+)
 MUL = _binary(
-    "Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.", _ARITHMETIC
+    "Mul",
+    np.multiply,
+    "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.",
+    _ARITHMETIC,
+    meaning="a * b",
 )
 DIV = _binary(
     "Div",
@@ -98,6 +109,7 @@ DIV = _binary(
     commutative=False,
     normalize=_floats_only,
     field=lambda xs, a, n, z: (xs[0] * z.inverse(xs[1]) % z.m,),
+    meaning="a / b",
 )
 RECIPROCAL = _unary(
     "Reciprocal",
@@ -107,6 +119,7 @@ RECIPROCAL = _unary(
     {BATCH_POLYMORPHIC},
     normalize=_floats_only,
     field=lambda xs, a, n, z: (z.inverse(xs[0]),),
+    meaning="recip(a)",
 )
 RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
 SIGMOID = _unary(
@@ -114,12 +127,14 @@ SIGMOID = _unary(
     lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
     "1 / (1 + exp(-x)); over Z_p a keyed random function (specs/sigmoid.py).",
     {BATCH_POLYMORPHIC, EPILOGUE},
+    meaning="sigmoid(a)",
 )
 TANH = _unary(
     "Tanh",
     np.tanh,
     "Hyperbolic tangent; over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
+    meaning="tanh(a)",
 )
 
 
@@ -203,6 +218,7 @@ SUB = _binary(
     "Element-wise difference with broadcasting; exact over Z_p.",
     {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE},
     commutative=False,
+    meaning="a - b",
 )
 NEG = _unary(
     "Neg",
@@ -210,6 +226,7 @@ NEG = _unary(
     "-x; exact over Z_p.",
     {FIELD_EXACT, BATCH_POLYMORPHIC},
     field=lambda xs, a, n, z: (-xs[0] % z.m,),
+    meaning="-a",
 )
 ERF = _unary(
     "Erf",
@@ -217,6 +234,7 @@ ERF = _unary(
     "The error function, of floats (GELU's exporters write it); over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
     normalize=_floats_only,
+    meaning="erf(a)",
 )
 GELU = register(
     OpDef(

@@ -83,7 +83,7 @@ def _mean_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarra
     return (mean if attrs["keepdims"] else np.squeeze(mean, axis=_axes(x, attrs)),)
 
 
-def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_from: int) -> OpDef:
+def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_from: int, meaning: str) -> OpDef:
     """A reduction over normalised ``axes``: ReduceSum and ReduceMean differ only in their numpy and field code
     and in the opset that made ``axes`` an input."""
     return register(
@@ -98,12 +98,17 @@ def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_fr
             attr_inputs=(("axes", 1, axes_input_from),),
             field=field,
             tags=frozenset({FIELD_EXACT}),
+            meaning=meaning,
         )
     )
 
 
-REDUCE_SUM = _reduce("ReduceSum", _sum, _sum_field, "Sum over ``axes`` (keepdims=1 keeps them as size 1).", 13)
-REDUCE_MEAN = _reduce("ReduceMean", _mean, _mean_field, "Mean over ``axes`` (keepdims=1 keeps them as size 1).", 18)
+REDUCE_SUM = _reduce(
+    "ReduceSum", _sum, _sum_field, "Sum over ``axes`` (keepdims=1 keeps them as size 1).", 13, "sum(a, axis)"
+)
+REDUCE_MEAN = _reduce(
+    "ReduceMean", _mean, _mean_field, "Mean over ``axes`` (keepdims=1 keeps them as size 1).", 18, "mean(a, axis)"
+)
 
 
 def _spatial(x: np.ndarray) -> tuple[int, ...]:
