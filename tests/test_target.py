@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import bounded, subst
 
@@ -17,8 +18,8 @@ from taso.generate.storing import save_rules
 from taso.generate.target import Move, Problem, _children, generate_target, meaning
 from taso.generate.targets import SHIPPED, Target, functions, load_targets
 from taso.ir import format_graph, parse_graph
-from taso.rules import SPECS_DIR, Rule, store
-from taso.verify import load_specs, verify_rows
+from taso.rules import SPECS_DIR, Rule, lifted, store
+from taso.verify import load_specs, run_graph, verify_rows
 from taso.verify.admit import normalised
 
 
@@ -199,6 +200,26 @@ def test_planted_false_targets_are_never_paired_nor_proved(tmp_path: Path, case:
     db = store.open_store(db_path)
     summary = verify_rows(db, list(db["rules"].rows_where(order_by="id")), load_specs(SPECS_DIR))
     assert summary.counts.get("proved", 0) == 0 and summary.counts["refuted"] == len(forced)
+
+
+def test_a_rule_through_a_mean_over_the_last_axis_lifts_to_batch_seq_hidden() -> None:
+    """A rank-2 rule whose ReduceMean (or ReduceSum) runs along the last axis lifts to [batch, seq, hidden] with
+    its axes counted from the end (the hidden axis), and both sides still agree there."""
+    src = parse_graph(
+        "graph(%x: float32[2,4], %c: float32[] = 0.25):\n  %s = ReduceSum(%x) {axes=[1], keepdims=1} : float32[2,1]"
+        "\n  %y = Mul(%s, %c) : float32[2,1]\n  return %y"
+    )
+    dst = parse_graph(
+        "graph(%x: float32[2,4]):\n  %y = ReduceMean(%x) {axes=[1], keepdims=1} : float32[2,1]\n  return %y"
+    )
+    up = lifted(Rule(src, dst), 1)
+    assert up is not None
+    assert [n.attr["axes"] for g in (up.src, up.dst) for n in g.nodes if n.op.startswith("Reduce")] == [(2,), (2,)]
+    batch, seq, hidden = up.src.types["x"].shape
+    x = np.random.default_rng(0).standard_normal((batch, seq, hidden))
+    (a,), (b,) = (run_graph(g, {"x": x}) for g in (up.src, up.dst))
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_allclose(a[..., 0], x.mean(axis=-1), rtol=1e-6)
 
 
 def test_two_workers_give_the_same_spellings_and_rules_as_one() -> None:

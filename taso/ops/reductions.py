@@ -17,7 +17,7 @@ from taso.ir import TensorType
 from taso.ops import field as ff
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, NumpyRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index
-from taso.ops.traits import FIELD_EXACT
+from taso.ops.traits import BATCH_POLYMORPHIC, FIELD_EXACT
 
 
 def _reduce_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -97,7 +97,7 @@ def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_fr
             normalize=_reduce_normalize,
             attr_inputs=(("axes", 1, axes_input_from),),
             field=field,
-            tags=frozenset({FIELD_EXACT}),
+            tags=frozenset({FIELD_EXACT, BATCH_POLYMORPHIC}),  # its axes move past a stack's (`taso.rules.lifted`)
             meaning=meaning,
         )
     )
