@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from taso.ir import TensorType
+from taso.ops import field as ff
 from taso.ops.opdef import Attrs, AttrValue, Export, FieldRule, OpDef, register
 from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import (
@@ -161,20 +161,19 @@ def _gelu(xs: Sequence[np.ndarray], attrs: Attrs, n: int) -> tuple[np.ndarray, .
     return ((0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype),)
 
 
-def _gelu_field(xs: Sequence[np.ndarray], attrs: Attrs, n: int, z: int) -> tuple[np.ndarray, ...]:
+def _gelu_field(xs: Sequence[np.ndarray], attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
     """GELU by its definition over the field, Erf's or Tanh's keyed function inside: x * 1/2 * (1 + erf(x /
     sqrt 2)), or x * 1/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))), its constants the numbers
     `taso.ops.numbers` reads exporters' floats as, so that their spellings share its fingerprint. The two forms
     stay two functions: erf and tanh are different keyed functions."""
-    ring: Any = z
-    m, x = ring.m, xs[0] % ring.m
+    m, x = z.m, xs[0] % z.m
     if attrs["approximate"] == "tanh":
-        cube = x * x % m * x % m * ring.constant(0.044715) % m
-        inner = (x + cube) % m * ring.constant(_SQRT_2_OVER_PI) % m
+        cube = x * x % m * x % m * z.constant(0.044715) % m
+        inner = (x + cube) % m * z.constant(_SQRT_2_OVER_PI) % m
         (f,) = _field(TANH)([inner], {}, n, z)
     else:
-        (f,) = _field(ERF)([x * ring.constant(math.sqrt(0.5)) % m], {}, n, z)
-    return (x * ring.constant(0.5) % m * (1 + f) % m,)
+        (f,) = _field(ERF)([x * z.constant(math.sqrt(0.5)) % m], {}, n, z)
+    return (x * z.constant(0.5) % m * (1 + f) % m,)
 
 
 def _field(op: OpDef) -> FieldRule:
@@ -250,7 +249,7 @@ GELU = register(
         min_opset=20,
         normalize=_gelu_normalize,
         tags=frozenset({BATCH_POLYMORPHIC}),
-        field=_gelu_field,
+        field=_gelu_field,  # type: ignore[arg-type]
     )
 )
 CLIP = register(
