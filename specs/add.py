@@ -1,6 +1,7 @@
 """Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py), or of a vector along the last axis of
-a tensor of rank 3 or more (``bias_last``, specs/reshape.py); other broadcasting is not modelled, and such rules
+a tensor of rank 3 or more (``bias_last``, specs/reshape.py), or of a 0-d scalar (``sadd``: GELU's 1 +
+erf(...), its 1 a ``num``, specs/numbers.py); other broadcasting is not modelled, and such rules
 stay unknown."""
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
@@ -14,7 +15,17 @@ def _add(attrs, xs):
     return xs[0] + xs[1]
 
 
-SYMBOLS = [Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Add", compute=_add)]
+def _sadd(attrs, xs):
+    """``sadd``'s semantics: a tensor plus a 0-d scalar (GELU's 1 + erf(...))."""
+    if xs[1].ndim != 0:
+        raise ValueError(f"sadd of a tensor of shape {xs[1].shape}: only a 0-d scalar is modelled")
+    return xs[0] + xs[1]
+
+
+SYMBOLS = [
+    Symbol("add", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Add", compute=_add),
+    Symbol("sadd", 2, dims=lambda i, a, x, s: D(x, i), rank=lambda a, x, s: R(x), op="Add", compute=_sadd),
+]
 
 
 def _last_axis(x, c):
@@ -35,8 +46,12 @@ def _lower(node, args, types, f):
     if _last_axis(ty, tx):
         f.fact(D(args[0], 0) == D(args[1], ty.rank - 1))
         return [f.add(args[1], f.bias_last(args[0], args[1]))]
+    if ty.shape == () != tx.shape:
+        return [f.sadd(*args)]
+    if tx.shape == () != ty.shape:
+        return [f.sadd(args[1], args[0])]
     if tx.shape != ty.shape:
-        raise Unsupported("Add with broadcasting other than per channel or along the last axis")
+        raise Unsupported("Add with broadcasting other than per channel, along the last axis or of a 0-d scalar")
     f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.add(*args)]
 

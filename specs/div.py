@@ -1,6 +1,7 @@
 """Div and Reciprocal, of floats (integer Div stays opaque): ``div(x, y)`` is ``x`` times ``recip(y)``, over
 the reals where ``y`` is not zero. Both are element-wise, so a reciprocal moves through a broadcast, a transpose,
-a concat and a slice.
+a concat and a slice. ``sdiv(x, s)`` divides by a 0-d scalar (GELU's x / sqrt 2; specs/numbers.py makes it the
+product by the reciprocal where ``s`` is a known number).
 
 Why they are modelled: the dynamo exporter writes RMSNorm's rsqrt as ``Mul(x, Reciprocal(Sqrt(v)))``, a form
 onnxruntime's SimplifiedLayerNormFusion does not match, where it fuses ``Div(x, Sqrt(v))`` (and the TorchScript
@@ -39,8 +40,16 @@ def _div(attrs, xs):
     return xs[0] * _recip({}, xs[1:])
 
 
+def _sdiv(attrs, xs):
+    """``sdiv``'s semantics: by a 0-d scalar, 0 where it is 0 (as ``recip``'s)."""
+    if xs[1].ndim != 0:
+        raise ValueError(f"sdiv by a tensor of shape {xs[1].shape}: only a 0-d scalar is modelled")
+    return xs[0] * _recip({}, xs[1:])
+
+
 SYMBOLS = [
     Symbol("div", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Div", compute=_div),
+    Symbol("sdiv", 2, dims=lambda i, a, x, s: D(x, i), rank=lambda a, x, s: R(x), op="Div", compute=_sdiv),
     Symbol("recip", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), op="Reciprocal", compute=_recip),
 ]
 
@@ -52,7 +61,9 @@ def _lower(node, args, types, f):
         return [f.div(*args)]
     if broadcasts(tx, ty):
         return [f.div(args[0], spread(f, args[1], ty, args[0], tx))]
-    raise Unsupported("Div with broadcasting other than of the divisor along its size-1 axes")
+    if ty.shape == ():
+        return [f.sdiv(*args)]
+    raise Unsupported("Div with broadcasting other than of the divisor along its size-1 axes or by a 0-d scalar")
 
 
 LOWER = {"Div": _lower}

@@ -2,7 +2,9 @@
 axes is ``bcast`` of it (specs/broadcast.py), as for Div. A constant exponent is a weight whose value the terms
 do not see, so integer powers as repeated products are stated with the exponent built from ``ones2``
 (specs/constants.py): x ** 1 = x and x ** (1 + 1) = x * x, true for every real x. pow(x, y + z) =
-pow(x, y) * pow(x, z) holds only for x > 0 (-1 ** (0.5 + 0.5) is -1, nan * nan is nan) and is not stated."""
+pow(x, y) * pow(x, z) holds only for x > 0 (-1 ** (0.5 + 0.5) is -1, nan * nan is nan) and is not stated.
+``spow(x, e)`` is to a 0-d exponent; where e is a known number (specs/numbers.py), x ** 2 and x ** 3 are products
+(the tanh GELU's x ** 3)."""
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, broadcasts, ints, same_shape, spread, tensors
 
@@ -14,7 +16,17 @@ def _pow(attrs, xs):
     return xs[0] ** xs[1]
 
 
-SYMBOLS = [Symbol("pow", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Pow", compute=_pow)]
+def _spow(attrs, xs):
+    """``spow``'s semantics: to a 0-d exponent."""
+    if xs[1].ndim != 0:
+        raise ValueError(f"spow to a tensor of shape {xs[1].shape}: only a 0-d exponent is modelled")
+    return xs[0] ** xs[1]
+
+
+SYMBOLS = [
+    Symbol("pow", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Pow", compute=_pow),
+    Symbol("spow", 2, dims=lambda i, a, x, e: D(x, i), rank=lambda a, x, e: R(x), op="Pow", compute=_spow),
+]
 
 
 def _lower(node, args, types, f):
@@ -24,7 +36,9 @@ def _lower(node, args, types, f):
         return [f.pow(*args)]
     if broadcasts(tx, ty):
         return [f.pow(args[0], spread(f, args[1], ty, args[0], tx))]
-    raise Unsupported("Pow with broadcasting other than of the exponent along its size-1 axes")
+    if ty.shape == ():
+        return [f.spow(*args)]
+    raise Unsupported("Pow with broadcasting other than of the exponent along its size-1 axes or a 0-d one")
 
 
 LOWER = {"Pow": _lower}

@@ -263,6 +263,8 @@ def _field_batch(
         return field_apply(op, xs, {**attrs, "axis": attrs["axis"] + 1}, n_out, key, wide)
     if "perm" in d.attrs:
         return field_apply(op, xs, {"perm": (0, *(p + 1 for p in attrs["perm"]))}, 1, key, wide)
+    if "axes" in d.attrs and ops.BATCH_POLYMORPHIC in d.traits:  # a reduction (axes sorted, >= 0): not the batch
+        return field_apply(op, xs, {**attrs, "axes": tuple(a + 1 for a in attrs["axes"])}, n_out, key, wide)
     if ops.BATCH_POLYMORPHIC in d.traits:  # the batch axis lines up: broadcast the rest
         rank = max(x.ndim for x in xs)
         return field_apply(

@@ -13,8 +13,9 @@ field, `taso.generate.fingerprint`), and z3 proves it or not (`subst verify`).
 Rules are written in the catalogue's normal form (`taso.verify.admit.normalised`: an axis of -1 as its index),
 the form `subst verify` admits.
 
-The vocabulary is the catalogue ops below whose algebra the normal form knows (`MOVES`); a reduction runs along
-each axis the target's expression reduces, a Pow's exponent is a pool constant. Every constant of the target's
+The vocabulary is the catalogue ops with a meaning (`OpDef.meaning`, read by `taso.generate.targets.read`): adding
+an op to it touches its entry alone; a reduction runs along each axis the target's expression reduces, a Pow's
+exponent is a pool constant. Every constant of the target's
 expression, and its reciprocal (a division by it), and 2 (a square as Pow) are in the pool as weights with
 their data. A level's graphs are sharded over the executor's workers (`Executor.map`, as the exhaustive driver
 does); children are merged in job order and deduplicated by structure, so the rules do not depend on how many
@@ -34,7 +35,7 @@ from taso.generate import abstract as ab
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
 from taso.generate.fingerprint import fingerprint
 from taso.generate.forms import InputClass, Settings
-from taso.generate.targets import Target
+from taso.generate.targets import Target, read, variables
 from taso.ir import parse_graph
 from taso.rules import Rule
 from taso.verify.admit import normalised
@@ -52,51 +53,27 @@ class Move:
     commutative: bool = False
     reduces: int | None = None
     """The axis a reduction runs along (kept as size 1), None for an element-wise op."""
-    size: int = 1
-    """The size of that axis (a mean is a sum times its inverse)."""
-
-
-_FUNCTIONS = {"Sqrt": "sqrt", "Exp": "exp", "Erf": "erf", "Tanh": "tanh", "Sigmoid": "sigmoid"}
+    shape: Shape = ()
+    """The shape that axis counts in (a mean is a sum times the inverse of its size)."""
 
 
 def meaning(move: Move, args: Sequence[ab.Term]) -> ab.Term:
-    """The abstract expression of ``move`` on arguments of expressions ``args``."""
-    a = args[0]
-    match move.op:
-        case "Add":
-            return ab.add(a, args[1])
-        case "Mul":
-            return ab.mul(a, args[1])
-        case "Sub":
-            return ab.add(a, ab.mul(args[1], ab.const(-1.0)))
-        case "Div":
-            return ab.mul(a, ab.inv(args[1]))
-        case "Pow":
-            return ab.power(a, args[1][1])
-        case "Neg":
-            return ab.mul(a, ab.const(-1.0))
-        case "Reciprocal":
-            return ab.inv(a)
-        case "ReduceSum":
-            return ab.fn("sum", a, move.reduces)
-        case "ReduceMean":
-            return ab.mul(ab.fn("sum", a, move.reduces), ab.const(1 / move.size))
-    return ab.fn(_FUNCTIONS[move.op], a)
+    """The abstract expression of ``move`` on arguments of expressions ``args``: its entry's `OpDef.meaning`."""
+    where = f"{move.op}'s meaning"
+    return read(where, ops.OPS[move.op].meaning, dict(zip("ab", args)), move.shape, move.reduces)
 
 
-def _moves(axes: Sequence[int], sizes: dict[int, int]) -> list[Move]:
-    """The vocabulary for a target whose expression reduces along ``axes`` (of ``sizes``): the catalogue ops
-    `meaning` knows."""
-    out = [
-        Move("Add", 2, commutative=True),
-        Move("Mul", 2, commutative=True),
-        *(Move(op, 2) for op in ("Sub", "Div", "Pow")),
-        *(Move(op, 1) for op in ("Neg", "Reciprocal", *_FUNCTIONS)),
-    ]
-    for a in axes:
-        attrs = (("axes", (a,)), ("keepdims", 1))
-        out += [Move(op, 1, attrs, reduces=a, size=sizes[a]) for op in ("ReduceSum", "ReduceMean")]
-    return [m for m in out if m.op in ops.OPS]
+def _moves(axes: Sequence[int], shape: Shape) -> list[Move]:
+    """The vocabulary for a target whose expression reduces along ``axes`` of ``shape``: the catalogue ops with a
+    meaning, a reduction once per axis."""
+    out = []
+    for name, d in ops.OPS.items():
+        names = variables(d.meaning) if d.meaning else frozenset()
+        if "axis" in names:
+            out += [Move(name, 1, (("axes", (a,)), ("keepdims", 1)), reduces=a, shape=shape) for a in axes]
+        elif names:
+            out.append(Move(name, 2 if "b" in names else 1, commutative=d.commutative))
+    return out
 
 
 # ---- a graph: leaves (inputs, constants) and nodes --------------------------------------------------------------
@@ -109,7 +86,8 @@ class Value:
     key: str
     """The value's structure (op, attributes, arguments' keys; commutative arguments sorted): equal keys, equal
     graphs, whatever the order their nodes were added in."""
-    constant: bool = False
+    constant: float | None = None
+    """A pool constant's value, exact (the term's is rounded to compare spellings): what its graph writes."""
 
 
 Node = tuple[int, tuple[int, ...]]
@@ -136,9 +114,8 @@ class Problem:
         for name, shape, _ in t.inputs:
             self.leaves.append(Value(ab.leaf(name), shape, name))
         for name, v in t.pool_constants():
-            self.leaves.append(Value(ab.const(v), (), name, constant=True))
-        x_shape = t.inputs[0][1]
-        self.moves = _moves(t.axes(), {a: x_shape[a] for a in t.axes()})
+            self.leaves.append(Value(ab.const(v), (), name, constant=v))
+        self.moves = _moves(t.axes(), t.inputs[0][1])
 
     def values(self, nodes: tuple[Node, ...]) -> list[Value]:
         out = list(self.leaves)
@@ -154,7 +131,7 @@ class Problem:
         return self.memo[memo_key]
 
     def _apply(self, move: Move, args: list[Value]) -> Value | None:
-        if move.op == "Pow" and not args[1].constant:
+        if move.op == "Pow" and args[1].constant is None:
             return None
         try:
             shape = np.broadcast_shapes(*(a.shape for a in args))
@@ -203,11 +180,11 @@ def _argument_tuples(n: int, move: Move, values: list[Value]) -> list[tuple[int,
     """Argument choices: not all constants (a constant expression is folded, never computed), commutative ops
     once per unordered pair."""
     if move.arity == 1:
-        return [(a,) for a in range(n) if not values[a].constant]
+        return [(a,) for a in range(n) if values[a].constant is None]
     out = []
     for a in range(n):
         for b in range(a if move.commutative else 0, n):
-            if not (values[a].constant and values[b].constant):
+            if values[a].constant is None or values[b].constant is None:
                 out.append((a, b))
     return out
 
@@ -289,7 +266,9 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
     t = problem.target
     heads = [t.input_text(name) for name, _, _ in t.inputs]
     heads += [
-        f"%{v.key}: float32[] = {_number(v.term[1])}" for i, v in enumerate(problem.leaves) if v.constant and i in read
+        f"%{v.key}: float32[] = {_number(v.constant)}"
+        for i, v in enumerate(problem.leaves)
+        if v.constant is not None and i in read
     ]
     body = []
     n = len(problem.leaves)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from taso.ir import TensorType
+from taso.ops import field as ff
 from taso.ops.opdef import Attrs, AttrValue, Export, FieldRule, OpDef, register
 from taso.ops.shapes import broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import (
@@ -85,9 +86,20 @@ def _floats_only(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | No
 
 
 _ARITHMETIC = {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE, TASO}
-ADD = _binary("Add", np.add, "Element-wise sum with numpy broadcasting.", _ARITHMETIC, frozenset({SKIP_EPILOGUE}))
+ADD = _binary(
+    "Add",
+    np.add,
+    "Element-wise sum with numpy broadcasting.",
+    _ARITHMETIC,
+    frozenset({SKIP_EPILOGUE}),
+    meaning="a + b",
+)
 MUL = _binary(
-    "Mul", np.multiply, "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.", _ARITHMETIC
+    "Mul",
+    np.multiply,
+    "Element-wise product with broadcasting; a 0-d second input is TASO's scalar mul.",
+    _ARITHMETIC,
+    meaning="a * b",
 )
 DIV = _binary(
     "Div",
@@ -97,6 +109,7 @@ DIV = _binary(
     commutative=False,
     normalize=_floats_only,
     field=lambda xs, a, n, z: (xs[0] * z.inverse(xs[1]) % z.m,),
+    meaning="a / b",
 )
 RECIPROCAL = _unary(
     "Reciprocal",
@@ -106,6 +119,7 @@ RECIPROCAL = _unary(
     {BATCH_POLYMORPHIC},
     normalize=_floats_only,
     field=lambda xs, a, n, z: (z.inverse(xs[0]),),
+    meaning="recip(a)",
 )
 RELU = _unary("Relu", lambda x: np.maximum(x, 0).astype(x.dtype), "max(x, 0).", {BATCH_POLYMORPHIC, EPILOGUE, TASO})
 SIGMOID = _unary(
@@ -113,12 +127,14 @@ SIGMOID = _unary(
     lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
     "1 / (1 + exp(-x)); over Z_p a keyed random function (specs/sigmoid.py).",
     {BATCH_POLYMORPHIC, EPILOGUE},
+    meaning="sigmoid(a)",
 )
 TANH = _unary(
     "Tanh",
     np.tanh,
     "Hyperbolic tangent; over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
+    meaning="tanh(a)",
 )
 
 
@@ -143,6 +159,26 @@ def _gelu(xs: Sequence[np.ndarray], attrs: Attrs, n: int) -> tuple[np.ndarray, .
     if attrs["approximate"] == "tanh":
         return ((0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))).astype(x.dtype),)
     return ((0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype),)
+
+
+def _gelu_field(xs: Sequence[np.ndarray], attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+    """GELU by its definition over the field, Erf's or Tanh's keyed function inside: x * 1/2 * (1 + erf(x /
+    sqrt 2)), or x * 1/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))), its constants the numbers
+    `taso.ops.numbers` reads exporters' floats as, so that their spellings share its fingerprint. The two forms
+    stay two functions: erf and tanh are different keyed functions."""
+    m, x = z.m, xs[0] % z.m
+    if attrs["approximate"] == "tanh":
+        cube = x * x % m * x % m * z.constant(0.044715) % m
+        inner = (x + cube) % m * z.constant(_SQRT_2_OVER_PI) % m
+        (f,) = _field(TANH)([inner], {}, n, z)
+    else:
+        (f,) = _field(ERF)([x * z.constant(math.sqrt(0.5)) % m], {}, n, z)
+    return (x * z.constant(0.5) % m * (1 + f) % m,)
+
+
+def _field(op: OpDef) -> FieldRule:
+    assert op.field is not None
+    return op.field
 
 
 def _gelu_normalize(attrs: dict[str, AttrValue], in_types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -181,6 +217,7 @@ SUB = _binary(
     "Element-wise difference with broadcasting; exact over Z_p.",
     {FIELD_EXACT, BATCH_POLYMORPHIC, EPILOGUE},
     commutative=False,
+    meaning="a - b",
 )
 NEG = _unary(
     "Neg",
@@ -188,6 +225,7 @@ NEG = _unary(
     "-x; exact over Z_p.",
     {FIELD_EXACT, BATCH_POLYMORPHIC},
     field=lambda xs, a, n, z: (-xs[0] % z.m,),
+    meaning="-a",
 )
 ERF = _unary(
     "Erf",
@@ -195,6 +233,7 @@ ERF = _unary(
     "The error function, of floats (GELU's exporters write it); over Z_p a keyed random function.",
     {BATCH_POLYMORPHIC, EPILOGUE},
     normalize=_floats_only,
+    meaning="erf(a)",
 )
 GELU = register(
     OpDef(
@@ -204,13 +243,13 @@ GELU = register(
         first_type,
         _gelu,
         "x * Phi(x) (``approximate='none'``, by erf) or its tanh approximation (``'tanh'``): two functions, two "
-        "symbols (specs/gelu.py). ONNX has it from opset 20; older exporters write its primitives, which import "
+        "symbols (specs/gelu.py), each defined by its decomposition, over Z_p too (`_gelu_field`). ONNX has it from opset 20; older exporters write its primitives, which import "
         "keeps as they are.",
         elementwise=True,
         min_opset=20,
         normalize=_gelu_normalize,
         tags=frozenset({BATCH_POLYMORPHIC}),
-        field=_keyed_by_attrs("Gelu"),
+        field=_gelu_field,  # type: ignore[arg-type]
     )
 )
 CLIP = register(

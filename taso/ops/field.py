@@ -22,7 +22,9 @@ op                            seen exactly                                      
 ============================  ==================================================  ===============================
 Add, Mul, MatMul, Conv, ...   every polynomial identity (ring laws, linearity)    none
 Div, Reciprocal               (x / y) * y = x, 1 / (1 / x) = x (y, x not 0)       division by 0 (gives 0)
-float constants               m * 2**e exactly (0.5, 1e-5 are exact dyadics)     none
+float constants               m * 2**e exactly (0.5, 1e-5 are exact dyadics);    what sqrt(2/pi) is beyond an
+                              a rounding of sqrt 2, sqrt(2/pi), 0.044715 as       indeterminate (a fixed
+                              that number (`taso.ops.numbers`)                    random residue)
 Sqrt (x ** ((p+1)/4))         sqrt(x)**2 = x on residues, sqrt(x**4) = x**2,      a non-residue (a negative's
                               sqrt(exp(x)) = exp(x / 2), x ** 0.5 = sqrt(x)      stand-in) has a keyed root
 Exp (w ** (x mod q))          exp(a + b) = exp(a) * exp(b), exp(0) = 1,           exp of an exp (Mirage's LAX
@@ -42,9 +44,10 @@ Relu, Sigmoid, Tanh, MaxPool  commuting with transpose, concat, slice (every    
 from __future__ import annotations
 
 import hashlib
-from fractions import Fraction
 
 import numpy as np
+
+from taso.ops import numbers
 
 P = 33_553_799
 """The Z_p component's prime, a safe prime below 2**25 (see the module docstring for why)."""
@@ -109,10 +112,11 @@ def inverse(values: np.ndarray, m: int = P) -> np.ndarray:
 
 
 def constant(c: float, m: int = P) -> int:
-    """The residue of a real constant: a finite float is a dyadic rational n / 2**k, mapped to n * inv(2)**k, so
-    0.5 or 1e-5 (as a float) is exact and 0.5 + 0.5 is 1 mod m as it is over the reals."""
-    f = Fraction(c)  # exact: floats are dyadic; raises on nan and inf
-    return f.numerator % m * modinv(f.denominator, m) % m
+    """The residue of a real constant: the number it is read as (`taso.ops.numbers.read`): a float that rounds a
+    known irrational or decimal (sqrt 2 as 1.4142135) is that number, any other is the dyadic rational n / 2**k
+    it is, mapped to n * inv(2)**k, so 0.5 or 1e-5 (as a float) is exact and 0.5 + 0.5 is 1 mod m as it is over
+    the reals."""
+    return numbers.read(c).residue(m)  # raises on nan and inf
 
 
 def constants(array: np.ndarray, m: int = P) -> np.ndarray:

@@ -92,6 +92,12 @@ class OpDef:
     """What the check must know of the ONNX node where import leaves it opaque (a computed attribute input:
     Gather's token ids), as `ONNX_OPS` says it of the ops outside the catalogue."""
     no_spec: str = ""
+    meaning: str = ""
+    """What the op computes, in the expression language of target-directed generation (`taso.generate.targets`,
+    the language `specs/targets.toml` defines targets in) over its inputs ``a`` and ``b`` and, for a reduction,
+    the ``axis`` it runs along (kept as size 1): ``"a / b"``, ``"erf(a)"``, ``"mean(a, axis)"``. The generator
+    spells targets in the ops that have one (`taso.generate.target`); a unary one written ``f(a)`` makes ``f`` a
+    function of that language. Empty: the generator does not spell targets with it."""
     """Why no spec under specs/ models this op, where none does: rules using it stay unknown (a test holds every
     op to a spec or to this reason)."""
 

@@ -29,6 +29,7 @@ EXP = _unary(
     "e ** x. Over Z_p, w ** x with w of order q, exact through sums (see `_exp_field`).",
     {BATCH_POLYMORPHIC, ff.EXPONENTIAL},
     field=_exp_field,
+    meaning="exp(a)",
 )
 SQRT = _unary(
     "Sqrt",
@@ -36,6 +37,7 @@ SQRT = _unary(
     "Square root (nan below 0). Over Z_m, x ** ((m + 1) / 4): a root of the residues, of -x for the others.",
     {BATCH_POLYMORPHIC, EPILOGUE},
     field=lambda xs, a, n, z: (z.sqrt(xs[0]),),
+    meaning="sqrt(a)",
 )
 
 
@@ -80,5 +82,6 @@ POW = register(
         elementwise=True,
         tags=frozenset({BATCH_POLYMORPHIC, EPILOGUE}),
         field=_pow_field,
+        meaning="a ** b",
     )
 )

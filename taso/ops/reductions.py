@@ -17,7 +17,7 @@ from taso.ir import TensorType
 from taso.ops import field as ff
 from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, NumpyRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index
-from taso.ops.traits import FIELD_EXACT
+from taso.ops.traits import BATCH_POLYMORPHIC, FIELD_EXACT
 
 
 def _reduce_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
@@ -83,7 +83,7 @@ def _mean_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarra
     return (mean if attrs["keepdims"] else np.squeeze(mean, axis=_axes(x, attrs)),)
 
 
-def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_from: int) -> OpDef:
+def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_from: int, meaning: str) -> OpDef:
     """A reduction over normalised ``axes``: ReduceSum and ReduceMean differ only in their numpy and field code
     and in the opset that made ``axes`` an input."""
     return register(
@@ -97,13 +97,18 @@ def _reduce(name: str, run: NumpyRule, field: FieldRule, doc: str, axes_input_fr
             normalize=_reduce_normalize,
             attr_inputs=(("axes", 1, axes_input_from),),
             field=field,
-            tags=frozenset({FIELD_EXACT}),
+            tags=frozenset({FIELD_EXACT, BATCH_POLYMORPHIC}),  # its axes move past a stack's (`taso.rules.lifted`)
+            meaning=meaning,
         )
     )
 
 
-REDUCE_SUM = _reduce("ReduceSum", _sum, _sum_field, "Sum over ``axes`` (keepdims=1 keeps them as size 1).", 13)
-REDUCE_MEAN = _reduce("ReduceMean", _mean, _mean_field, "Mean over ``axes`` (keepdims=1 keeps them as size 1).", 18)
+REDUCE_SUM = _reduce(
+    "ReduceSum", _sum, _sum_field, "Sum over ``axes`` (keepdims=1 keeps them as size 1).", 13, "sum(a, axis)"
+)
+REDUCE_MEAN = _reduce(
+    "ReduceMean", _mean, _mean_field, "Mean over ``axes`` (keepdims=1 keeps them as size 1).", 18, "mean(a, axis)"
+)
 
 
 def _spatial(x: np.ndarray) -> tuple[int, ...]:

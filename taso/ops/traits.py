@@ -24,7 +24,7 @@ coefficients), so a field mismatch of a rule made of such ops refutes it (`taso.
 random stand-ins (Relu, MaxPool) nor for ops that refuse the field."""
 BATCH_POLYMORPHIC = "batch-polymorphic"
 """Applied to a stack of matrices (weights broadcast) it equals the stack of its per-matrix results, with
-``axis``/``perm`` shifted past the stack's axes: a 2-D rule over such ops is lifted to any rank
+``axis``/``perm``/``axes`` shifted past the stack's axes: a 2-D rule over such ops is lifted to any rank
 (`taso.rules.lifted`)."""
 PLANEWISE = "planewise"
 """On an NCHW tensor it maps each (image, channel) plane on its own: a batch of such tensors may be folded into

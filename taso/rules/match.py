@@ -5,7 +5,8 @@ model value, consistently: a value read by two source nodes is one model value. 
 on 2x4 tensors applies to 128x768 ones; `taso.rewrite` then checks that its target type-checks at the real
 shapes), but ranks must agree, and element types too, except that a rule's floats stand for any one
 floating type (`FLOATS`), so float32 rules rewrite float16 models; a source weight binds only to a weight or a value
-computed from weights alone, so whatever the target does to it can be folded ahead of time. Commutative ops
+computed from weights alone, so whatever the target does to it can be folded ahead of time, and one with float
+data (a constant its proof read, specs/numbers.py) only to data of the same numbers. Commutative ops
 (declared in `taso.ops`) match their inputs in either order, so no rule needs to list swapped variants.
 A rule's free attributes (`Rule.free_attrs`) match any value, the same value wherever the rule's example
 value is the same, and the target takes the bound values.
@@ -19,6 +20,7 @@ from functools import cache
 
 from taso import ops
 from taso.ir import AttrValue, Graph, Kind, Node
+from taso.ops import numbers
 from taso.rules.rule import Rule
 
 
@@ -58,8 +60,21 @@ def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
     if rt is None or mt is None or element_class(rt.dtype) != element_class(mt.dtype) or rt.rank != mt.rank:
         return False
     if rv in rule_graph.weights:
-        return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT)
+        return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT) and _same_numbers(rule_graph, g, rv, mv)
     return True
+
+
+def _same_numbers(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
+    """A rule's float weight with data (GELU's 0.5 and 1/sqrt 2) binds only to model data of its shape whose every
+    element `taso.ops.numbers` reads as the same number (a float16 1.4140625 is sqrt 2 too): its proof rested on
+    the value (specs/numbers.py). Integer data (a Split's sizes) and weights without data bind freely."""
+    data = rule_graph.data.get(rv)
+    if data is None or data.dtype.kind != "f":
+        return True
+    have = g.data.get(mv)
+    if have is None or have.shape != data.shape or have.dtype.kind != "f":
+        return False
+    return all(numbers.read(a) == numbers.read(b) for a, b in zip(data.array.flat, have.array.flat))
 
 
 def _node_ok(pattern: Node, candidate: Node, free: frozenset[str], bound: Bindings) -> Bindings | None:

@@ -355,6 +355,8 @@ def lifted(rule: Rule, extra: int) -> Rule | None:
                 rank = max(g.types[v].rank or 0 for v in n.inputs if v in live)
                 if "axis" in attrs:
                     attrs["axis"] = int(attrs["axis"]) % rank + extra  # type: ignore[operator]
+                if "axes" in attrs:  # a reduction's, counted from the end: the hidden axis stays the last
+                    attrs["axes"] = tuple(int(a) % rank + extra for a in attrs["axes"])  # type: ignore[union-attr]
                 if "perm" in attrs:
                     attrs["perm"] = (*range(extra), *(p + extra for p in attrs["perm"]))  # type: ignore[union-attr]
                 live.update(o for o in n.outputs if o)

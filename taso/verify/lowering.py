@@ -22,6 +22,7 @@ constant's the literal the matcher binds (so a rule with a constant generator is
 from __future__ import annotations
 
 import itertools
+import math
 import struct
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ import z3
 
 from taso import ops
 from taso.ir import AttrValue, Graph, Node, TensorType
+from taso.ops import numbers
 from taso.rules import OUTPUT, AttrIs, Condition, Rule, SameSize, Size, SizeIs
 from taso.verify.spec import D, IntExpr, R, Specs, Symbol, T, Unsupported
 
@@ -68,6 +70,11 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
     dims: dict[int, list[z3.ArithRef]] = {}
     handles: list[tuple[Size, z3.ArithRef, int]] = []
     for name, t in _inputs(rule):
+        number = _known_number(rule, name, t, specs)
+        if number is not None:
+            env[name] = number
+            used.add("num")
+            continue
         c = env[name] = z3.Const(name, T)
         assert t.shape is not None
         facts.append(R(c) == len(t.shape))
@@ -86,6 +93,17 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
         handles += [(Size(f"{OUTPUT}{k}", i), D(a, i), int(d)) for i, d in enumerate(shape)]
     constants = any("constant" in ops.get(n.op).tags for n in (*rule.src.nodes, *rule.dst.nodes))
     return Lowered(src, dst, facts, _size_facts(handles) + _free_facts(rule), used, not constants)
+
+
+def _known_number(rule: Rule, name: str, t: TensorType, specs: Specs) -> z3.ExprRef | None:
+    """A 0-d float weight with data as the number `taso.ops.numbers` reads it as (specs/numbers.py's ``num``), so
+    a proof sees its value (the matcher binds it only to a constant read as the same number); None for any other
+    input or weight, a free tensor, or where no spec declares ``num``."""
+    data = rule.src.data.get(name) or rule.dst.data.get(name)
+    if data is None or t.shape != () or data.dtype.kind != "f" or "num" not in specs.symbols:
+        return None
+    c = float(data.array)
+    return specs.symbols["num"](value=numbers.read(c).bits) if math.isfinite(c) else None
 
 
 def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
@@ -201,12 +219,14 @@ class Free:
 
 
 def attr_int(v: object) -> z3.ArithRef | int:
-    """A scalar attribute as a symbol's integer argument: a free one's variable, a float by its bits (equal
-    floats give equal integers, which is all a proof asks of them), an int as it is."""
+    """A scalar attribute as a symbol's integer argument: a free one's variable, a float by the bits of the number
+    it is read as (`taso.ops.numbers`: itself, or the known number it rounds, so QuickGelu's alpha 1.702 as a
+    float32 is the 1.702 of a constant ``num``; equal floats give equal integers, which is all a proof asks of
+    them), an int as it is."""
     if isinstance(v, Free):
         return v.ints(None)  # type: ignore[return-value]
     if isinstance(v, float):
-        return struct.unpack("<q", struct.pack("<d", v))[0]
+        return numbers.read(v).bits if math.isfinite(v) else struct.unpack("<q", struct.pack("<d", v))[0]
     return int(v)  # type: ignore[call-overload]
 
 

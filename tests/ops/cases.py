@@ -69,6 +69,7 @@ CASES: dict[str, list[tuple]] = {
     "ReduceMean": [
         ([(2, 3, 4, 5)], {"axes": (2, 3), "keepdims": 1}, {}, 1),
         ([(2, 3, 4)], {"axes": (0, 1, 2), "keepdims": 0}, {}, 1),
+        ([(3, 4)], {"axes": (1,), "keepdims": 1}, {}, 1),  # LayerNorm's mean over the hidden axis
     ],
     "GlobalAveragePool": [([(2, 3, 4, 5)], {}, {}, 1), ([(1, 2, 3, 4, 2)], {}, {}, 1)],
     "Exp": [([(3, 4)], {}, {}, 1)],
