@@ -4,8 +4,8 @@ For each rule: a fast pre-check on random inputs with real semantics (`taso.prec
 with a counterexample; then both sides are lowered to z3 terms (`taso.lowering`) and, output by output, z3
 looks for a contradiction between the specs' axioms and ``src != dst`` within a per-rule budget. Unsat is a
 proof (the unsat core names the axioms used); a spent budget or an exhausted search is ``unknown`` with the
-reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, all
-axioms. Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
+reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, every
+axiom its terms can trigger (`reachable`). Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
 of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
 as conditions the rewrite enforces.
 
@@ -14,10 +14,10 @@ model (`taso.verify.premises`): from a contradiction z3 proves anything, with a 
 whose text is not what the catalogue makes of it (`taso.verify.admit`) is unknown, and so is one the verifier
 fails on: a verdict with the error, and the run goes on.
 
-The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
-decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit
-made verdicts depend on the machine's speed and load. A wall-clock limit remains only as a safety net, and its
-expiry is reported as a reason of its own.
+The budget is counted in z3's deterministic resource units (its ``rlimit``) and quantifier instances, not in
+seconds: a wall-clock limit made verdicts depend on the machine's speed and load. A wall-clock limit remains
+only as a safety net, its expiry reported as a reason of its own; a worker still on one rule past it is killed
+(`taso.verify.workers`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Tracked, lower_rule
 from taso.verify.precheck import refute
 from taso.verify.premises import premises_check
-from taso.verify.spec import Axiom, Specs, Unsupported, applications, load_specs
+from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
 from taso.verify.workers import SHARDS, SMALL, decide_shards
 
@@ -58,12 +58,12 @@ are linear; the bound keeps a non-linear set from running away (no model found: 
 DEFAULT_TIMEOUT = 120.0
 """Wall-clock seconds per rule, a safety net only: the budget ends nearly every check first on any machine up to
 many times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
-verdict then depends on the machine. One does on every machine: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
-08936cbe23) sits in one check whose E-matching (mul-assoc and mul-comm, some 200 k instances) z3's resource
-count barely sees (about 5 M units in 120 s), so its shard, and a run of TASO's 3-op set, takes that long."""
+verdict then depends on the machine."""
 INSTANCE_UNITS = 100
 """What one quantifier instance costs of a rule's budget (`_Session`), beside z3's own resource count: 20 M
-units allow 200 k instances."""
+units allow 200 k instances. E-matching is what that count barely sees: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
+08936cbe23, mul-assoc and mul-comm) made 200 k instances in 5 M units and 120 s, and an x - x rule of the arith
+pool 45 k in 1.3 M units; both now end at this bound."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
 Z3_VERSION_KEY = "z3_version"
@@ -147,7 +147,7 @@ class Prover:
             detail = {"axioms": [], "symbols": sorted(low.used), "note": note, **sizes, "conditions": []}
             return Verdict("proved", {**detail, "seconds": _since(t0)})
         relevant = [a for a in self.specs.axioms if a.symbols <= low.used]
-        left = _Session(self, goals, low.facts, low.tracked, t0 + self.timeout)
+        left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
@@ -241,6 +241,7 @@ class _Session:
         goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
         facts: list[z3.BoolRef],
         tracked: Sequence[Tracked],
+        used: set[str],
         deadline: float,
     ) -> None:
         self.budget = prover.budget
@@ -254,8 +255,7 @@ class _Session:
         self.solver.add(*(z3.Implies(self.facts_on[id(t)], t.fact) for t in tracked))
         self.goals = [(i, z3.Bool(f"goal {i}")) for i, _, _ in goals]
         self.solver.add(*(z3.Implies(on, a != b) for (_, on), (_, a, b) in zip(self.goals, goals)))
-        terms = [e for _, a, b in goals for e in (a, b)] + facts + [t.fact for t in tracked]
-        self.symbols = {e.decl().name() for e in applications(terms, prover.specs.symbols)}
+        self.symbols = set(used)  # every symbol the lowering applied, in the terms or the facts
         self.shaped: set[str] = set()
         self.given: set[str] = set()
         self.units = 0
