@@ -815,9 +815,9 @@ def test_the_last_stage_leaves_out_last_resorts_a_rule_does_not_mention(
     tried: list[set[str]] = []
     real = Prover._prove
 
-    def spy(self: Prover, goals, axioms, facts, assumable, left):  # type: ignore[no-untyped-def]
+    def spy(self: Prover, session, axioms, assumable):  # type: ignore[no-untyped-def]
         tried.append({a.name for a in axioms})
-        return real(self, goals, axioms, facts, assumable, left)
+        return real(self, session, axioms, assumable)
 
     monkeypatch.setattr(Prover, "_prove", spy)
     monkeypatch.setattr("taso.verify.run.refute", lambda r: None)

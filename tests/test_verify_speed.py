@@ -11,8 +11,8 @@ import z3
 from taso.rules import SPECS_DIR, Rule
 from taso.verify import D, R, Specs, load_specs
 from taso.verify.lowering import lower_rule
-from taso.verify.run import SHARDS, heaviest_first
 from taso.verify.spec import DIM, RANK, T, applications, subterms
+from taso.verify.workers import SHARDS, heaviest_first
 
 RULE = Rule.from_row(
     {

@@ -192,6 +192,15 @@ def _layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     return (y.astype(x.dtype),)
 
 
+def _axis_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
+    """The input's type, where ``axis`` names one of its dimensions: an axis past the rank has no meaning (the
+    kernel would fail at run time, not at inference, and a rule could be built on it)."""
+    x = types[0]
+    if x.rank is not None:
+        axis_index(int(attrs["axis"]), x.rank)  # type: ignore[arg-type]
+    return (x,)
+
+
 def _axis_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     """The axis made non-negative, as a generated rule (and a lifted one) writes it: -1 and rank - 1 are one
     node, and a rule matches only attributes equal to its own."""
@@ -216,7 +225,7 @@ LAYERNORM = register(
         "LayerNormalization",
         (2, 3),
         {"axis": -1, "epsilon": 1e-5},
-        first_type,
+        _axis_shape,
         _layernorm,
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
@@ -238,7 +247,7 @@ SOFTMAX = register(
         "Softmax",
         (1, 1),
         {"axis": -1},
-        first_type,
+        _axis_shape,
         _softmax,
         "exp(x) / sum(exp(x)) along one axis.",
         normalize=_axis_normalize,

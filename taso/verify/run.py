@@ -4,8 +4,8 @@ For each rule: a fast pre-check on random inputs with real semantics (`taso.prec
 with a counterexample; then both sides are lowered to z3 terms (`taso.lowering`) and, output by output, z3
 looks for a contradiction between the specs' axioms and ``src != dst`` within a per-rule budget. Unsat is a
 proof (the unsat core names the axioms used); a spent budget or an exhausted search is ``unknown`` with the
-reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, all
-axioms. Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
+reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, every
+axiom its terms can trigger (`reachable`). Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
 of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
 as conditions the rewrite enforces.
 
@@ -14,10 +14,10 @@ model (`taso.verify.premises`): from a contradiction z3 proves anything, with a 
 whose text is not what the catalogue makes of it (`taso.verify.admit`) is unknown, and so is one the verifier
 fails on: a verdict with the error, and the run goes on.
 
-The budget is counted in z3's deterministic resource units (its ``rlimit``), not in seconds: where a check stops
-decides both its own verdict and the solver state the next rules of its shard start from, so a wall-clock limit
-made verdicts depend on the machine's speed and load. A wall-clock limit remains only as a safety net, and its
-expiry is reported as a reason of its own.
+The budget is counted in z3's deterministic resource units (its ``rlimit``) and quantifier instances, not in
+seconds: a wall-clock limit made verdicts depend on the machine's speed and load. A wall-clock limit remains
+only as a safety net, its expiry reported as a reason of its own; a worker still on one rule past it is killed
+(`taso.verify.workers`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -46,6 +45,7 @@ from taso.verify.precheck import refute
 from taso.verify.premises import premises_check
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
+from taso.verify.workers import SHARDS, SMALL, decide_shards
 
 DEFAULT_BUDGET = 20_000_000
 """z3 resource units (its deterministic ``rlimit`` count) per rule, spread over the rule's checks. With z3 5.4.1
@@ -58,9 +58,12 @@ are linear; the bound keeps a non-linear set from running away (no model found: 
 DEFAULT_TIMEOUT = 120.0
 """Wall-clock seconds per rule, a safety net only: the budget ends nearly every check first on any machine up to
 many times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
-verdict then depends on the machine. One does on every machine: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
-08936cbe23) sits in one check whose E-matching (mul-assoc and mul-comm, some 200 k instances) z3's resource
-count barely sees (about 5 M units in 120 s), so its shard, and a run of TASO's 3-op set, takes that long."""
+verdict then depends on the machine."""
+INSTANCE_UNITS = 100
+"""What one quantifier instance costs of a rule's budget (`_Session`), beside z3's own resource count: 20 M
+units allow 200 k instances. E-matching is what that count barely sees: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
+08936cbe23, mul-assoc and mul-comm) made 200 k instances in 5 M units and 120 s, and an x - x rule of the arith
+pool 45 k in 1.3 M units; both now end at this bound."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
 Z3_VERSION_KEY = "z3_version"
@@ -76,11 +79,15 @@ class Verdict:
 
 
 class Prover:
-    """Decides rules against one set of specs with one z3 solver that holds every axiom from the start.
+    """Decides rules against one set of specs, each rule in a z3 solver of its own (`_Session`).
 
-    Each axiom is asserted once, guarded by a literal of its own; a rule's check assumes the literals of the
-    axioms it may use, so the unsat core names the axioms a proof used. A rule's facts and goal live in a
-    scope of their own, dropped afterwards. (A fresh solver per rule gives the same verdicts, 20 % slower.)
+    A rule's solver is given only the axioms its checks may use that its terms can ever trigger (`reachable`),
+    and the shape rules of the symbols those terms and axioms hold: z3 instantiates an axiom only on terms it
+    matches, so leaving out one that nothing can trigger loses no proof (and fewer axioms only make fewer
+    proofs). Each axiom is guarded by a literal of its own; a check assumes the literals of the axioms it may
+    use, so the unsat core names the axioms a proof used. Nothing is ever popped: one solver for every rule
+    made a rule's time depend on the rules before it (a 0.2 s proof took 120 s in its shard), and z3's pop
+    after a check that ran away in E-matching took longer than any timeout.
     """
 
     def __init__(
@@ -90,13 +97,9 @@ class Prover:
         self.budget = budget
         self.timeout = timeout
         self.precheck = precheck  # without it z3 alone decides: an audit that no proof leans on the pre-check
-        self.solver = z3.Solver()
-        self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
-        for sym in specs.symbols.values():
-            self.solver.add(*sym.shape_axioms())
         self.literals = {a.name: z3.Bool(f"axiom {a.name}") for a in specs.axioms}
-        for a in specs.axioms:
-            self.solver.add(z3.Implies(self.literals[a.name], a.formula))
+        self.guarded = {a.name: z3.Implies(self.literals[a.name], a.formula) for a in specs.axioms}
+        self.shape = {name: sym.shape_axioms() for name, sym in specs.symbols.items()}
         self.axioms = {a.name: a for a in specs.axioms}
 
     def verdict(self, rule: Rule) -> Verdict:
@@ -144,7 +147,7 @@ class Prover:
             detail = {"axioms": [], "symbols": sorted(low.used), "note": note, **sizes, "conditions": []}
             return Verdict("proved", {**detail, "seconds": _since(t0)})
         relevant = [a for a in self.specs.axioms if a.symbols <= low.used]
-        left = _Allowance(self.budget, t0 + self.timeout)
+        left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
@@ -156,7 +159,7 @@ class Prover:
         phases = [[], [t for t in low.tracked if t.general], low.tracked]
         for assumable in phases:
             for stage, axioms in stages:
-                outcome = self._prove(goals, axioms, low.facts, assumable, left)
+                outcome = self._prove(left, axioms, assumable)
                 if outcome[0] == "proved":
                     names, needed = outcome[1]  # type: ignore[misc]
                     conditions = [condition_to_json(t.condition) for t in needed]
@@ -164,53 +167,38 @@ class Prover:
                     detail = {"axioms": names, "symbols": symbols, "stage": stage, **sizes, "conditions": conditions}
                     if not names:  # equal by the facts alone: sound only because the premises have a model
                         detail["flag"] = "no axiom in the proof: the sides differ, and the facts alone equate them"
-                    return Verdict("proved", {**detail, "units": left.spent, "seconds": _since(t0)})
+                    return Verdict("proved", {**detail, **left.costs(), "seconds": _since(t0)})
                 if outcome[0] != "open":
                     break
             if outcome[0] != "open":
                 break
         reasons = {
-            "budget": f"budget spent: {self.budget} z3 resource units (--budget) without a proof",
+            "budget": f"budget spent: {self.budget} z3 resource units (--budget), quantifier instances counted at "
+            f"{INSTANCE_UNITS} each, without a proof",
             "timeout": f"{SAFETY_NET}: over {self.timeout:g} s (this verdict depends on the machine)",
             "open": f"no proof from the axioms for output {outcome[1]} (a missing axiom?)",
         }
-        return Verdict("unknown", {"reason": reasons[outcome[0]], "units": left.spent, "seconds": _since(t0)})
+        return Verdict("unknown", {"reason": reasons[outcome[0]], **left.costs(), "seconds": _since(t0)})
 
-    def _prove(
-        self,
-        goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
-        axioms: Sequence[Axiom],
-        facts: list[z3.BoolRef],
-        assumable: Sequence[Tracked],
-        left: _Allowance,
-    ) -> tuple[str, object]:
+    def _prove(self, session: _Session, axioms: Sequence[Axiom], assumable: Sequence[Tracked]) -> tuple[str, object]:
         """("proved", (axiom names, the tracked facts used)) | ("budget" | "timeout", None) | ("open", the output
         not proved). Each tracked fact is guarded by a literal of its own, so the unsat core names those a proof
         assumed, as it names the axioms."""
-        s = self.solver
-        facts_on = [z3.Bool(f"fact {k}") for k in range(len(assumable))]
-        assumed = [self.literals[a.name] for a in axioms] + facts_on
+        given = reachable(session.symbols, axioms)
+        session.give(given, self)
+        facts_on = [session.facts_on[id(t)] for t in assumable]
+        assumed = [self.literals[a.name] for a in given] + facts_on
         core: set[str] = set()
-        s.set("core.minimize", bool(assumable))  # name only the facts a proof needs: they restrict where it applies
-        s.push()
-        try:
-            s.add(*facts)
-            s.add(*(z3.Implies(on, t.fact) for on, t in zip(facts_on, assumable)))
-            for i, a, b in goals:
-                s.push()
-                s.add(a != b)
-                result = left.check(s, assumed)
-                if result == z3.unsat:
-                    core.update(c.decl().name() for c in s.unsat_core())
-                s.pop()
-                if isinstance(result, str):
-                    return result, None
-                if result != z3.unsat:
-                    return "open", i
-            needed = [t for k, t in enumerate(assumable) if f"fact {k}" in core]
-            return "proved", (sorted(c.removeprefix("axiom ") for c in core if c.startswith("axiom ")), needed)
-        finally:
-            s.pop()
+        session.solver.set("core.minimize", bool(assumable))  # only the facts a proof needs: they restrict it
+        for i, goal in session.goals:
+            result = session.check([*assumed, goal])
+            if isinstance(result, str):
+                return result, None
+            if result != z3.unsat:
+                return "open", i
+            core.update(c.decl().name() for c in session.solver.unsat_core())
+        needed = [t for t in assumable if f"fact {session.index[id(t)]}" in core]
+        return "proved", (sorted(c.removeprefix("axiom ") for c in core if c.startswith("axiom ")), needed)
 
 
 def _no_spec(unspecified: list[str], specs: Specs) -> dict:
@@ -220,32 +208,98 @@ def _no_spec(unspecified: list[str], specs: Specs) -> dict:
     return {"reason": reason + (f" ({why})" if why else ""), "unspecified": unspecified}
 
 
-@dataclass
-class _Allowance:
-    """One rule's limits, z3 resource units (the budget) and a wall-clock deadline (the safety net), and the units
-    its checks have spent so far."""
+def reachable(symbols: set[str], axioms: Sequence[Axiom]) -> list[Axiom]:
+    """The ``axioms`` z3 can ever instantiate on terms over ``symbols``: those with a triggering side whose
+    symbols are all there or arise from such axioms in turn (without model-based instantiation an axiom no
+    term matches does nothing). ``symbols`` grows by theirs."""
+    left = list(axioms)
+    out: list[Axiom] = []
+    grew = True
+    while grew:
+        grew = False
+        for a in list(left):
+            if any(side <= symbols for side in a.triggers):
+                out.append(a)
+                left.remove(a)
+                symbols |= a.symbols
+                grew = True
+    return sorted(out, key=lambda a: a.name)
 
-    budget: int
-    deadline: float
-    spent: int = 0
 
-    def check(self, s: z3.Solver, assumed: list[z3.BoolRef]) -> z3.CheckSatResult | str:
+class _Session:
+    """One rule's z3 solver, its limits and what its checks spent.
+
+    The facts are asserted plainly; each tracked fact, output goal and axiom behind a literal a check assumes,
+    so nothing is ever retracted (no pop). The budget is z3's resource count plus `INSTANCE_UNITS` per
+    quantifier instance: E-matching that z3's count barely sees (some 45 k instances in 1.3 M units, 3 s) is
+    charged as well, through z3's own limit on instances (``smt.qi.max_instances``, counted per solver, so per
+    rule). A wall-clock deadline remains as the safety net."""
+
+    def __init__(
+        self,
+        prover: Prover,
+        goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
+        facts: list[z3.BoolRef],
+        tracked: Sequence[Tracked],
+        used: set[str],
+        deadline: float,
+    ) -> None:
+        self.budget = prover.budget
+        self.deadline = deadline
+        self.solver = z3.Solver()
+        self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
+        self.solver.set("smt.qi.max_instances", max(1, self.budget // INSTANCE_UNITS))
+        self.solver.add(*facts)
+        self.index = {id(t): k for k, t in enumerate(tracked)}
+        self.facts_on = {id(t): z3.Bool(f"fact {k}") for k, t in enumerate(tracked)}
+        self.solver.add(*(z3.Implies(self.facts_on[id(t)], t.fact) for t in tracked))
+        self.goals = [(i, z3.Bool(f"goal {i}")) for i, _, _ in goals]
+        self.solver.add(*(z3.Implies(on, a != b) for (_, on), (_, a, b) in zip(self.goals, goals)))
+        self.symbols = set(used)  # every symbol the lowering applied, in the terms or the facts
+        self.shaped: set[str] = set()
+        self.given: set[str] = set()
+        self.units = 0
+        self.instances = 0
+
+    def give(self, axioms: Sequence[Axiom], prover: Prover) -> None:
+        """Assert ``axioms`` (behind their literals) and the shape rules of every symbol now in play, once each."""
+        self.solver.add(*(prover.guarded[a.name] for a in axioms if a.name not in self.given))
+        self.given.update(a.name for a in axioms)
+        for name in sorted(self.symbols - self.shaped):
+            self.solver.add(*prover.shape[name])
+        self.shaped |= self.symbols
+
+    def check(self, assumed: list[z3.BoolRef]) -> z3.CheckSatResult | str:
         """z3's answer, or "budget" / "timeout" when that limit ended the check (or left nothing to start it)."""
         ms = int((self.deadline - time.perf_counter()) * 1000)
-        if self.budget <= self.spent:
+        if self.spent >= self.budget:
             return "budget"
         if ms <= 0:
             return "timeout"
+        s = self.solver
         s.set("rlimit", self.budget - self.spent)
         s.set("timeout", ms)
         before = _units(s)
         result = s.check(*assumed)
-        self.spent += _units(s) - before
+        stats = s.statistics()
+        self.units += _units(s) - before
+        self.instances = (
+            int(stats.get_key_value("quant instantiations")) if "quant instantiations" in stats.keys() else 0
+        )
         if result == z3.unknown and self.spent >= self.budget:
             return "budget"
         if result == z3.unknown and s.reason_unknown() in ("timeout", "canceled"):
             return "timeout"
         return result
+
+    @property
+    def spent(self) -> int:
+        """The budget spent: resource units and instances at their price."""
+        return self.units + self.instances * INSTANCE_UNITS
+
+    def costs(self) -> dict[str, int]:
+        """What the rule's checks spent and how many axioms they were given, for its verdict's detail."""
+        return {"units": self.units, "instances": self.instances, "given": len(self.given)}
 
 
 def _units(s: z3.Solver) -> int:
@@ -429,15 +483,9 @@ def _store(db: sqlite_utils.Database, batch: list[tuple[int, Verdict]]) -> None:
     batch.clear()
 
 
-SHARDS = 8
-"""Rules are proved in this many fixed shards, each in a fresh process in id order. z3's quantifier
-instantiation depends on every term built before in the process, so a proof near the edge of what the axioms
-reach can come and go with the rules proved before it (and with where an earlier check stopped). Fixed shards
-and a budget in resource units make the verdicts a function of the rules decided in one run, the specs and the
-z3 version alone, whatever the number of workers, the machine or its load (candidates verified apart from the
-rest of a store fill other shards, and a rule at the budget's edge can then go the other way)."""
-SMALL = 64
-"""Fewer rules than this are proved in this process, in id order (tests and small stores)."""
+KILL_GRACE = 5.0
+"""Seconds past --timeout after which a worker still on one rule is killed (`taso.verify.workers`): the check
+itself stops at the timeout, and tearing its solver down may take as long again."""
 
 
 def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: int) -> Iterator[tuple[int, Verdict]]:
@@ -446,34 +494,15 @@ def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: i
         _WORKER = Prover(specs, budget, timeout)
         yield from map(_decide, rows)
         return
-    shards = heaviest_first([rows[k::SHARDS] for k in range(SHARDS)])
-    ctx = multiprocessing.get_context("spawn")
     init = (str(specs.root), budget, timeout)
-    with ctx.Pool(min(workers, SHARDS), _init_worker, init, maxtasksperchild=1) as pool:
-        for verdicts in pool.imap_unordered(_decide_shard, shards):
-            yield from verdicts
+    limit = timeout + KILL_GRACE
+    yield from decide_shards(rows, _init_worker, init, _decide, _killed, min(workers, SHARDS), limit)  # type: ignore[misc]
 
 
-def heaviest_first(shards: list[list[dict]]) -> list[list[dict]]:
-    """The shards in the order the pool starts them: the one whose rules took longest when last decided (their
-    stored verdicts' seconds; a candidate has none) first, so that a slow shard does not start last and keep
-    one worker busy long after the others are done; ties keep id order. Each shard is decided in a process of
-    its own, from a fresh prover, so the order changes no verdict."""
-    return sorted(shards, key=lambda shard: -sum(map(_last_seconds, shard)))
-
-
-def _last_seconds(row: dict) -> float:
-    """What deciding the row's rule took when its stored verdict was reached (0 where it has none)."""
-    try:
-        detail = json.loads(row.get("detail") or "{}")
-    except ValueError:
-        return 0.0
-    seconds = detail.get("seconds") if isinstance(detail, dict) else None
-    return float(seconds) if isinstance(seconds, int | float) and 0 < seconds < float("inf") else 0.0
-
-
-def _decide_shard(rows: list[dict]) -> list[tuple[int, Verdict]]:
-    return [_decide(r) for r in rows]
+def _killed(row: dict, why: str) -> tuple[int, Verdict]:
+    """The verdict of a rule whose worker did not come back from it: unknown, by the safety net."""
+    reason = f"{SAFETY_NET}: {why} (this verdict depends on the machine)"
+    return row["id"], Verdict("unknown", {"reason": reason, "proof": provenance.record(None)})
 
 
 def _reason_kind(reason: str) -> str:

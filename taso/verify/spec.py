@@ -251,6 +251,13 @@ class Axiom:
         return frozenset(_decls([self.lhs, self.rhs]))
 
     @cached_property
+    def triggers(self) -> tuple[frozenset[str], ...]:
+        """The symbols of each of its patterns (a side that can serve as one, the left only where `oriented`):
+        z3 instantiates it only once terms with all of one pattern's symbols exist (`taso.verify.run.reachable`)."""
+        q = self.formula
+        return tuple(frozenset(_decls([q.pattern(k).arg(0)])) for k in range(q.num_patterns()))
+
+    @cached_property
     def read_off(self) -> dict[str, tuple[str, int]]:
         """Integer variable -> (tensor variable, dimension) it is read off: those only the shapes hold."""
         in_lhs = {_name(v) for v in _consts([self.lhs], z3.IntSort())}

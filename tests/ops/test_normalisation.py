@@ -28,6 +28,18 @@ def test_channel_vector_refuses_a_tensor_that_is_not_per_channel() -> None:
         ops.infer("ChannelVector", [TensorType("float32", (4, 1, 3))], {})
 
 
+@pytest.mark.parametrize(("op", "extra"), [("LayerNormalization", [TensorType("float32", (4,))]), ("Softmax", [])])
+@pytest.mark.parametrize("axis", [2, -3])
+def test_an_axis_outside_the_rank_is_refused_at_inference(op: str, extra: list, axis: int) -> None:
+    """A mutation test built LayerNormalization over [2, 4] with axis 2: accepted by the shape rule, it failed
+    only when run. Both ends of the range are checked; the in-range axes still infer."""
+    x = TensorType("float32", (2, 4))
+    with pytest.raises(ops.OpError, match="out of range"):
+        ops.infer(op, [x, *extra], {"axis": axis, "epsilon": 1e-5})
+    for ok in (-2, -1, 0, 1):
+        assert ops.infer(op, [x, *extra], {"axis": ok, "epsilon": 1e-5}) == (x,)
+
+
 @settings(max_examples=10, deadline=None)
 @given(
     group=st.sampled_from([1, 2]),

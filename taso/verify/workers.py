@@ -1,0 +1,142 @@
+"""Rules decided in fixed shards, each in a process of its own that is killed when one rule outlives its limit.
+
+z3 bounds a check by its resource count and a wall-clock timeout, but not what follows one: tearing down a
+solver whose check ran away in E-matching (z3's pop did the same) took as long again as the check, past any
+timeout (issue 47). So a shard's process reports each rule as it starts it; one still on a rule ``limit``
+seconds later is killed, that rule gets the verdict ``killed`` makes (unknown), and a fresh process takes the
+rest of the shard. What a rule costs is then bounded whatever z3 does, and a process that dies on a rule (z3
+crashing) costs that rule alone.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+
+SHARDS = 8
+"""Rules are proved in this many fixed shards, each in a fresh process in id order. z3's quantifier
+instantiation depends on every term built before in the process, so a proof near the edge of what the axioms
+reach can come and go with the rules proved before it (and with where an earlier check stopped). Fixed shards
+and a budget in resource units make the verdicts a function of the rules decided in one run, the specs and the
+z3 version alone, whatever the number of workers, the machine or its load (candidates verified apart from the
+rest of a store fill other shards, and a rule at the budget's edge can then go the other way)."""
+SMALL = 64
+"""Fewer rules than this are proved in this process, in id order (tests and small stores)."""
+
+Step = Callable[[dict], tuple[int, object]]
+"""Decides one row in a worker: (row id, verdict)."""
+
+
+@dataclass
+class _Worker:
+    """A process deciding ``rows`` in order; ``since`` is when it reported starting ``rows[0]`` (None: not yet)."""
+
+    process: BaseProcess
+    conn: Connection
+    rows: list[dict]
+    since: float | None = None
+
+
+def decide_shards(
+    rows: list[dict],
+    init: Callable[..., None],
+    init_args: tuple,
+    step: Step,
+    killed: Callable[[dict, str], tuple[int, object]],
+    workers: int,
+    limit: float,
+) -> Iterator[tuple[int, object]]:
+    """Every row's (id, verdict), from ``workers`` processes at a time over `SHARDS` fixed shards, heaviest
+    first: each runs ``init(*init_args)`` then ``step`` on its rows in order. A rule still undecided ``limit``
+    seconds after it started, or whose process died, gets ``killed(row, why)`` instead."""
+    ctx = multiprocessing.get_context("spawn")
+    todo = deque(heaviest_first([rows[k::SHARDS] for k in range(SHARDS)]))
+    live: dict[Connection, _Worker] = {}
+    try:
+        while todo or live:
+            while todo and len(live) < workers:
+                shard = todo.popleft()
+                if shard:
+                    w = _start(ctx, shard, init, init_args, step)
+                    live[w.conn] = w
+            for conn in wait(list(live), timeout=_wait(live.values(), limit)):
+                w = live[conn]  # type: ignore[index]
+                try:
+                    kind, value = conn.recv()  # type: ignore[union-attr]
+                except EOFError:  # the process ended: done with its rows, or died on the first left
+                    _stop(live.pop(w.conn))
+                    if w.rows:
+                        yield killed(w.rows[0], "its worker process died")
+                        todo.appendleft(w.rows[1:])
+                    continue
+                if kind == "start":
+                    w.since = time.monotonic()
+                else:
+                    yield value
+                    w.rows.pop(0)
+                    w.since = None
+            now = time.monotonic()
+            for w in [w for w in live.values() if w.since is not None and now - w.since > limit]:
+                _stop(live.pop(w.conn))
+                yield killed(w.rows[0], f"its worker process was killed after {limit:g} s")
+                todo.appendleft(w.rows[1:])
+    finally:  # Ctrl-C or a consumer that stops early leaves no process behind
+        for w in live.values():
+            _stop(w)
+
+
+def _start(
+    ctx: multiprocessing.context.SpawnContext, rows: list[dict], init: Callable[..., None], init_args: tuple, step: Step
+) -> _Worker:
+    parent, child = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_serve, args=(child, rows, init, init_args, step), daemon=True)
+    p.start()
+    child.close()
+    return _Worker(p, parent, list(rows))
+
+
+def _serve(conn: Connection, rows: list[dict], init: Callable[..., None], init_args: tuple, step: Step) -> None:
+    """A worker: announce each row before deciding it, so the parent knows how long it has been on it."""
+    init(*init_args)
+    for row in rows:
+        conn.send(("start", row["id"]))
+        conn.send(("done", step(row)))
+    conn.close()
+
+
+def _wait(workers: Iterable[_Worker], limit: float) -> float:
+    """How long the parent may block: until the earliest rule in progress reaches ``limit`` (at most 1 s)."""
+    now = time.monotonic()
+    ends = [w.since + limit - now for w in workers if w.since is not None]
+    return max(0.0, min([1.0, *ends]))
+
+
+def _stop(w: _Worker) -> None:
+    w.conn.close()
+    if w.process.is_alive():
+        w.process.kill()
+    w.process.join()
+
+
+def heaviest_first(shards: list[list[dict]]) -> list[list[dict]]:
+    """The shards in the order the pool starts them: the one whose rules took longest when last decided (their
+    stored verdicts' seconds; a candidate has none) first, so that a slow shard does not start last and keep
+    one worker busy long after the others are done; ties keep id order. Each shard is decided in a process of
+    its own, from a fresh prover, so the order changes no verdict."""
+    return sorted(shards, key=lambda shard: -sum(map(_last_seconds, shard)))
+
+
+def _last_seconds(row: dict) -> float:
+    """What deciding the row's rule took when its stored verdict was reached (0 where it has none)."""
+    try:
+        detail = json.loads(row.get("detail") or "{}")
+    except ValueError:
+        return 0.0
+    seconds = detail.get("seconds") if isinstance(detail, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and 0 < seconds < float("inf") else 0.0
