@@ -22,6 +22,8 @@ from taso.ir import Graph
 
 CAPTURE = Mode(cuda_graph=True)
 """How a run is timed under CUDA graph capture (`taso.cost.profiler.Mode`)."""
+_KERNEL = "_kernel_time"
+"""How onnxruntime's profile names a node's kernel run (``<node>_kernel_time``)."""
 
 
 def placement(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> list[tuple[str, str, str]]:
@@ -41,8 +43,8 @@ def placement(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Devic
     seen: dict[str, tuple[str, str, str]] = {}
     for e in events:
         args = e.get("args") or {}
-        if e.get("cat") == "Node" and "provider" in args and e.get("name", "").endswith("_kernel_time"):
-            name = e["name"].removesuffix("_kernel_time")
+        if e.get("cat") == "Node" and "provider" in args and e.get("name", "").endswith(_KERNEL):
+            name = e["name"].removesuffix(_KERNEL)
             seen.setdefault(name, (name, args.get("op_name", "?"), args["provider"]))
     return list(seen.values())
 
@@ -89,9 +91,9 @@ REPLAYS = 8
 
 
 def replays(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> bool:
-    """Whether onnxruntime replays a captured graph of ``model``: a run it replays is no run of the session in
-    its profile (no ``model_run`` event: the graph is launched, no kernel), so `REPLAYS` runs that each show
-    one (as on the CPU, or where capture is off whatever was asked) replayed nothing."""
+    """Whether onnxruntime replays a captured graph of ``model``: a run it replays launches the graph, no kernel
+    of its own, so it adds no kernel to the session's profile; where every run adds each kernel (as on the CPU,
+    or where capture is off whatever was asked), nothing was replayed."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,5 +109,7 @@ def replays(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device)
         for _ in range(REPLAYS):
             run()
         with open(sess.end_profiling(), encoding="utf-8") as f:
-            runs = sum(e.get("name") == "model_run" for e in json.load(f))
-    return runs < calls
+            kernels = [
+                e["name"] for e in json.load(f) if e.get("cat") == "Node" and e.get("name", "").endswith(_KERNEL)
+            ]
+    return len(kernels) < len(set(kernels)) * calls
