@@ -203,7 +203,7 @@ def profile(run: Run) -> Run:
     """The model's own units measured (up to ``measure_limit`` seconds), before the search's clock starts; those
     no rewrite touches only estimated (`cost.CostModel.untouched`), unless every unit is to be (`Settings.prior`)."""
     model = run.model
-    if run.settings.prior:
+    if run.settings.prior and model.measure:  # a table or estimates measure nothing anyway
         parts = searched_parts(run.graph, run.index, cost.REGION_CONTEXT)
         model.unmeasured = model.untouched(run.graph, {o for p in parts for n in p for o in n.outputs})
     model.graph_cost(run.graph, progress=lambda done, units: run.tell("measuring units", done, units))
