@@ -66,6 +66,42 @@ def sizes(name: str, given: str) -> dict[str, int]:
     return dims
 
 
+def optimize_cli(
+    model: Path,
+    out: Path,
+    cache: Path,
+    device: str,
+    timeout: float,
+    dims: dict[str, int],
+    root: Path = ROOT,
+    flags: tuple[str, ...] = (),
+) -> tuple[dict, dict | None]:
+    """One `subst optimize` of the tree at ``root`` in a fresh process with the per-user cache under ``cache``
+    (an XDG_CACHE_HOME): wall seconds, exit code and the last line of stderr where it failed; and its report, as
+    ``--json`` prints it (also on a failed check, where ``--report`` writes nothing), or None."""
+    dim_args = [a for d, n in dims.items() for a in ("--dim", f"{d}={n}")]
+    cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
+    cmd += [*dim_args, "--device", device, "--json", *flags]
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    stdout = ""
+    try:
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+        code, err = done.returncode, done.stderr.strip().splitlines()[-1:] if done.returncode else []
+        stdout = done.stdout
+    except subprocess.TimeoutExpired:
+        code, err = None, [f"timed out after {timeout:.0f} s"]
+    row: dict = {"wall_s": round(time.perf_counter() - t0, 2), "exit": code, "load_before": round(load, 2)}
+    if err:
+        row["error"] = err[0][:300]
+    try:
+        report = json.loads(stdout) if stdout.strip() else None
+    except ValueError:  # an older tree (--baseline) that prints no report on a failed check, or a stray line
+        report = None
+    return row, report
+
+
 def _run(
     model: Path,
     out: Path,
@@ -76,26 +112,11 @@ def _run(
     flags: tuple[str, ...] = (),
     given: str = "",
 ) -> dict:
-    """One `subst optimize` of the tree at ``root`` in a fresh process, costed at the ``given`` dims (`sizes`):
-    wall seconds, exit code, and the report's facts."""
-    report = out.with_suffix(".report.json")
-    report.unlink(missing_ok=True)
-    dims = [a for d, n in sizes(model.stem, given).items() for a in ("--dim", f"{d}={n}")]
-    cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
-    cmd += [*dims, "--device", device, "--report", str(report), *flags]
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    load = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
-        code, err = done.returncode, done.stderr.strip().splitlines()[-1:] if done.returncode else []
-    except subprocess.TimeoutExpired:
-        code, err = None, [f"timed out after {timeout:.0f} s"]
-    row: dict = {"wall_s": round(time.perf_counter() - t0, 2), "exit": code, "load_before": round(load, 2)}
-    if err:
-        row["error"] = err[0][:300]
-    if report.exists():
-        r = json.loads(report.read_text())
+    """One `subst optimize` of corpus model ``model`` (`optimize_cli`) at the ``given`` dims (`sizes`), with the
+    report's facts; the report itself is written beside ``out`` (for ``--keep``)."""
+    row, r = optimize_cli(model, out, cache, device, timeout, sizes(model.stem, given), root, flags)
+    if r is not None:
+        out.with_suffix(".report.json").write_text(json.dumps(r))
         search, cost = r.get("search") or {}, r.get("cost") or {}
         row |= {
             "seconds": {k: round(v, 2) for k, v in r["seconds"].items()},

@@ -186,9 +186,10 @@ def time_variants(
     mode: profiler.Mode = profiler.DEFAULT_MODE,
     dims: dict[str, int] | None = None,
 ) -> dict[str, float]:
-    """Median over rounds of each variant's median latency in ms at ``dims`` (`corpus.dims` by default), each
-    session set up as ``mode`` says."""
-    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims or corpus.dims(name))
+    """Median over rounds of each variant's median latency in ms, each session set up as ``mode`` says, fed at
+    ``dims`` (default: the corpus model's, `corpus.dims`)."""
+    dims = corpus.dims(name) if dims is None else dims
+    feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims)
     runs = [(path, feeds) for path in variants.values()]
     per: list[list[float]] = [[] for _ in runs]
     for r in range(rounds):
@@ -200,10 +201,11 @@ def time_variants(
 
 
 def time_captured(
-    name: str, variants: dict[str, str], device: profiler.Device, rounds: int, dims: dict[str, int]
+    name: str, variants: dict[str, str], device: profiler.Device, rounds: int, dims: dict[str, int] | None = None
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """The variants CUDA graphs capture timed under capture at ``dims`` (`time_variants`), and why onnxruntime
-    refused the others (a node on the CPU provider, a Memcpy): one refusal must not cost the whole model its row."""
+    """The variants CUDA graphs capture timed under capture (`time_variants`), and why onnxruntime refused the
+    others (a node on the CPU provider, a Memcpy): one refusal must not cost the whole model its row."""
+    dims = corpus.dims(name) if dims is None else dims
     feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims)
     captured, refused = {}, {}
     for k, path in variants.items():

@@ -32,7 +32,13 @@ NAMES = sorted(name for name, entry in MANIFEST.items() if "error" not in entry)
 
 def dims(name: str) -> dict[str, int]:
     """The model's symbolic dims at the sizes the corpus runs are costed at: batch 1, sequences of 16."""
-    return {d: 1 if d == "batch" else 16 for d in MANIFEST[name]["dims"]}
+    return sizes(MANIFEST[name]["dims"])
+
+
+def sizes(names: list[str]) -> dict[str, int]:
+    """Symbolic dims named as export_corpus.py names them at the corpus's sizes: batch 1, any other 16 (a
+    model outside the corpus, bench/bench_fresh.py's, is costed and timed as the corpus is)."""
+    return {d: 1 if d == "batch" else 16 for d in names}
 
 
 Use = tuple[str, int, dict[str, int]]

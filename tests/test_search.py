@@ -145,14 +145,13 @@ def test_the_same_model_store_and_costs_give_the_same_bytes_on_a_loaded_machine(
     quiet = optimize(ROOT / "models" / "bert_tiny.onnx", tmp_path / "quiet.onnx", settings=settings)
     assert quiet.rules_applied and not quiet.search["time_limit_reached"]
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        load = pool.map_async(_spin, [30.0, 30.0])
+        pool.map_async(_spin, [600.0, 600.0])  # busy until the run is over: terminate() stops them
         r = subst_process(
             "optimize", ROOT / "models" / "bert_tiny.onnx", "-o", tmp_path / "loaded.onnx", *args, "--json"
         )
         pool.terminate()
     assert r.returncode == 0, r.stderr
     assert not json.loads(r.stdout)["search"]["time_limit_reached"]
-    assert not load.ready()  # the load lasted the whole run
     assert (tmp_path / "quiet.onnx").read_bytes() == (tmp_path / "loaded.onnx").read_bytes()
 
 
