@@ -7,7 +7,8 @@ For each model (models/corpus/, seeded weights, costed at batch 1 and sequences 
 a *cold* run, as a new user's first: an empty per-user cache (a fresh XDG_CACHE_HOME: the rule index is built
 again, no measured costs, no calibration) and the shipped store; then a *warm* run on the same cache. Each is the
 installed CLI in a fresh process with the defaults (`--device` aside), timed wall to wall; its --report JSON gives
-the stages (`seconds`), the units measured, estimated and taken from a shipped prior. Writes
+the stages (`seconds`), the units measured (the model's own, then the search's), those left estimated because
+no rewrite touches them, and those taken from a shipped prior. Writes
 bench/results/<today>/cold-<device>.json (``--result``) after every model, so a run cut short keeps what it
 finished (``--resume`` then runs only the models it lacks); prints a table. The machine's load is recorded beside
 each run: on a shared host it moves the times.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +50,20 @@ from taso.cost import profiler  # noqa: E402
 
 TARGETS = {"cpu": (60.0, 10.0), "cuda": (30.0, None)}
 """Issue 32's targets in seconds: (cold, warm); None where it sets none."""
+
+
+GIVEN = re.compile(r"(\w+=[1-9]\d*(,\w+=[1-9]\d*)*)?")
+"""What ``--dim`` takes: NAME=SIZE,... (or nothing)."""
+
+
+def sizes(name: str, given: str) -> dict[str, int]:
+    """The sizes model ``name`` is costed and timed at: `corpus.dims` (batch 1, sequences of 16), but for each
+    dim of ``given`` (``--dim``'s "batch=8,seq=128", `GIVEN`) the model has, at the size given there."""
+    dims = corpus.dims(name)
+    for d, n in (part.split("=") for part in given.split(",") if part):
+        if d in dims:
+            dims[d] = int(n)
+    return dims
 
 
 def optimize_cli(
@@ -87,15 +103,26 @@ def optimize_cli(
 
 
 def _run(
-    model: Path, out: Path, cache: Path, device: str, timeout: float, root: Path = ROOT, flags: tuple[str, ...] = ()
+    model: Path,
+    out: Path,
+    cache: Path,
+    device: str,
+    timeout: float,
+    root: Path = ROOT,
+    flags: tuple[str, ...] = (),
+    given: str = "",
 ) -> dict:
-    """One `subst optimize` of corpus model ``model`` (`optimize_cli`), with the report's facts."""
-    row, r = optimize_cli(model, out, cache, device, timeout, corpus.dims(model.stem), root, flags)
+    """One `subst optimize` of corpus model ``model`` (`optimize_cli`) at the ``given`` dims (`sizes`), with the
+    report's facts; the report itself is written beside ``out`` (for ``--keep``)."""
+    row, r = optimize_cli(model, out, cache, device, timeout, sizes(model.stem, given), root, flags)
     if r is not None:
+        out.with_suffix(".report.json").write_text(json.dumps(r))
         search, cost = r.get("search") or {}, r.get("cost") or {}
         row |= {
             "seconds": {k: round(v, 2) for k, v in r["seconds"].items()},
+            "profiled_units": cost.get("profiled_units"),
             "measured_units": search.get("measured_units"),
+            "untouched_units": cost.get("untouched_units"),
             "estimated_units": cost.get("estimated_units"),
             "prior_units": (cost.get("prior") or {}).get("units", 0),
             "prior_scaled_from": (cost.get("prior") or {}).get("scaled_from"),
@@ -138,12 +165,21 @@ def main() -> int:
     )
     ap.add_argument("--measure-limit", type=float, metavar="S", help="pass `--measure-limit S` to every run")
     ap.add_argument(
+        "--dim",
+        default="",
+        metavar="NAME=SIZE,...",
+        help="cost each model at these dims where it has them (default: batch 1, sequences of 16)",
+    )
+    ap.add_argument(
         "--cut-at",
         type=float,
         metavar="S",
         help="stop a run still going S seconds after the start and record nothing of it (--resume runs it again)",
     )
     args = ap.parse_args()
+    if not GIVEN.fullmatch(args.dim):
+        print(f"bench_cold: --dim {args.dim!r}: NAME=SIZE,... expected (sizes positive)", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     names = args.models.split(",") if args.models else corpus.NAMES
     unknown = sorted(set(names) - set(corpus.NAMES))
@@ -181,7 +217,9 @@ def main() -> int:
             for tree in list(trees)[:: 1 if i % 2 == 0 else -1]:  # which tree goes first alternates
                 cache = t / f"cache-{tree}"
                 runs[tree] = {
-                    kind: _run(model, t / f"{name}.{kind}.onnx", cache, args.device, limit(), trees[tree], flags)
+                    kind: _run(
+                        model, t / f"{name}.{kind}.onnx", cache, args.device, limit(), trees[tree], flags, args.dim
+                    )
                     for kind in kinds
                 }
             stopped = any(r["exit"] is None for tree_runs in runs.values() for r in tree_runs.values())
@@ -202,6 +240,9 @@ def main() -> int:
         layout.write(path, result)
         for tree, r in runs.items():
             stages = ", ".join(f"{k} {v:.1f}" for k, v in r["cold"].get("seconds", {}).items() if k != "total")
+            c = r["cold"]
+            stages += f"; units measured {c.get('profiled_units')} + {c.get('measured_units')} in the search"
+            stages += f", {c.get('untouched_units')} no rewrite touches estimated"
             warm = f"{r['warm']['wall_s']:>9.1f}" if "warm" in r else f"{'-':>9}"
             print(f"{name:<26}{tree:<10}{r['cold']['wall_s']:>9.1f}{warm}  {stages}", flush=True)
     if baseline is not None:

@@ -46,6 +46,7 @@ import corpus  # noqa: E402
 import layout  # noqa: E402
 import peers  # noqa: E402
 import regress  # noqa: E402
+from bench_cold import GIVEN, sizes  # noqa: E402
 
 from taso import cost  # noqa: E402
 from taso import onnx as onnx_io  # noqa: E402
@@ -73,11 +74,14 @@ PEERS = ("onnxsim", "onnxslim", "ort_transformers")
 """The peers, of which the best under capture is the issue-49 table's "best peer + graph"."""
 
 
-def _prepare(name: str, tmp: Path, device_made: Path | None = None, graph_made: Path | None = None) -> dict:
-    """subst's output as the regression makes it, each peer's, and subst on the transformers optimizer's."""
+def _prepare(
+    name: str, tmp: Path, device_made: Path | None = None, graph_made: Path | None = None, given: str = ""
+) -> dict:
+    """subst's output as the regression makes it (costed at the ``given`` dims, `sizes`), each peer's, and subst
+    on the transformers optimizer's."""
     t0 = time.perf_counter()
     try:
-        row = regress.run_model(name, store.DEFAULT_PATH, tmp)
+        row = regress.run_model(name, store.DEFAULT_PATH, tmp, sizes(name, given))
     except Exception as e:  # a model that fails is a row of the table, not the end of the run
         return {"error": f"{type(e).__name__}: {e}"[:500], "optimize_s": round(time.perf_counter() - t0, 1)}
     row["optimize_s"] = round(time.perf_counter() - t0, 1)
@@ -95,7 +99,7 @@ def _prepare(name: str, tmp: Path, device_made: Path | None = None, graph_made: 
     variants.update(peers.peers(src, tmp, name, corpus.MANIFEST[name]["model"]))
     if "ort_transformers" in variants:
         both = tmp / f"{name}.ort_transformers.opt.onnx"
-        settings = replace(regress.SETTINGS, dims=regress.DIMS[name])
+        settings = replace(regress.SETTINGS, dims=sizes(name, given))
         try:
             optimize(variants["ort_transformers"], both, store.DEFAULT_PATH, settings=settings)
             variants["ort_transformers+subst"] = both
@@ -205,11 +209,11 @@ def time_captured(
     feeds = check.random_inputs(onnx_io.load_model(variants["original"]), seed=0, dims=dims)
     captured, refused = {}, {}
     for k, path in variants.items():
-        try:
-            once, finish = profiler.open_sessions([(path, feeds)], device, capture.CAPTURE)[0]
-            once()
-            finish()
-            captured[k] = path
+        try:  # onnxruntime may turn capture off itself and run as without: timed so, it would pass for captured
+            if capture.replays(path, feeds, device):
+                captured[k] = path
+            else:
+                refused[k] = capture.NOT_REPLAYED
         except Exception as e:  # onnxruntime raises its own exception types
             refused[k] = f"{type(e).__name__}: {e}"[:300]
     timed = time_variants(name, captured, device, rounds, capture.CAPTURE, dims) if "original" in captured else {}
@@ -270,7 +274,16 @@ def main() -> int:
         metavar="DIR",
         help="also time DIR/<model>.onnx, made under capture on this device (bench_cold.py --cuda-graph --keep DIR)",
     )
+    ap.add_argument(
+        "--dim",
+        default="",
+        metavar="NAME=SIZE,...",
+        help="cost and time each model with these dims where it has them (default: batch 1, sequences of 16)",
+    )
     args = ap.parse_args()
+    if not GIVEN.fullmatch(args.dim):
+        print(f"bench_corpus: --dim {args.dim!r}: NAME=SIZE,... expected (sizes positive)", file=sys.stderr)
+        return 2
     device = profiler.pick_device(args.device)
     if args.cuda_graph and not device.is_cuda:
         print("bench_corpus: --cuda-graph: CUDA graphs need --device cuda", file=sys.stderr)
@@ -283,18 +296,20 @@ def main() -> int:
         # every model is prepared before any is timed: a batch-1 latency is bound by the host, and timing beside
         # workers still optimizing on its cores measured BERT dynamo's original and every variant up to 1.75x slow
         with ProcessPoolExecutor(args.workers) as pool:
-            jobs = {n: pool.submit(_prepare, n, tmp, args.device_made, args.graph_made) for n in names}
+            jobs = {n: pool.submit(_prepare, n, tmp, args.device_made, args.graph_made, args.dim) for n in names}
             prepared = {n: job.result() for n, job in jobs.items()}
         for name in names:
-            row = {**corpus.MANIFEST[name], "model": name, **prepared[name]}
+            row = {**corpus.MANIFEST[name], "model": name, "sizes": sizes(name, args.dim), **prepared[name]}
             if "error" not in row and row.get("check_ok"):
                 try:
-                    row["ms"] = time_variants(name, row["variants"], device, args.rounds)
+                    row["ms"] = time_variants(name, row["variants"], device, args.rounds, dims=sizes(name, args.dim))
                 except Exception as e:  # one variant onnxruntime cannot run on the device: its error is the row
                     row["error"] = f"timing: {type(e).__name__}: {e}"[:500]
             if "ms" in row and args.cuda_graph:
                 try:
-                    row["ms_graph"], row["graph_refused"] = time_captured(name, row["variants"], device, args.rounds)
+                    row["ms_graph"], row["graph_refused"] = time_captured(
+                        name, row["variants"], device, args.rounds, sizes(name, args.dim)
+                    )
                 except Exception as e:
                     row["graph_error"] = f"timing under capture: {type(e).__name__}: {e}"[:500]
             if "ms" in row:

@@ -63,12 +63,15 @@ def store_digest(path: Path) -> dict:
     return {"verdicts": counts, "digest": h.hexdigest()}
 
 
-def run_model(name: str, store_path: Path, tmp: Path) -> dict:
+def run_model(name: str, store_path: Path, tmp: Path, dims: dict[str, int] | None = None) -> dict:
+    """The regression's run of model ``name`` (costed at ``dims``, its `DIMS` by default) and what it found."""
     src, out = tmp / f"{name}.onnx", tmp / f"{name}.opt.onnx"
     onnx.save_model(MODELS[name](), str(src))
     t0 = time.perf_counter()
     try:
-        report = optimize(src, out, store_path, settings=replace(SETTINGS, dims=DIMS.get(name, {})))
+        report = optimize(
+            src, out, store_path, settings=replace(SETTINGS, dims=DIMS.get(name, {}) if dims is None else dims)
+        )
         ok, check = True, report.check.summary() if report.check else "skipped"
     except CheckFailed as e:
         report, ok, check = e.report, False, str(e)  # type: ignore[assignment]

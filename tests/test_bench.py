@@ -242,3 +242,15 @@ def test_a_prediction_off_by_more_than_a_tenth_is_flagged(tmp_path: Path) -> Non
     lines = bench_corpus.prediction_table([row, {"model": "untimed"}])
     assert lines[1].split() == ["m", "1.250/1.250", "1.250/1.053!", "1.100/1.111"]
     assert "predictions of subst_device within 10%: 0 of 1" in lines and len(lines) == 5
+
+
+def test_corpus_models_are_costed_and_timed_at_the_dims_given() -> None:
+    """bench_corpus / bench_cold --dim batch=8: each model at the sizes given for the dims it has, the corpus's
+    (batch 1, sequences of 16) for the rest; a malformed --dim is refused (exit 2) before any work."""
+    import bench_cold
+
+    assert bench_cold.sizes("bert_ts", "batch=8") == {"batch": 8, "seq": 16}
+    assert bench_cold.sizes("resnet50_ts", "batch=8,seq=128") == {"batch": 8}
+    assert bench_cold.sizes("bert_ts", "") == {"batch": 1, "seq": 16}
+    assert all(bench_cold.GIVEN.fullmatch(g) for g in ("", "batch=8", "batch=8,seq=128"))
+    assert not any(bench_cold.GIVEN.fullmatch(g) for g in ("batch", "batch=0", "batch=x", "batch=8,"))

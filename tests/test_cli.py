@@ -543,12 +543,15 @@ def test_optimize_reads_a_read_only_store_and_caches_costs_per_user(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store is only read (opened read-only): what a run measures goes to the user's cost cache, so a
-    read-only store (a shared one, the shipped one) costs nothing twice and warns of nothing."""
+    read-only store (a shared one, the shipped one) costs nothing twice and warns of nothing. The model's op
+    is one the rule mentions: a unit no rewrite touches is not measured."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "ro").mkdir()
     db = prove_into(tmp_path / "ro" / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
-    model = tmp_path / "relu.onnx"
-    onnx.save_model(_tiny(), str(model))
+    model = tmp_path / "add.onnx"
+    tiny = _tiny(op="Add")
+    tiny.graph.node[0].input.append("x")
+    onnx.save_model(tiny, str(model))
     before, listing = db.read_bytes(), sorted(os.listdir(db.parent))
     with _read_only(db, folder=True):
         r = subst_as_a_user("optimize", model, "-o", tmp_path / "o.onnx", "--store", db, "--device", "cpu", "--json")

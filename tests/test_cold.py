@@ -9,7 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store, _two_branches
 
 from taso import onnx as onnx_io
@@ -19,6 +21,7 @@ from taso.execute import random_inputs
 from taso.optimize import guard
 from taso.optimize.guard import fed_at, verdict_key
 from taso.optimize.pipeline import Settings, optimize
+from taso.rules import store
 
 
 @pytest.fixture
@@ -145,3 +148,28 @@ def test_a_warm_run_whose_verdict_kept_the_original_exports_the_original_alone(
     assert len(saved) == 1 and again.rules_applied == {} and again.check is not None and again.check.ok
     assert again.nodes_after == again.nodes_before
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def _tanh_then_matmul(path: Path) -> Path:
+    """x -> Tanh -> MatMul: no shipped rule mentions Tanh, and its unit reads nothing a rewrite makes."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
+    nodes = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("MatMul", ["t", "w"], ["y"])]
+    io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [16, 64]) for v in ("x", "y")]
+    graph = helper.make_graph(nodes, "tanh-matmul", io[:1], io[1:], initializer=[w])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_units_no_rewrite_touches_are_estimated_not_measured_unless_every_unit_is_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
+) -> None:
+    """A cold run measures only the units the search's choice hangs on: the Tanh, which no rule of the shipped
+    store touches, costs the original and every candidate alike, so it is estimated and only the MatMul
+    measured; `--no-prior`, building a device's table, measures it too."""
+    src = _tanh_then_matmul(tmp_path / "m.onnx")
+    report = optimize(src, tmp_path / "o.onnx", store.DEFAULT_PATH, settings=Settings(device="cpu"))
+    assert report.cost["profiled_units"] == 1 and report.cost["untouched_units"] == 1
+    assert any("(1 kinds no rewrite touches, not measured)" in line for line in report.lines())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-cache"))
+    report = optimize(src, tmp_path / "all.onnx", store.DEFAULT_PATH, settings=Settings(device="cpu", prior=False))
+    assert report.cost["profiled_units"] == 2 and report.cost["untouched_units"] == 0

@@ -2,7 +2,8 @@
 
 onnxruntime's CUDA provider captures a run as a CUDA graph (`enable_cuda_graph`) only where the nodes run on the
 CUDA provider (small shape computations may stay on the CPU), no Memcpy node copies between host and device, and
-shapes stay fixed from run to run. Both answers come from onnxruntime itself: whether it captures, by trying, and
+shapes stay fixed from run to run. Both answers come from onnxruntime itself: whether it captures, by trying and
+seeing it replay (it may turn capture off itself and run as without, saying so only in its log), and
 where each node runs, from the profile of one run, which names each kernel's provider. A list of ops kept here
 would drift from onnxruntime's own partitioning.
 """
@@ -16,11 +17,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from taso.cost.profiler import CPU, CUDA, Device, Mode, runner, session_options
+from taso.cost.profiler import CPU, CUDA, Device, Mode, bound_session, session_options
 from taso.ir import Graph
 
 CAPTURE = Mode(cuda_graph=True)
 """How a run is timed under CUDA graph capture (`taso.cost.profiler.Mode`)."""
+_KERNEL = "_kernel_time"
+"""How onnxruntime's profile names a node's kernel run (``<node>_kernel_time``)."""
 
 
 def placement(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> list[tuple[str, str, str]]:
@@ -40,8 +43,8 @@ def placement(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Devic
     seen: dict[str, tuple[str, str, str]] = {}
     for e in events:
         args = e.get("args") or {}
-        if e.get("cat") == "Node" and "provider" in args and e.get("name", "").endswith("_kernel_time"):
-            name = e["name"].removesuffix("_kernel_time")
+        if e.get("cat") == "Node" and "provider" in args and e.get("name", "").endswith(_KERNEL):
+            name = e["name"].removesuffix(_KERNEL)
             seen.setdefault(name, (name, args.get("op_name", "?"), args["provider"]))
     return list(seen.values())
 
@@ -72,12 +75,41 @@ def blockers(
 
 def _refusal(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> str | None:
     """onnxruntime's error where a session of ``model`` under capture cannot be opened, or its runs (a regular
-    one, the capture, a replay) fail; None where it captures."""
+    one, the capture, replays) fail; `NOT_REPLAYED` where it runs them all without replaying a captured graph;
+    None where it captures."""
     try:
-        once, finish = runner(model, feeds, device, CAPTURE)
-        for _ in range(3):
-            once()
-        finish()
+        return None if replays(model, feeds, device) else NOT_REPLAYED
     except Exception as e:  # onnxruntime raises its own exception types
         return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-    return None
+
+
+NOT_REPLAYED = "it ran every run itself, no captured graph replayed (capture turned off, as onnxruntime may do)"
+"""What `blockers` says where onnxruntime opened a session under capture and ran it without: it may turn capture
+off itself, with a line in its log (which subst keeps quiet), and a report must not claim capture then."""
+REPLAYS = 8
+"""Runs `replays` makes of a session under capture after opening it."""
+
+
+def replays(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device) -> bool:
+    """Whether onnxruntime replays a captured graph of ``model``: a run it replays launches the graph, no kernel
+    of its own, so it adds no kernel to the session's profile; where every run adds each kernel (as on the CPU,
+    or where capture is off whatever was asked), nothing was replayed."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = session_options(CAPTURE)
+        opts.enable_profiling = True
+        opts.profile_file_prefix = os.path.join(tmp, "capture")
+        if device.is_cuda:
+            sess, binding = bound_session(model, feeds, CAPTURE, opts)
+            run, calls = (lambda: sess.run_with_iobinding(binding)), REPLAYS + 1  # it ran once to bind its outputs
+        else:
+            sess = ort.InferenceSession(model, opts, providers=[CPU])
+            run, calls = (lambda: sess.run(None, dict(feeds))), REPLAYS
+        for _ in range(REPLAYS):
+            run()
+        with open(sess.end_profiling(), encoding="utf-8") as f:
+            kernels = [
+                e["name"] for e in json.load(f) if e.get("cat") == "Node" and e.get("name", "").endswith(_KERNEL)
+            ]
+    return len(kernels) < len(set(kernels)) * calls

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -105,6 +105,10 @@ class CostModel:
         device's calibration counts, as the first measurement a fresh store makes."""
         self.references: list[float] = []
         """Reference runs timed beside this model's measurements, where there is no store to log them in."""
+        self.unmeasured: frozenset[str] = frozenset()
+        """Units estimated, not measured, where neither the store nor the prior knows them: a model's units that no
+        rewrite of the search touches (`untouched`) cost the original and every candidate alike, so they decide
+        nothing the search chooses (a rewrite that makes one anew gets its estimate too)."""
         self.calibration_estimated = False
         """Whether `calibration` is `DEFAULT_CALIBRATION`, for want of a measurement (none allowed, or no time)."""
         if db is not None:
@@ -183,11 +187,25 @@ class CostModel:
         key = self.keys.get(footprint)
         if key is not None:
             return key, None
-        ug = unit_graph(g, unit)
-        if self.dims:
-            ug = replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()})
+        ug = self._unit_graph(g, unit)
         key = self.keys[footprint] = unit_key(ug)
         return key, ug
+
+    def _unit_graph(self, g: Graph, unit: Unit) -> Graph:
+        """The unit as a graph of its own, at this model's sizes of symbolic dims."""
+        ug = unit_graph(g, unit)
+        return replace(ug, types={k: t.with_dims(self.dims) for k, t in ug.types.items()}) if self.dims else ug
+
+    def untouched(self, g: Graph, touched: Collection[str]) -> frozenset[str]:
+        """The keys of ``g``'s units none of whose nodes writes a value in ``touched`` (those of the parts the search
+        rewrites within), less any key a unit that does write one also has."""
+        g = fold_static_shapes(g)
+        inside, outside = set(), set()
+        for unit in units(g):
+            written = any(o in touched for n in unit.nodes for o in n.outputs)
+            key = self.keys.get(_footprint(g, unit)) or unit_key(self._unit_graph(g, unit))  # `_key` minds memo
+            (inside if written else outside).add(key)
+        return frozenset(outside - inside)
 
     def unit_cost(self, g: Graph, unit: Unit) -> UnitCost:
         """The unit's cost."""
@@ -283,6 +301,7 @@ class CostModel:
         for key, ug, label in found:
             if (
                 not self.measure
+                or key in self.unmeasured
                 or self._out_of_time()
                 or not all_static(ug.types, ug.values())
                 or shape_follows_values(ug)

@@ -396,20 +396,29 @@ def runner(model: bytes | str, feeds: Mapping[str, np.ndarray], device: Device, 
         sess = ort.InferenceSession(model, session_options(mode), providers=[CPU])
         names, feed = [o.name for o in sess.get_outputs()], dict(feeds)
         return lambda: sess.run(names, feed), lambda: None
+    sess, binding = bound_session(model, feeds, mode, session_options(mode))
+    options = ort.RunOptions()
+    if mode.host_only:
+        options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    return lambda: sess.run_with_iobinding(binding, options), binding.synchronize_outputs
+
+
+def bound_session(model: bytes | str, feeds: Mapping[str, np.ndarray], mode: Mode, opts: Any) -> tuple[Any, Any]:
+    """A CUDA session of ``model`` with ``opts`` (its session options) set up as ``mode`` says, and its io_binding:
+    inputs on the GPU, outputs bound there (to the buffers of a first run, where ``mode`` keeps them)."""
+    import onnxruntime as ort
+
     cuda = {"device_id": 0, "cudnn_conv_algo_search": mode.conv_algo_search}
     if mode.cuda_graph:
         cuda["enable_cuda_graph"] = "1"
-    sess = ort.InferenceSession(model, session_options(mode), providers=[(CUDA, cuda), CPU])
+    sess = ort.InferenceSession(model, opts, providers=[(CUDA, cuda), CPU])
     binding = sess.io_binding()
     for name, value in feeds.items():
         binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
     for out in sess.get_outputs():
         binding.bind_output(out.name, "cuda")
-    options = ort.RunOptions()
     if mode.preallocate or mode.cuda_graph:  # a captured graph writes to the addresses it was captured with
         sess.run_with_iobinding(binding)
         for out, value in zip(sess.get_outputs(), binding.get_outputs()):
             binding.bind_ortvalue_output(out.name, value)
-    if mode.host_only:
-        options.add_run_config_entry("disable_synchronize_execution_providers", "1")
-    return lambda: sess.run_with_iobinding(binding, options), binding.synchronize_outputs
+    return sess, binding

@@ -35,7 +35,7 @@ from taso.optimize.run import Checking, Pass, Run, Settings
 from taso.optimize.shapefold import fold_shapes
 from taso.optimize.views import compose_views
 from taso.rules import REVERSE, provenance, store
-from taso.search import apply_everywhere, optimize_graph, rulecache
+from taso.search import apply_everywhere, optimize_graph, rulecache, searched_parts
 from taso.verify import basis
 
 Rewrite = Callable[[Graph], tuple[Graph, dict[str, int]]]
@@ -200,9 +200,16 @@ def _cost_model(db, settings: Settings, dims: dict[str, int]) -> cost.CostModel:
 
 
 def profile(run: Run) -> Run:
-    """The model's own units measured (up to ``measure_limit`` seconds), before the search's clock starts."""
-    run.model.graph_cost(run.graph, progress=lambda done, units: run.tell("measuring units", done, units))
-    return replace(run, measured_units=run.model.measured)
+    """The model's own units measured (up to ``measure_limit`` seconds), before the search's clock starts; those
+    no rewrite touches only estimated (`cost.CostModel.untouched`), unless every unit is to be (`Settings.prior`)."""
+    model = run.model
+    if run.settings.prior and model.measure:  # a table or estimates measure nothing anyway
+        parts = searched_parts(run.graph, run.index, cost.REGION_CONTEXT)
+        model.unmeasured = model.untouched(run.graph, {o for p in parts for n in p for o in n.outputs})
+    model.graph_cost(run.graph, progress=lambda done, units: run.tell("measuring units", done, units))
+    untouched = sum(model.memo[k][1] for k in model.unmeasured if k in model.memo)  # estimated, not known
+    facts = {"profiled_units": model.measured, "untouched_units": untouched}
+    return replace(run, measured_units=model.measured).reporting(cost={**run.report.cost, **facts})
 
 
 def search(run: Run) -> Run:

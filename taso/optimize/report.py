@@ -103,6 +103,7 @@ class Report:
             + (", the rewrite not kept" if self.rejected is not None else "")
             + f" on {self.cost['device']}"
             + (f", {self.cost['estimated_units']} units estimated" if self.cost["estimated_units"] else "")
+            + (f" ({n} kinds no rewrite touches, not measured)" if (n := self.cost.get("untouched_units")) else "")
             + (", device calibration estimated" if self.cost.get("estimated_calibration") else ""),
             *([f"warning   {self.cost['warning']}"] if self.cost.get("warning") else []),
             *self._prior_lines(),

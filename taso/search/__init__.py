@@ -1,6 +1,6 @@
 """The search: rewriting a graph by rules, region by region, keeping the cheapest."""
 
-from taso.search.backtrack import apply_everywhere, both_directions, optimize_graph, search
+from taso.search.backtrack import apply_everywhere, both_directions, optimize_graph, search, searched_parts
 from taso.search.regions import CYCLE, closes_cycle, outside_links, splice, windows
 from taso.search.rewrite import Declined, apply, instantiate
 
@@ -15,6 +15,7 @@ __all__ = [
     "optimize_graph",
     "outside_links",
     "search",
+    "searched_parts",
     "splice",
     "windows",
 ]

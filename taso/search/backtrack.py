@@ -446,6 +446,14 @@ def _replayed(region: Graph, twin: SearchResult, cost: Cost, outside: Sequence[N
     return SearchResult(new, before, after, Counter(twin.applied), replayed=1)
 
 
+def searched_parts(g: Graph, index: RuleIndex, context_ops: frozenset[str] = frozenset()) -> list[list[Node]]:
+    """The disjoint parts of ``g`` that `optimize_graph` searches: each region of nodes some rule mentions
+    (`regions`), with its context (`with_context`). No rewrite of the search touches a node outside them, so the
+    cost model need not measure what only such nodes make (`taso.cost.CostModel.untouched`)."""
+    rule_ops = {n.op for r in index.rules for n in r.src.nodes}
+    return disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
+
+
 def optimize_graph(
     g: Graph,
     rules: Sequence[Rule] | RuleIndex,
@@ -477,8 +485,7 @@ def optimize_graph(
     hears each expansion's candidates before they are costed (`search`)."""
     t0 = clock()
     index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)  # once for all regions
-    rule_ops = {n.op for r in index.rules for n in r.src.nodes}
-    parts = disjoint([with_context(g, p, context_ops) for p in regions(g, rule_ops)])
+    parts = searched_parts(g, index, context_ops)
     pieces = [(w, len(p) > max_nodes) for p in parts for w in windows(g, p, max_nodes, context_ops)]
     forms = [extract(g, nodes).form for nodes, _ in pieces]  # as in g; a window's may change as it goes
     total = SearchResult(g, 0.0, 0.0, regions=len(pieces))

@@ -155,3 +155,16 @@ def test_units_prefetched_together_are_costed_as_if_measured_for_each_graph(
     assert relu.ms == statistics.median(model.samples[relu.key][1])
     model.graph_cost(tanh)
     assert model.measured == 2
+
+
+def test_a_kind_of_unit_a_rewrite_touches_anywhere_is_measured_everywhere(cpu: profiler.Device) -> None:
+    """`CostModel.untouched`: two Tanhs of one shape are one kind of unit, and one cost; where the search may
+    rewrite one of them, the other is measured too, not estimated."""
+    g = parse_graph(
+        """graph(%a: float32[16,64], %b: float32[16,64]):
+          %y = Tanh(%a) : float32[16,64]
+          %z = Tanh(%b) : float32[16,64]
+          return %y, %z"""
+    )
+    model = CostModel(cpu, None, measure=False)
+    assert len(model.untouched(g, set())) == 1 and model.untouched(g, {"z"}) == frozenset()

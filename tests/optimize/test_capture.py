@@ -42,6 +42,16 @@ def test_blockers_name_each_node_onnxruntime_placed_off_the_cuda_provider(tmp_pa
     assert "y: shape float32[batch,8] not fixed by the dims" in open_dims
 
 
+def test_a_session_that_replays_no_captured_graph_is_not_taken_for_captured(tmp_path: Path, cpu) -> None:
+    """onnxruntime may turn capture off itself and run as without, saying so only in its log: whether it
+    captures is read from whether its runs replay a graph (its profile shows no run of its own then). A CPU
+    session never replays, the case seen here; on a GPU a capturable model replays."""
+    path = str(onnx_io.save_model(parse_graph(TWO_OPS), tmp_path / "m.onnx"))
+    feeds = {"x": np.ones((2, 8), np.float32)}
+    assert not capture.replays(path, feeds, cpu)
+    assert capture._refusal(path, feeds, cpu) == capture.NOT_REPLAYED
+
+
 def test_costs_timed_under_capture_are_filed_apart(tmp_path: Path) -> None:
     db = store.create(tmp_path / "s.db")
     captured = pipeline._cost_model(db, Settings(device="cpu", cuda_graph=True, measure_limit=0), {})
