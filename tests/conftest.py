@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import signal
@@ -51,6 +52,45 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         path = tmp_path_factory.mktemp("cache")
         mp.setenv("XDG_CACHE_HOME", str(path))
         yield path
+
+
+@pytest.fixture(scope="session")
+def specs_checked(user_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The shipped specs' passed check (`taso.verify.run.require_sound`, ~11 s of z3), made once for the whole
+    session: the first worker to need it checks under a lock and leaves the record beside the workers' temp
+    folders, the others read it; either way it is filed in the session's cache too. Returns the record's file
+    name (in the cache's ``specs-checked``) and its text."""
+    from taso.rules import SPECS_DIR
+    from taso.verify import load_specs
+    from taso.verify.run import _passed_marker, require_sound
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # pytest-N/, above popen-gw*/
+    with pytest.MonkeyPatch.context() as mp, (shared / "specs-checked.lock").open("w") as lock:
+        mp.setenv("XDG_CACHE_HOME", str(user_cache))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        specs = load_specs(SPECS_DIR)
+        marker, record = _passed_marker(specs)
+        done = shared / f"specs-checked-{marker.name}"
+        if done.exists() and done.read_text() == record:
+            marker.write_text(record)
+        else:
+            require_sound(specs)
+            done.write_text(record)
+    return marker.name, record
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, specs_checked: tuple[str, str]) -> Path:
+    """A cache folder of the test's own (``tmp_path/cache``, as XDG_CACHE_HOME): no cost, verdict or rule form
+    another test cached is in it; only the shipped specs' passed check is (`specs_checked`), which a verify
+    would otherwise make again. A test of the spec check's record sets a bare folder instead."""
+    from taso.cachedir import cache_folder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name, record = specs_checked
+    (cache_folder("specs-checked") / name).write_text(record)
+    return tmp_path / "cache"
 
 
 @pytest.fixture(scope="session", autouse=True)
