@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import os
 import signal
@@ -46,11 +48,63 @@ def bounded(cases: Sequence[T], ci: int) -> list[T]:
 def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache folder of the session's own (XDG_CACHE_HOME, which the commands a test runs inherit): costs measured
     under a test suite's load must not become the user's cached costs, nor may a test see what an earlier run
-    cached. Each session checks the specs and reads the shipped rules once more (about 10 s)."""
+    cached. Each session checks the specs once more (about 12 s, `specs_checked`), and parses the store's rules
+    again where the shipped form is stale (about 16 s)."""
     with pytest.MonkeyPatch.context() as mp:
         path = tmp_path_factory.mktemp("cache")
         mp.setenv("XDG_CACHE_HOME", str(path))
         yield path
+
+
+@pytest.fixture(scope="session")
+def specs_checked(user_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The shipped specs' passed check (`taso.verify.run.require_sound`, ~11 s of z3), made once for the whole
+    session: the first worker to need it checks under a lock and leaves the record beside the workers' temp
+    folders, the others read it; either way it is filed in the session's cache too. Returns the record's file
+    name (in the cache's ``specs-checked``) and its text."""
+    from taso.rules import SPECS_DIR
+    from taso.verify import load_specs
+    from taso.verify.run import _passed_marker, require_sound
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # pytest-N/, above popen-gw*/
+    with pytest.MonkeyPatch.context() as mp, (shared / "specs-checked.lock").open("w") as lock:
+        mp.setenv("XDG_CACHE_HOME", str(user_cache))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        specs = load_specs(SPECS_DIR)
+        marker, record = _passed_marker(specs)
+        done = shared / f"specs-checked-{marker.name}"
+        if done.exists() and done.read_text() == record:
+            marker.write_text(record)
+        else:
+            require_sound(specs)
+            done.write_text(record)
+    return marker.name, record
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _workers_share_the_spec_check(request: pytest.FixtureRequest) -> None:
+    """Under xdist (`make test`) every worker runs some verify, and each checked the shipped specs for itself:
+    the session checks them once, before the first test (`specs_checked`); a run of one process checks them
+    where a test first needs it. Specs that fail it fail the tests that verify, not every test."""
+    from taso.errors import CheckFailed
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        with contextlib.suppress(CheckFailed):
+            request.getfixturevalue("specs_checked")
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, specs_checked: tuple[str, str]) -> Path:
+    """A cache folder of the test's own (``tmp_path/cache``, as XDG_CACHE_HOME): no cost, verdict or rule form
+    another test cached is in it; only the shipped specs' passed check is (`specs_checked`), which a verify
+    would otherwise make again. A test of the spec check's record sets a bare folder instead."""
+    from taso.cachedir import cache_folder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name, record = specs_checked
+    (cache_folder("specs-checked") / name).write_text(record)
+    return tmp_path / "cache"
 
 
 @pytest.fixture(scope="session", autouse=True)

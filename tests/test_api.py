@@ -26,14 +26,6 @@ FAST = {"costs": COSTS, "budget": 10}
 merges no longer pay where its units are estimated by the kernels onnxruntime runs)."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The rule cache and the passed spec check go to a folder of this module's, not the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-        yield
-
-
 @pytest.fixture(scope="module")
 def rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the shipped store, so that no test can write into it."""

@@ -539,13 +539,10 @@ def test_a_cache_folder_that_cannot_be_made_costs_in_memory(tmp_path: Path, monk
     assert warning.startswith(f"costs not cached: cannot make the cache folder {tmp_path / 'a_file' / 'subst'}")
 
 
-def test_optimize_reads_a_read_only_store_and_caches_costs_per_user(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_optimize_reads_a_read_only_store_and_caches_costs_per_user(tmp_path: Path, own_cache: Path) -> None:
     """The store is only read (opened read-only): what a run measures goes to the user's cost cache, so a
     read-only store (a shared one, the shipped one) costs nothing twice and warns of nothing. The model's op
     is one the rule mentions: a unit no rewrite touches is not measured."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "ro").mkdir()
     db = prove_into(tmp_path / "ro" / "rules.db", [replace(parse_rules(DISTRIBUTE)[0], status="proved")])
     model = tmp_path / "add.onnx"

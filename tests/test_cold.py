@@ -25,13 +25,12 @@ from taso.rules import store
 
 
 @pytest.fixture
-def steady_units(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def steady_units(monkeypatch: pytest.MonkeyPatch, own_cache: Path) -> None:
     """Unit "measurements" at the analytic estimate: the search's choice then does not hang on this machine's
     noise (measured on the loaded CPU, the merges below paid in some runs and not in others); the end-to-end
     guard still times both models in onnxruntime. The estimates are at a fixed calibration, for the same reason,
-    and the cost cache is the test's own: a verdict another test cached for the same pair of models would
-    stand in for the timing."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    and the cost cache is the test's own (`own_cache`): a verdict another test cached for the same pair of
+    models would stand in for the timing."""
     fixed = Calibration(run_ms=0.01, kernel_ms=0.002, gflops=50.0, gbps=10.0, reference_ms=0.05)
     monkeypatch.setattr(cost_model, "calibrate", lambda device, mode: fixed)
     monkeypatch.setattr(

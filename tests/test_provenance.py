@@ -140,12 +140,17 @@ def test_only_a_rule_the_verifier_proved_from_the_current_specs_is_applied(tmp_p
 
 def test_verify_refuses_to_prove_from_specs_with_a_false_axiom(tmp_path: Path) -> None:
     """A planted axiom (MatMul commutes) would prove false rules: verify checks the specs first and writes no
-    verdict."""
+    verdict. The planted folder holds the MatMul spec and those it uses alone (Add, Concat, Split): a check of
+    every other spec took 11 s of CPU and tells nothing here."""
     specs = tmp_path / "specs"
-    shutil.copytree(SPECS_DIR, specs)
+    specs.mkdir()
+    for name in ("add.py", "concat.py", "split.py"):
+        shutil.copy(SPECS_DIR / name, specs)
     matmul = specs / "matmul.py"
     matmul.write_text(
-        matmul.read_text().replace(
+        (SPECS_DIR / "matmul.py")
+        .read_text()
+        .replace(
             "    return [\n",
             '    return [\n        Axiom("mm-commutes", f.mm(x, y), f.mm(y, x), {"x": (m, m), "y": (m, m)}),\n',
             1,
@@ -326,22 +331,6 @@ def test_a_lifted_rule_moves_its_conditions_past_the_batch_dims() -> None:
     up = lifted(rule, 1)
     assert up is not None
     assert up.covered == (SameSize(Size("x", 2), Size("w1", 0)), SizeIs(Size("out:0", 2), 5))
-
-
-def test_a_passed_spec_check_is_remembered_in_the_users_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """verify checks the specs first; a pass is remembered under the specs' digest (and the checking code), so
-    a second verify of the same specs does not pay for it again, while changed specs are checked anew (the
-    planted-axiom test above)."""
-    import taso.verify.run
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    checked: list[int] = []
-    real = taso.verify.run.check_specs
-    monkeypatch.setattr(taso.verify.run, "check_specs", lambda s: checked.append(1) or real(s))
-    specs = load_specs(SPECS_DIR)
-    taso.verify.run.require_sound(specs)
-    taso.verify.run.require_sound(specs)
-    assert checked == [1] and list((tmp_path / "cache" / "subst" / "specs-checked").iterdir())
 
 
 POOL_AS_CONV = """

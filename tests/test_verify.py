@@ -618,8 +618,10 @@ def test_verdicts_depend_on_the_rules_alone_not_on_the_workers(tmp_path: Path) -
 def test_cli_check_specs_passes_on_the_shipped_specs_and_fails_on_a_planted_axiom(tmp_path: Path) -> None:
     ok = subst("verify", "--check-specs", "--instances", "20")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    planted = tmp_path / "specs"
-    shutil.copytree(SPECS_DIR, planted)
+    planted = tmp_path / "specs"  # the specs the planted axiom's ops need (those of every op took 10 s more)
+    planted.mkdir()
+    for name in ("add", "concat", "matmul", "mul", "relu", "split", "transpose"):
+        shutil.copy(SPECS_DIR / f"{name}.py", planted)
     (planted / "planted.py").write_text(
         "from taso.verify import Axiom, ints, tensors\n\n\ndef axioms(f):\n"
         '    x, y = tensors("x y")\n    m, n = ints("m n")\n'

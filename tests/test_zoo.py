@@ -67,12 +67,14 @@ def _read(g: Graph) -> Graph:
 
 @pytest.mark.parametrize("built", list(zoo.ZOO), indirect=True)
 def test_weights_are_not_all_equal(built: Built) -> None:
-    """Equal weights make wrong rewrites look right; shape constants (integers, masks) may repeat."""
+    """Equal weights make wrong rewrites look right; shape constants (integers, masks) may repeat. Two values
+    differ where the least is below the greatest (a NaN fails it too): np.unique's sort of VGG-19's 140 M
+    weights took 8 s of CPU."""
     _, model, _ = built
     for t in model.graph.initializer:
         a = numpy_helper.to_array(t)
         if a.dtype.kind == "f" and a.size > 1:
-            assert np.unique(a).size > 1, t.name
+            assert a.min() < a.max(), t.name
 
 
 @pytest.mark.parametrize("built", list(zoo.ZOO), indirect=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from conftest import subst
 from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _mlp, _store, _two_branches
 
@@ -96,10 +95,9 @@ def test_cli_reports_rules_and_cost(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "report.json").read_text()) == report
 
 
-def test_the_measure_limit_bounds_a_fresh_caches_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_measure_limit_bounds_a_fresh_caches_calibration(tmp_path: Path, own_cache: Path) -> None:
     """A cost cache that has never seen this device calibrates it first, a measurement like any other: with no
     seconds to measure, the defaults stand in, nothing is stored, and the report says so."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     db_path = _store(tmp_path, RELU_OF_SPLIT)
     report = optimize(
         _two_branches(tmp_path), tmp_path / "o.onnx", db_path, settings=Settings(device="cpu", measure_limit=0.0)
@@ -109,12 +107,10 @@ def test_the_measure_limit_bounds_a_fresh_caches_calibration(tmp_path: Path, mon
     assert cost_cache()[0]["devices"].count == 0
 
 
-def test_the_measure_limit_bounds_profiling_the_models_own_units(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_measure_limit_bounds_profiling_the_models_own_units(tmp_path: Path, own_cache: Path) -> None:
     """With no seconds to measure, the model's own units are estimated too (they were measured whatever the
-    limit: DenseNet-121 over 5 min on the CPU), and every stage's time is reported."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a cold cost cache, calibrated as below
+    limit: DenseNet-121 over 5 min on the CPU), and every stage's time is reported. The cost cache is cold
+    (`own_cache`), calibrated as below."""
     db_path = _store(tmp_path, RELU_OF_SPLIT)  # proved, and matches nothing in the model
     cpu = profiler.pick_device("cpu")
     calibrated = {"run_ms": 0.01, "kernel_ms": 0.002, "gflops": 50.0, "gbps": 10.0, "reference_ms": 0.05}
@@ -130,12 +126,9 @@ def test_the_measure_limit_bounds_profiling_the_models_own_units(
     assert {"import", "start-up", "profiling", "search", "export", "check", "total"} <= set(report.seconds)
 
 
-def test_estimated_costs_are_analytic_whatever_the_cost_cache_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_estimated_costs_are_analytic_whatever_the_cost_cache_holds(tmp_path: Path, own_cache: Path) -> None:
     """`--device estimate` reads nothing from the per-user cost cache: it holds what this machine measured, and an
     estimate is the same on every machine."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     db_path, settings = _store(tmp_path, RELU_OF_SPLIT), Settings(device="estimate")
     first = optimize(_two_branches(tmp_path), tmp_path / "a.onnx", db_path, settings=settings)
     key = cost.CostModel(profiler.pick_device("cpu"), None, measure=False).key
