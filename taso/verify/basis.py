@@ -1,8 +1,8 @@
 """What a proof rests on, and its digest: the specs' parts a proof used, as they are loaded, not the files.
 
 A proof from the specs (`taso.verify.run.Prover`) used the axioms its unsat core names; the shape rules and
-requirements of the symbols that its terms and those axioms mention (every symbol's shape rule is asserted, but
-only those of symbols in play can fire); and the way each of the rule's ops is lowered onto symbols (a spec's
+requirements of the symbols that its terms and those axioms mention (a rule's solver gets the shape rules of the
+symbols its terms and given axioms hold, `taso.verify.run.reachable`; only those in play can fire); and the way each of the rule's ops is lowered onto symbols (a spec's
 lowering function, or the one symbol that names the op). The digest a verdict records covers exactly these, each
 from its content (`taso.verify.content`): an axiom's quantified formula, a symbol's shape axioms, requirement,
 attributes and semantics, a lowering's code. So a spec for a new op, a comment or an import line keeps every
