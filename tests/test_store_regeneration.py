@@ -4,7 +4,9 @@ the two longest checks side by side."""
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from pathlib import Path
 
 from conftest import FULL, ROOT
@@ -14,8 +16,6 @@ def test_shipped_store_was_verified_by_the_pinned_z3_and_that_z3_is_installed() 
     """Proofs near the edge of the axioms come and go between z3 versions (5.4.0 and 5.4.1 disagree on a shipped
     rule), so pyproject pins z3 exactly, the store records the z3 that verified it, and a mismatch is named here
     rather than seen as a few moved verdicts in the regeneration below."""
-    import tomllib
-
     import z3
 
     from taso.rules import store
@@ -25,6 +25,17 @@ def test_shipped_store_was_verified_by_the_pinned_z3_and_that_z3_is_installed() 
     pinned = next(d.split("==")[1] for d in deps if d.startswith("z3-solver=="))
     assert store.meta(store.open_store(ROOT / "substitutions.db"), Z3_VERSION_KEY) == pinned
     assert z3.get_full_version() == pinned, f"z3 {z3.get_full_version()} installed, {pinned} pinned: make setup"
+
+
+TARGET_OPS = 99 if FULL else 6
+"""CI generates toward the Makefile's targets of at most this many ops (tanh-GELU's and LayerNorm's 8 and 9 take
+minutes of the suite's CPU) and leaves out the shipped rules only those it skips first found; SUBST_FULL=1 runs
+them all."""
+
+
+def _target_ops(name: str) -> int:
+    """A target's ``max_ops`` in specs/targets.toml."""
+    return tomllib.loads((ROOT / "specs" / "targets.toml").read_text())[name]["max_ops"]
 
 
 VERIFIED = 0 if FULL else 24
@@ -51,7 +62,11 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
         assert r.returncode == 0, r.stderr
     targets = re.search(r"^STORE_TARGETS = (.*)$", (ROOT / "Makefile").read_text(), re.M)
     assert targets is not None, "the Makefile names the targets make store generates toward"
+    left_out = set()
     for target in targets.group(1).split():
+        if _target_ops(target) > TARGET_OPS:
+            left_out.add(target)
+            continue
         r = subst("generate", "--target", target, "--store", fresh, "--json")
         assert r.returncode == 0, r.stderr
     r = subst("rules", "add", *sorted((ROOT / "specs" / "rules").glob("*.rules")), "--store", fresh)
@@ -62,13 +77,20 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
         return {x["rule_id"]: (x["src"], x["dst"], x["status"]) for x in store.open_store(path)["rules"].rows}
 
     shipped = rules(ROOT / "substitutions.db")
+    found_by_left_out = {
+        x["rule_id"]
+        for x in store.open_store(ROOT / "substitutions.db")["rules"].rows
+        if (json.loads(x["provenance"] or "{}").get("target") or {}).get("name") in left_out
+    }
     db = store.open_store(fresh)
     rows = pending(db)
     sample = rows if VERIFIED <= 0 else rows[:: max(1, len(rows) // VERIFIED)]
     verify_rows(db, sample, load_specs(SPECS_DIR))
     regenerated = rules(fresh)
     assert len(shipped) > 1000
-    assert {k: v[:2] for k, v in regenerated.items()} == {k: v[:2] for k, v in shipped.items()}
+    assert {k: v[:2] for k, v in regenerated.items()} == {
+        k: v[:2] for k, v in shipped.items() if k in regenerated or k not in found_by_left_out
+    }
     decided = {row["rule_id"] for row in sample}
     assert len(decided) >= min(VERIFIED, len(rows)) - 1
     assert {k: regenerated[k][2] for k in decided} == {k: shipped[k][2] for k in decided}
