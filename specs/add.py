@@ -1,9 +1,23 @@
 """Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py), or of a vector along the last axis of
-a tensor of rank 3 or more (``bias_last``, specs/reshape.py); other broadcasting is not modelled, and such rules
-stay unknown."""
+a tensor of rank 3 or more (``bias_last``, specs/reshape.py), or of one spread along its size-1 axes or a 0-d one
+(``bcast``, specs/broadcast.py: a norm's epsilon); other broadcasting is not modelled, and such rules stay
+unknown."""
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
+from taso.verify import (
+    Axiom,
+    D,
+    R,
+    Symbol,
+    Unsupported,
+    broadcasts,
+    channel_values,
+    ints,
+    per_channel,
+    same_shape,
+    spread,
+    tensors,
+)
 
 
 def _add(attrs, xs):
@@ -35,8 +49,12 @@ def _lower(node, args, types, f):
     if _last_axis(ty, tx):
         f.fact(D(args[0], 0) == D(args[1], ty.rank - 1))
         return [f.add(args[1], f.bias_last(args[0], args[1]))]
+    if broadcasts(tx, ty):  # a norm's variance plus its 0-d epsilon
+        return [f.add(args[0], spread(f, args[1], ty, args[0], tx))]
+    if broadcasts(ty, tx):
+        return [f.add(args[1], spread(f, args[0], tx, args[1], ty))]
     if tx.shape != ty.shape:
-        raise Unsupported("Add with broadcasting other than per channel or along the last axis")
+        raise Unsupported("Add with broadcasting other than per channel, along the last axis or along size-1 axes")
     f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.add(*args)]
 

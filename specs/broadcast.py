@@ -1,5 +1,5 @@
 """Numpy broadcasting of one operand to another's shape: ``bcast(y, x)`` is ``y`` spread to the shape of ``x``
-along the axes where ``y`` has size 1. Element-wise lowerings use it for an operand that broadcasts otherwise
+along the axes where ``y`` has size 1, or everywhere where ``y`` is 0-d (an epsilon). Element-wise lowerings use it for an operand that broadcasts otherwise
 than per channel or by a scalar (specs/mul.py, specs/div.py): RMSNorm's (B, S, 1) factor over (B, S, D).
 What broadcasting is never matters to a proof, only that both sides spread the same values the same way."""
 
@@ -10,8 +10,8 @@ from taso.verify import D, R, Symbol
 
 def _bcast(attrs, xs):
     y, x = xs
-    if y.ndim != x.ndim or any(b not in (a, 1) for a, b in zip(x.shape, y.shape)):
-        raise ValueError(f"{y.shape} does not broadcast to {x.shape} at one rank")
+    if (y.ndim != x.ndim and y.ndim != 0) or any(b not in (a, 1) for a, b in zip(x.shape, y.shape)):
+        raise ValueError(f"{y.shape} does not broadcast to {x.shape} at one rank, nor is it 0-d")
     return np.broadcast_to(y, x.shape).copy()
 
 

@@ -1,17 +1,23 @@
 """Pow: ``pow(x, y)`` is x ** y element-wise for tensors of one shape; an exponent that broadcasts along size-1
 axes is ``bcast`` of it (specs/broadcast.py), as for Div. A constant exponent is a weight whose value the terms
 do not see, so integer powers as repeated products are stated with the exponent built from ``ones2``
-(specs/constants.py): x ** 1 = x and x ** (1 + 1) = x * x, true for every real x. pow(x, y + z) =
+(specs/constants.py): x ** 1 = x and x ** (1 + 1) = x * x, true for every real x. A rule's 0-d constant exponent
+is the ``num`` term of its value: x ** 2 = x * x and x ** 0.5 = sqrt(x) (nan below 0 alike). pow(x, y + z) =
 pow(x, y) * pow(x, z) holds only for x > 0 (-1 ** (0.5 + 0.5) is -1, nan * nan is nan) and is not stated."""
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, broadcasts, ints, same_shape, spread, tensors
+import numpy as np
+
+from taso.verify import Axiom, D, R, Symbol, Unsupported, attr_int, broadcasts, ints, same_shape, spread, tensors
 
 
 def _pow(attrs, xs):
-    """The symbol's semantics: base and exponent of one shape (broadcasting is `bcast`'s)."""
-    if xs[0].shape != xs[1].shape:
-        raise ValueError(f"pow of shapes {xs[0].shape} and {xs[1].shape}: broadcasting is bcast's")
-    return xs[0] ** xs[1]
+    """The symbol's semantics: base and exponent of one shape (broadcasting is `bcast`'s). A fractional power of
+    a negative base is nan, which equals nothing: there the check takes |x|'s power, as Sqrt's does (specs/sqrt.py),
+    so a root spelled as a power compares with Sqrt, and an axiom wrong at some other x still fails."""
+    x, y = xs
+    if x.shape != y.shape:
+        raise ValueError(f"pow of shapes {x.shape} and {y.shape}: broadcasting is bcast's")
+    return np.where((x < 0) & (y != np.round(y)), np.abs(x), x) ** y
 
 
 SYMBOLS = [Symbol("pow", 2, dims=lambda i, a, x, y: D(x, i), rank=lambda a, x, y: R(x), op="Pow", compute=_pow)]
@@ -36,6 +42,9 @@ def axioms(f):
     same = {"x": (m, n), "y": (m, n), "z": (m, n), "w": (m, n)}
     one = f.ones2(shape=(m, n))
     return [
+        # a rule's 0-d exponent is the `num` term of its value (specs/layernorm.py): a square, or a root
+        Axiom("pow-num-two", f.pow(x, f.bcast(f.num(value=attr_int(2.0)), x)), f.mul(x, x), {"x": (m, n)}),
+        Axiom("pow-num-half", f.pow(x, f.bcast(f.num(value=attr_int(0.5)), x)), f.sqrt(x), {"x": (m, n)}),
         Axiom("pow-one", f.pow(x, one), x, {"x": (m, n)}),
         Axiom("pow-two", f.pow(x, f.add(one, one)), f.mul(x, x), {"x": (m, n)}),
         Axiom("pow-transpose", f.pow(f.tr(x), f.tr(y)), f.tr(f.pow(x, y)), same, generic=True),

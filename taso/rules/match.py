@@ -58,8 +58,17 @@ def _value_ok(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
     if rt is None or mt is None or element_class(rt.dtype) != element_class(mt.dtype) or rt.rank != mt.rank:
         return False
     if rv in rule_graph.weights:
-        return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT)
+        return g.kinds.get(mv) in (Kind.WEIGHT, Kind.CONSTANT) and _same_number(rule_graph, g, rv, mv)
     return True
+
+
+def _same_number(rule_graph: Graph, g: Graph, rv: str, mv: str) -> bool:
+    """A rule's 0-d float constant (an epsilon) is proved as that value (`taso.verify.lowering`), so it binds only
+    a model constant of that very value; any other weight binds whatever it is."""
+    data = rule_graph.data.get(rv)
+    if data is None or data.dtype.kind != "f" or data.shape != ():
+        return True
+    return mv in g.data and g.data[mv].shape == () and float(g.data[mv].array) == float(data.array)
 
 
 def _node_ok(pattern: Node, candidate: Node, free: frozenset[str], bound: Bindings) -> Bindings | None:

@@ -68,6 +68,11 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
     dims: dict[int, list[z3.ArithRef]] = {}
     handles: list[tuple[Size, z3.ArithRef, int]] = []
     for name, t in _inputs(rule):
+        number = _number(rule, name, specs)
+        if number is not None:  # a constant the matcher binds by its value: that value's term
+            env[name] = number
+            used.add("num")
+            continue
         c = env[name] = z3.Const(name, T)
         assert t.shape is not None
         facts.append(R(c) == len(t.shape))
@@ -98,6 +103,17 @@ def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
                 raise Unsupported(f"input {name!r} has no static shape")
             seen.setdefault(name, t)
     return list(seen.items())
+
+
+def _number(rule: Rule, name: str, specs: Specs) -> z3.ExprRef | None:
+    """A 0-d float constant of the rule (an epsilon a norm's spelling adds, a Pow's exponent) as the ``num`` term
+    of its value's bits, the very integer `attr_int` makes of an attribute of that value: a LayerNormalization's
+    epsilon and the 1e-5 its spelling adds are then one term. None for any other weight (a free tensor), or
+    where the specs have no ``num``."""
+    data = rule.src.data.get(name) or rule.dst.data.get(name)
+    if data is None or data.dtype.kind != "f" or data.shape != () or "num" not in specs.symbols:
+        return None
+    return specs.symbols["num"](value=attr_int(float(data.array)))
 
 
 def _size_facts(handles: list[tuple[Size, z3.ArithRef, int]]) -> list[Tracked]:
@@ -232,8 +248,12 @@ def channel_values(f: _Recorder, c: z3.ExprRef, t: TensorType, x: z3.ExprRef) ->
 
 def broadcasts(x: TensorType | None, y: TensorType | None) -> bool:
     """Whether ``y`` broadcasts over ``x`` along some of its axes, at ``x``'s rank: every dim of ``y`` is ``x``'s
-    or 1 (RMSNorm's (B, S, 1) over (B, S, D)), and the two shapes differ."""
-    if x is None or y is None or x.shape is None or y.shape is None or len(x.shape) != len(y.shape):
+    or 1 (RMSNorm's (B, S, 1) over (B, S, D)), and the two shapes differ; or ``y`` is 0-d and ``x`` is not."""
+    if x is None or y is None or x.shape is None or y.shape is None:
+        return False
+    if y.shape == ():  # a 0-d constant (an epsilon) spreads over any shape
+        return x.shape != ()
+    if len(x.shape) != len(y.shape):
         return False
     return x.shape != y.shape and all(b in (a, 1) for a, b in zip(x.shape, y.shape))
 
@@ -244,6 +264,21 @@ def spread(f: _Recorder, y: z3.ExprRef, ty: TensorType, x: z3.ExprRef, tx: Tenso
     an instance broadcasts the same way (which `taso.search.rewrite` checks)."""
     f.fact(*(D(y, i) == (1 if b == 1 != a else D(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
     return f.bcast(y, x)
+
+
+def normed(
+    f: _Recorder, norm: z3.ExprRef, x: z3.ExprRef, rank: int, axis: int, weights: list[tuple[z3.ExprRef, TensorType]]
+) -> z3.ExprRef:
+    """``norm`` (of ``x``, of rank ``rank``, over its axes from ``axis`` on) times its scale, plus its shift where
+    there is one, each spread over ``x`` along those axes (``trail``, specs/layernorm.py): LayerNormalization's
+    form, which the norms onnxruntime fuses share (specs/fused.py). States that each weight has the normalised
+    shape; refuses (`Unsupported`) one of another rank."""
+    for w, t in weights:
+        if t.rank != rank - axis:
+            raise Unsupported("a norm's scale or shift of other than the normalised shape")
+        f.fact(*(D(w, j) == D(x, axis + j) for j in range(rank - axis)))
+    out = f.mul(norm, f.trail(weights[0][0], x))
+    return f.add(out, f.trail(weights[1][0], x)) if len(weights) > 1 else out
 
 
 def lower_graph(
