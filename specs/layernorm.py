@@ -79,11 +79,25 @@ def _lower(name):
 LOWER = {op: _lower(name) for name, op in _NORMS.items()}
 
 
-def _normalised(f, d, e):
-    """``d`` over the root of its mean square along the last axis plus the constant ``e`` (by its bits): a
+def _normalised(f, d, e, root):
+    """``d`` over the ``root`` of its mean square along the last axis plus the constant ``e`` (by its bits): a
     matrix's LayerNorm where ``d`` is the matrix centred, its RMSNorm where ``d`` is the matrix itself."""
     v = f.rmean(f.mul(d, d), axis=1, keepdims=1)
-    return f.div(d, f.bcast(f.sqrt(f.add(v, f.bcast(f.num(value=e), v))), d))
+    return f.div(d, f.bcast(root(f, f.add(v, f.bcast(f.num(value=e), v))), d))
+
+
+def _centred(f, x):
+    """``x`` less its mean along the last axis, spread back over it."""
+    return f.sub(x, f.bcast(f.rmean(x, axis=1, keepdims=1), x))
+
+
+def _sqrt(f, t):
+    return f.sqrt(t)
+
+
+def _half_power(f, t):
+    """The root as a Pow by the 0-d constant 0.5 spells it."""
+    return f.pow(t, f.bcast(f.num(value=attr_int(0.5)), t))
 
 
 def axioms(f):
@@ -92,20 +106,31 @@ def axioms(f):
     same = {"x": (m, n), "y": (m, n), "g": (n,), "h": (n,), "c": ()}
     dom = {"a": (0, 1), "b": (0, 1), "e": tuple(attr_int(eps) for eps in (1e-5, 1e-6, 1e-12, 0.5))}
     return [
-        # the definitions over a matrix's last axis (a rule's [tokens, hidden] example), as exporters spell them
-        Axiom(
-            "lnorm-def",
-            f.lnorm(x, axis=1, epsilon=e),
-            _normalised(f, f.sub(x, f.bcast(f.rmean(x, axis=1, keepdims=1), x)), e),
-            {"x": (m, n)},
-            domains=dom,
-            oriented=True,
+        # the definitions over a matrix's last axis (a rule's [tokens, hidden] example), as exporters spell them:
+        # the root a Sqrt or a Pow by 0.5 (each stated, so that a rule with either finds its definition relevant)
+        *(
+            Axiom(
+                f"{norm.name}-def{suffix}",
+                norm(x, axis=1, epsilon=e),
+                _normalised(f, centre(f, x) if centre else x, e, root),
+                {"x": (m, n)},
+                domains=dom,
+                oriented=True,
+            )
+            for norm, centre in ((f.lnorm, _centred), (f.rmsnorm, None))
+            for suffix, root in (("", _sqrt), ("-pow", _half_power))
         ),
-        Axiom("rmsnorm-def", f.rmsnorm(x, axis=1, epsilon=e), _normalised(f, x, e), {"x": (m, n)}, domains=dom),
-        # over a matrix a spread vector scales or shifts each column, as Mul and Add lower one (per channel)
+        # over a matrix a spread vector scales or shifts each column, as Mul and Add lower one (per channel); a
+        # column spread over x is spread over anything of x's shape
         Axiom("trail-chmul", f.mul(x, f.trail(g, y)), f.chmul(x, g), same, oriented=True),
         Axiom("trail-bias", f.add(x, f.trail(g, y)), f.add(x, f.bias(g, x)), same, oriented=True),
-        Axiom("chmul-div", f.div(f.chmul(x, g), y), f.chmul(f.div(x, y), g), same, oriented=True),
+        Axiom(
+            "chmul-div",
+            f.div(f.chmul(x, g), f.bcast(h, y)),
+            f.chmul(f.div(x, f.bcast(h, x)), g),
+            {"x": (m, n), "y": (m, n), "g": (n,), "h": (m, 1)},
+            oriented=True,
+        ),
         *(
             Axiom(
                 f"{norm.name}-cat",
