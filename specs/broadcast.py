@@ -1,6 +1,7 @@
 """Numpy broadcasting of one operand to another's shape: ``bcast(y, x)`` is ``y`` spread to the shape of ``x``
-along the axes where ``y`` has size 1, or everywhere where ``y`` is 0-d (an epsilon). Element-wise lowerings use it for an operand that broadcasts otherwise
-than per channel or by a scalar (specs/mul.py, specs/div.py): RMSNorm's (B, S, 1) factor over (B, S, D).
+along the axes where ``y`` has size 1, or everywhere where ``y`` is 0-d (a norm's epsilon). Element-wise
+lowerings use it for an operand that broadcasts otherwise than per channel or by a scalar (specs/mul.py,
+specs/div.py, specs/add.py, specs/sub.py): RMSNorm's (B, S, 1) factor over (B, S, D).
 What broadcasting is never matters to a proof, only that both sides spread the same values the same way."""
 
 import numpy as np

@@ -1,6 +1,8 @@
 """An IR rule as z3 terms over the specs' uninterpreted functions, over symbolic sizes.
 
-Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them); every
+Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them), but for
+a 0-d float constant, which becomes the ``num`` term of its value (`_number`: the epsilon a norm's spelling adds
+is the very term its fused op's epsilon attribute names, and the matcher binds it only to that value); every
 node becomes an application of its op's symbol, with the node's attributes as integer arguments. Ops whose
 mapping is not one to one (Split into one ``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have a
 lowering function in their spec.
