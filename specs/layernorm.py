@@ -9,9 +9,9 @@ a scaled input the norm itself (the epsilon makes it false).
 A rule's 0-d float constant is ``num(value)``, named by the bits of the number it is read as (specs/numbers.py,
 `taso.verify.lowering`), the integer `attr_int` makes of an epsilon attribute: the 1e-5 an exported spelling adds
 (``sadd``) is then the very term the norm's epsilon argument names, and each norm's definition over a matrix's
-last axis (``lnorm-def``, ``rmsnorm-def``, the root a Sqrt or a Pow by 0.5) proves the spellings ``(x - mean(x))
-/ sqrt(mean((x - mean(x))**2) + 1e-5)`` and ``x / sqrt(mean(x**2) + 1e-5)`` (specs/targets.toml) equal to the
-fused ops, at that epsilon only.
+last axis (``lnorm-def``, ``rmsnorm-def``; a Pow by 0.5 is the root, specs/numbers.py) proves the spellings
+``(x - mean(x)) / sqrt(mean((x - mean(x))**2) + 1e-5)`` and ``x / sqrt(mean(x**2) + 1e-5)`` (specs/targets.toml)
+equal to the fused ops, at that epsilon only.
 
 Axioms: the definitions; the norm, and a spread scale or bias, move through a concat along an axis before the
 normalised ones; spreading is linear (a sum of scales, a scalar factor), so a scalar Mul or an Add of two norms'
@@ -75,25 +75,16 @@ def _lower(name):
 LOWER = {op: _lower(name) for name, op in _NORMS.items()}
 
 
-def _normalised(f, d, e, root):
-    """``d`` over the ``root`` of its mean square along the last axis plus the constant ``e`` (by its bits): a
+def _normalised(f, d, e):
+    """``d`` over the root of its mean square along the last axis plus the constant ``e`` (by its bits): a
     matrix's LayerNorm where ``d`` is the matrix centred, its RMSNorm where ``d`` is the matrix itself."""
     v = f.rmean(f.mul(d, d), axis=1, keepdims=1)
-    return f.div(d, f.bcast(root(f, f.sadd(v, f.num(value=e))), d))
+    return f.div(d, f.bcast(f.sqrt(f.sadd(v, f.num(value=e))), d))
 
 
 def _centred(f, x):
     """``x`` less its mean along the last axis, spread back over it."""
     return f.sub(x, f.bcast(f.rmean(x, axis=1, keepdims=1), x))
-
-
-def _sqrt(f, t):
-    return f.sqrt(t)
-
-
-def _half_power(f, t):
-    """The root as a Pow by the 0-d constant 0.5 spells it."""
-    return f.spow(t, f.num(value=attr_int(0.5)))
 
 
 def axioms(f):
@@ -102,19 +93,18 @@ def axioms(f):
     same = {"x": (m, n), "y": (m, n), "g": (n,), "h": (n,), "c": ()}
     dom = {"a": (0, 1), "b": (0, 1), "e": tuple(attr_int(eps) for eps in (1e-5, 1e-6, 1e-12, 0.5))}
     return [
-        # the definitions over a matrix's last axis (a rule's [tokens, hidden] example), as exporters spell them:
-        # the root a Sqrt or a Pow by 0.5 (each stated, so that a rule with either finds its definition relevant)
+        # the definitions over a matrix's last axis (a rule's [tokens, hidden] example); a root spelled as a Pow
+        # by 0.5, a square as one by 2, meet them through specs/numbers.py's eager spow axioms
         *(
             Axiom(
-                f"{norm.name}-def{suffix}",
+                f"{norm.name}-def",
                 norm(x, axis=1, epsilon=e),
-                _normalised(f, centre(f, x) if centre else x, e, root),
+                _normalised(f, centre(f, x) if centre else x, e),
                 {"x": (m, n)},
                 domains=dom,
                 oriented=True,
             )
             for norm, centre in ((f.lnorm, _centred), (f.rmsnorm, None))
-            for suffix, root in (("", _sqrt), ("-pow", _half_power))
         ),
         # over a matrix a spread vector scales or shifts each column, as Mul and Add lower one (per channel); a
         # column spread over x is spread over anything of x's shape
