@@ -12,9 +12,9 @@ contrib-op documentation gives, so that a rule "decomposition = fused op" is pro
   set, as Gemm lowers (2-D, or a 3-D activation times a 2-D weight as MatMul's rows, specs/matmul.py).
 
 Epsilons and alphas are integer arguments (the float's bits): a rule is proved for the value it is written at,
-or for every value where it says ``free:``. A rule's 0-d constant is the ``num`` term of its value
-(specs/layernorm.py): a norm's spelling that adds its epsilon as a constant is proved; an alpha spelled as a
-constant (Mul(x, 1.702)) is not, as no axiom relates ``scale`` to ``num``.
+or for every value where it says ``free:``. A rule's 0-d constant is the ``num`` term of the number it is read
+as (specs/numbers.py), the integer an attribute of that value is: a norm's spelling that adds its epsilon as a
+constant is proved (specs/layernorm.py), and so is an alpha spelled as one (Mul(x, 1.702): ``smul-num-scale``).
 """
 
 from taso.verify import D, Unsupported, attr_int, channel_values, normed, per_channel, same_shape

@@ -1,7 +1,8 @@
 """LayerNorm and RMSNorm as exporters spell them, their epsilon a 0-d constant (issue 48): the constant lowers to
-the ``num`` term of its value, the very term the fused op's epsilon names (specs/layernorm.py), so a spelling at
-the norm's own epsilon is proved by z3 alone, and the planted ones (another epsilon, none, the wrong axis, one
-norm as the other: tests/data/norm-spellings.rules) are refuted by the pre-check and never proved by z3 alone.
+the ``num`` term of its value (specs/numbers.py), the very term the fused op's epsilon names (specs/layernorm.py),
+so a spelling at the norm's own epsilon is proved by z3 alone, and the planted ones (another epsilon, none, the
+wrong axis, one norm as the other: tests/data/norm-spellings.rules) are refuted by the pre-check and never proved
+by z3 alone.
 A rule proved at one epsilon binds only a model constant of that value."""
 
 from __future__ import annotations
