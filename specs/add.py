@@ -1,7 +1,7 @@
 """Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py), or of a vector along the last axis of
 a tensor of rank 3 or more (``bias_last``, specs/reshape.py), or of a 0-d scalar (``sadd``: GELU's 1 +
-erf(...), its 1 a ``num``, specs/numbers.py); other broadcasting is not modelled, and such rules
+erf(...), a norm's epsilon, each a ``num``, specs/numbers.py); other broadcasting is not modelled, and such rules
 stay unknown."""
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors

@@ -1,6 +1,8 @@
 """Numpy broadcasting of one operand to another's shape: ``bcast(y, x)`` is ``y`` spread to the shape of ``x``
 along the axes where ``y`` has size 1. Element-wise lowerings use it for an operand that broadcasts otherwise
-than per channel or by a scalar (specs/mul.py, specs/div.py): RMSNorm's (B, S, 1) factor over (B, S, D).
+than per channel or by a 0-d scalar (specs/mul.py, specs/div.py, specs/sub.py, specs/pow.py): RMSNorm's (B, S, 1)
+factor over (B, S, D), LayerNorm's x - mean(x). A 0-d operand is the s-symbols' (``smul``, ``sadd``, ``sdiv``,
+``spow``), never spread.
 What broadcasting is never matters to a proof, only that both sides spread the same values the same way."""
 
 import numpy as np

@@ -6,56 +6,18 @@ contrib-op documentation gives, so that a rule "decomposition = fused op" is pro
 - QuickGelu(x, alpha) = ``mul(x, sigmoid(scale(x, alpha)))``, the scale left out at alpha 1 (SiLU), as Gemm's
   alpha is (specs/gemm.py): other alphas are other functions.
 - SkipLayerNormalization(x, skip, g[, beta[, bias]]) = LayerNormalization of x + skip (+ bias) over the last axis,
-  as specs/layernorm.py lowers it; SkipSimplifiedLayerNormalization likewise over SimplifiedLayerNormalization.
-- SimplifiedLayerNormalization(x, g) = ``rmsnorm(x, axis, epsilon) * trail(g, x)``: ``rmsnorm`` is a symbol of
-  its own, never ``lnorm`` (RMSNorm does not centre). Its epsilon is an argument, as LayerNorm's; its one axiom is
-  lnorm's concat axiom.
+  SkipSimplifiedLayerNormalization(x, skip, g) RMSNorm (SimplifiedLayerNormalization) of x + skip: each norm's
+  symbol and scale as specs/layernorm.py lowers the norm itself (`taso.verify.normed`).
 - FusedMatMul(a, b, alpha, transA, transB) = ``scale(mm(op(a), op(b)), alpha)`` with ``tr`` for op where a flag is
   set, as Gemm lowers (2-D, or a 3-D activation times a 2-D weight as MatMul's rows, specs/matmul.py).
 
 Epsilons and alphas are integer arguments (the float's bits): a rule is proved for the value it is written at,
-or for every value where it says ``free:``. A decomposition into primitives that spells epsilon or alpha as a
-constant tensor (Add(mean, 1e-5), Mul(x, 1.702)) is not provable here: a rule's weights are free tensors.
+or for every value where it says ``free:``. A rule's 0-d constant is the ``num`` term of the number it is read
+as (specs/numbers.py), the integer an attribute of that value is: a norm's spelling that adds its epsilon as a
+constant is proved (specs/layernorm.py), and so is an alpha spelled as one (Mul(x, 1.702): ``smul-num-scale``).
 """
 
-import numpy as np
-
-from taso.ops import OPS
-from taso.verify import (
-    Axiom,
-    D,
-    R,
-    Symbol,
-    Unsupported,
-    attr_int,
-    channel_values,
-    ints,
-    per_channel,
-    same_shape,
-    tensors,
-)
-
-
-def _rmsnorm(attrs, xs):
-    """The catalogue's SimplifiedLayerNormalization with a scale of ones."""
-    x, axis = xs[0], attrs["axis"]
-    if not 0 <= axis < x.ndim:
-        raise ValueError(f"axis {axis} of a rank-{x.ndim} tensor")
-    eps = float(np.int64(attrs["epsilon"]).view(np.float64))
-    ones = np.ones(x.shape[axis:], x.dtype)
-    return OPS["SimplifiedLayerNormalization"].run([x, ones], {"axis": axis, "epsilon": eps})[0]
-
-
-SYMBOLS = [
-    Symbol(
-        "rmsnorm",
-        1,
-        dims=lambda i, a, x: D(x, i),
-        rank=lambda a, x: R(x),
-        attrs=("axis", "epsilon"),
-        compute=_rmsnorm,
-    )
-]
+from taso.verify import D, Unsupported, attr_int, channel_values, normed, per_channel, same_shape
 
 
 def _plus_bias(f, x, tx, b, tb):
@@ -93,19 +55,6 @@ def _lower_quick_gelu(node, args, types, f):
     return [f.mul(x, f.sigmoid(_scaled(f, x, node.attr["alpha"])))]
 
 
-def _weighted(f, norm, weights, x):
-    """``norm * trail(g, x) [+ trail(beta, x)]``, LayerNormalization's form (specs/layernorm.py)."""
-    out = f.mul(norm, f.trail(weights[0], x))
-    return f.add(out, f.trail(weights[1], x)) if len(weights) > 1 else out
-
-
-def _weights_fit(f, weights, names, types, x, axis, rank, op):
-    for w, v in zip(weights, names):
-        if types[v].rank != rank - axis:
-            raise Unsupported(f"{op} with a scale or shift of other than the normalised shape")
-        f.fact(*(D(w, j) == D(x, axis + j) for j in range(rank - axis)))
-
-
 def _skip_sum(node, args, types, f, bias):
     """input + skip (+ the bias at position ``bias``), the terms Add's lowering gives."""
     tx = types[node.inputs[0]]
@@ -116,29 +65,18 @@ def _skip_sum(node, args, types, f, bias):
     return s
 
 
-def _lower_skip_layernorm(node, args, types, f):
-    rank = types[node.inputs[0]].rank
-    s = _skip_sum(node, args, types, f, 4)
-    weights, names = args[2:4], node.inputs[2:4]
-    _weights_fit(f, weights, names, types, s, rank - 1, rank, node.op)
-    eps = attr_int(node.attr["epsilon"])
-    return [_weighted(f, f.lnorm(s, axis=rank - 1, epsilon=eps), weights, s)]
+def _lower_skip(name, weights, bias):
+    """A skip norm: ``name``'s norm (specs/layernorm.py) of input + skip over the last axis, its scale and shift
+    the inputs at the positions ``weights``, as that norm's own op lowers them."""
 
+    def lower(node, args, types, f):
+        rank = types[node.inputs[0]].rank
+        s = _skip_sum(node, args, types, f, bias)
+        norm = getattr(f, name)(s, axis=rank - 1, epsilon=attr_int(node.attr["epsilon"]))
+        scales = [(args[k], types[node.inputs[k]]) for k in weights if k < len(args)]
+        return [normed(f, norm, s, rank, rank - 1, scales)]
 
-def _lower_rmsnorm(node, args, types, f):
-    rank = types[node.inputs[0]].rank
-    axis = int(node.attr["axis"]) % rank
-    _weights_fit(f, args[1:], node.inputs[1:], types, args[0], axis, rank, node.op)
-    norm = f.rmsnorm(args[0], axis=axis, epsilon=attr_int(node.attr["epsilon"]))
-    return [_weighted(f, norm, args[1:], args[0])]
-
-
-def _lower_skip_rmsnorm(node, args, types, f):
-    rank = types[node.inputs[0]].rank
-    s = _skip_sum(node, args, types, f, None)
-    _weights_fit(f, args[2:], node.inputs[2:], types, s, rank - 1, rank, node.op)
-    norm = f.rmsnorm(s, axis=rank - 1, epsilon=attr_int(node.attr["epsilon"]))
-    return [_weighted(f, norm, args[2:], s)]
+    return lower
 
 
 def _flag(node, name):
@@ -170,26 +108,7 @@ LOWER = {
     "FastGelu": _lower_fast_gelu,
     "BiasGelu": _lower_bias_gelu,
     "QuickGelu": _lower_quick_gelu,
-    "SkipLayerNormalization": _lower_skip_layernorm,
-    "SimplifiedLayerNormalization": _lower_rmsnorm,
-    "SkipSimplifiedLayerNormalization": _lower_skip_rmsnorm,
+    "SkipLayerNormalization": _lower_skip("lnorm", (2, 3), 4),
+    "SkipSimplifiedLayerNormalization": _lower_skip("rmsnorm", (2,), None),
     "FusedMatMul": _lower_fused_matmul,
 }
-
-
-def axioms(f):
-    x, y = tensors("x y")
-    m, n, a, b, e = ints("m n a b e")
-    same = {"x": (m, n), "y": (m, n)}
-    dom = {"a": (0, 1), "b": (0, 1), "e": tuple(attr_int(eps) for eps in (1e-5, 1e-6, 0.5))}
-    return [
-        Axiom(
-            "rmsnorm-cat",
-            f.rmsnorm(f.cat(x, y, axis=b), axis=a, epsilon=e),
-            f.cat(f.rmsnorm(x, axis=a, epsilon=e), f.rmsnorm(y, axis=a, epsilon=e), axis=b),
-            same,
-            when=(b < a, D(x, a) == D(y, a)),
-            domains=dom,
-            generic=True,
-        ),
-    ]

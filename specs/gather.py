@@ -68,23 +68,17 @@ def axioms(f):
     same = {"x": (m, n), "y": (m, n)}
     axes = {"a": (0, 1), "b": (0, 1)}
     return [
-        Axiom(
-            "drop-add",
-            f.drop(f.add(x, y), axis=a),
-            f.add(f.drop(x, axis=a), f.drop(y, axis=a)),
-            same,
-            when=(D(x, a) == 1,),
-            domains=axes,
-            generic=True,
-        ),
-        Axiom(
-            "drop-mul",
-            f.drop(f.mul(x, y), axis=a),
-            f.mul(f.drop(x, axis=a), f.drop(y, axis=a)),
-            same,
-            when=(D(x, a) == 1,),
-            domains=axes,
-            generic=True,
+        *(
+            Axiom(
+                f"drop-{g.name}",
+                f.drop(g(x, y), axis=a),
+                g(f.drop(x, axis=a), f.drop(y, axis=a)),
+                same,
+                when=(D(x, a) == 1,),
+                domains=axes,
+                generic=True,
+            )
+            for g in (f.add, f.mul)
         ),
         Axiom(
             "drop-relu",

@@ -3,24 +3,34 @@ axes is ``bcast`` of it (specs/broadcast.py), as for Div. A constant exponent is
 do not see, so integer powers as repeated products are stated with the exponent built from ``ones2``
 (specs/constants.py): x ** 1 = x and x ** (1 + 1) = x * x, true for every real x. pow(x, y + z) =
 pow(x, y) * pow(x, z) holds only for x > 0 (-1 ** (0.5 + 0.5) is -1, nan * nan is nan) and is not stated.
-``spow(x, e)`` is to a 0-d exponent; where e is a known number (specs/numbers.py), x ** 2 and x ** 3 are products
-(the tanh GELU's x ** 3)."""
+``spow(x, e)`` is to a 0-d exponent, a rule's constant one the ``num`` term of its value: specs/numbers.py makes
+x ** 2 and x ** 3 products (the tanh GELU's x ** 3, a norm's square) and x ** 0.5 the root (a norm's)."""
+
+import numpy as np
 
 from taso.verify import Axiom, D, R, Symbol, Unsupported, broadcasts, ints, same_shape, spread, tensors
 
 
+def _power(x, y):
+    """x ** y, but where a fractional power of a negative base is nan, which equals nothing: there the check takes
+    |x|'s power, as Sqrt's does (specs/sqrt.py), so a root spelled as a power compares with Sqrt, and an axiom
+    wrong at some other x still fails."""
+    return np.where((x < 0) & (y != np.round(y)), np.abs(x), x) ** y
+
+
 def _pow(attrs, xs):
     """The symbol's semantics: base and exponent of one shape (broadcasting is `bcast`'s)."""
-    if xs[0].shape != xs[1].shape:
-        raise ValueError(f"pow of shapes {xs[0].shape} and {xs[1].shape}: broadcasting is bcast's")
-    return xs[0] ** xs[1]
+    x, y = xs
+    if x.shape != y.shape:
+        raise ValueError(f"pow of shapes {x.shape} and {y.shape}: broadcasting is bcast's")
+    return _power(x, y)
 
 
 def _spow(attrs, xs):
     """``spow``'s semantics: to a 0-d exponent."""
     if xs[1].ndim != 0:
         raise ValueError(f"spow to a tensor of shape {xs[1].shape}: only a 0-d exponent is modelled")
-    return xs[0] ** xs[1]
+    return _power(*xs)
 
 
 SYMBOLS = [

@@ -1,11 +1,12 @@
-"""Sub: element-wise difference of two tensors of one shape, the sum with the negated second (specs/neg.py);
-other broadcasting is not modelled, and such rules stay unknown. A tensor less itself is zeros of its shape
+"""Sub: element-wise difference of two tensors of one shape, the sum with the negated second (specs/neg.py), or
+of a subtrahend spread along its size-1 axes (``bcast``, specs/broadcast.py: LayerNorm's x - mean(x)); other
+broadcasting is not modelled, and such rules stay unknown. A tensor less itself is zeros of its shape
 (``zerosR``, a symbol no op maps onto: only this axiom makes it), so x - x = y - y, which the generator finds
 many times over, is proved rather than left open."""
 
 import numpy as np
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, ints, pick, same_shape, tensors
+from taso.verify import Axiom, D, R, Symbol, Unsupported, broadcasts, ints, pick, same_shape, spread, tensors
 
 
 def _sub(attrs, xs):
@@ -39,8 +40,10 @@ SYMBOLS = [
 
 def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
+    if broadcasts(tx, ty):  # x - mean(x): the (rows, 1) mean spread over the rows
+        return [f.sub(args[0], spread(f, args[1], ty, args[0], tx))]
     if tx.shape != ty.shape:
-        raise Unsupported("Sub with broadcasting")
+        raise Unsupported("Sub with broadcasting other than of the subtrahend along its size-1 axes")
     f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.sub(*args)]
 

@@ -288,11 +288,11 @@ def test_a_reshape_target_the_models_sizes_do_not_fix_is_declined(tmp_path: Path
   return %y""",
             "transB=2",
         ),
-        (  # a 0-d C broadcasts to every element: neither per column nor along size-1 axes of one rank
-            """graph(%x: float32[2,4], %w: float32[4,3] weight, %c: float32[] weight):
+        (  # a C of shape (1,) broadcasts to every element: neither per column, 0-d nor of the output's rank
+            """graph(%x: float32[2,4], %w: float32[4,3] weight, %c: float32[1] weight):
   %y = Gemm(%x, %w, %c) {alpha=1.0, beta=1.0, transA=0, transB=0} : float32[2,3]
   return %y""",
-            """graph(%x: float32[2,4], %w: float32[4,3] weight, %c: float32[] weight):
+            """graph(%x: float32[2,4], %w: float32[4,3] weight, %c: float32[1] weight):
   %m = MatMul(%x, %w) : float32[2,3]
   %y = Add(%m, %c) : float32[2,3]
   return %y""",
@@ -321,7 +321,7 @@ def test_a_reshape_target_the_models_sizes_do_not_fix_is_declined(tmp_path: Path
             "MatMul of operands other than 2-D",
         ),
     ],
-    ids=["transB 2", "0-d C", "reshape to rank 4", "matrix times a batch"],
+    ids=["transB 2", "(1,) C", "reshape to rank 4", "matrix times a batch"],
 )
 def test_what_the_specs_do_not_model_is_unknown_with_its_reason(src: str, dst: str, reason: str) -> None:
     v = _prover(precheck=False).verdict(_rule(src, dst))

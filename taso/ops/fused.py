@@ -19,7 +19,7 @@ import numpy as np
 from taso.ir import TensorType
 from taso.ops import elementwise, normalisation
 from taso.ops import field as ff
-from taso.ops.opdef import Arrays, Attrs, AttrValue, OpDef, OpError, register
+from taso.ops.opdef import Arrays, Attrs, AttrValue, FieldRule, NumpyRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index, broadcast_shapes, first_type, same_dtype
 from taso.ops.traits import BATCH_POLYMORPHIC, FIELD_EXACT, ORT_ONLY
 
@@ -158,15 +158,24 @@ def _skip_sum(xs: Arrays, bias: int | None) -> np.ndarray:
     return s + xs[bias] if bias is not None and len(xs) > bias else s
 
 
-def _skip_layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
-    ln = {"axis": xs[0].ndim - 1, "epsilon": attrs["epsilon"]}
-    return normalisation.LAYERNORM.run([_skip_sum(xs, 4).astype(xs[0].dtype), *xs[2:4]], ln)
+def _skip(rules: tuple[NumpyRule, FieldRule], weights: slice, bias: int | None) -> tuple[NumpyRule, FieldRule]:
+    """numpy and field rules of a skip norm: ``rules``' norm (`normalisation.norm_rules`) of input + skip (+ the
+    bias at position ``bias``) over the last axis, its scale and shift the inputs ``weights``."""
+    compute, field = rules
+
+    def skip_compute(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+        norm = {"axis": xs[0].ndim - 1, "epsilon": attrs["epsilon"]}
+        return compute([_skip_sum(xs, bias).astype(xs[0].dtype), *xs[weights]], norm, n)
+
+    def skip_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+        norm = {"axis": xs[0].ndim - 1, "epsilon": attrs["epsilon"]}
+        return field([_skip_sum(xs, bias) % z.m, *xs[weights]], norm, n, z)
+
+    return skip_compute, skip_field
 
 
-def _skip_layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
-    assert normalisation.LAYERNORM.field is not None
-    ln = {"axis": xs[0].ndim - 1, "epsilon": attrs["epsilon"]}
-    return normalisation.LAYERNORM.field([_skip_sum(xs, 4) % z.m, *xs[2:4]], ln, n, z)  # type: ignore[arg-type]
+_LAYERNORM, _RMSNORM = normalisation.norm_rules(centre=True), normalisation.norm_rules(centre=False)
+_SKIP_LAYERNORM, _SKIP_RMSNORM = _skip(_LAYERNORM, slice(2, 4), 4), _skip(_RMSNORM, slice(2, 3), None)
 
 
 SKIP_LAYERNORM = register(
@@ -175,34 +184,16 @@ SKIP_LAYERNORM = register(
         (3, 5),
         {"epsilon": 1e-12},
         _skip_shape,
-        _skip_layernorm,
+        _SKIP_LAYERNORM[0],
         "LayerNormalization over the last axis of input + skip (+ bias, input 4), times gamma (plus beta, input "
         "3): the residual Add fused with the norm after it. Only output 0 is modelled.",
         domain=CONTRIB,
         min_opset=1,
         normalize=_floats,
-        field=_skip_layernorm_field,
+        field=_SKIP_LAYERNORM[1],
         tags=_FUSED,
     )
 )
-
-
-def _rms_axes(x: np.ndarray, attrs: Attrs) -> tuple[int, ...]:
-    return tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
-
-
-def _rmsnorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
-    x = xs[0]
-    ms = (x * x).mean(axis=_rms_axes(x, attrs), keepdims=True)
-    return ((x / np.sqrt(ms + attrs["epsilon"]) * xs[1]).astype(x.dtype),)  # type: ignore[operator]
-
-
-def _rmsnorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
-    """Its formula in Z_m, as LayerNormalization's (`taso.ops.normalisation`) without the centring."""
-    x = xs[0]
-    ms = z.mean(x * x % z.m, _rms_axes(x, attrs))
-    scale = z.inverse(z.sqrt((ms + z.constant(float(attrs["epsilon"]))) % z.m))  # type: ignore[arg-type]
-    return (x * scale % z.m * xs[1] % z.m,)
 
 
 def _rmsnorm_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
@@ -216,17 +207,9 @@ def _rmsnorm_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, 
 
 
 def _rmsnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
-    """The axis made non-negative (as LayerNormalization's); stash_type other than float is not modelled."""
-    if attrs.pop("stash_type", 1) != 1:
-        return "SimplifiedLayerNormalization with stash_type other than float"
-    x = types[0]
-    if x is None or x.rank is None:
-        return "normalisation over an input of unknown rank"
-    try:
-        attrs["axis"] = axis_index(int(attrs.get("axis", -1)), x.rank)
-    except OpError as e:
-        return str(e)
-    return _floats(attrs, types, opset)
+    """LayerNormalization's attributes (`normalisation.norm_normalize`), of floats only."""
+    out = normalisation.norm_normalize("SimplifiedLayerNormalization", attrs, types)
+    return out if isinstance(out, str) else _floats(out, types, opset)
 
 
 SIMPLIFIED_LAYERNORM = register(
@@ -235,23 +218,15 @@ SIMPLIFIED_LAYERNORM = register(
         (2, 2),
         {"axis": -1, "epsilon": 1e-5},
         _rmsnorm_shape,
-        _rmsnorm,
+        _RMSNORM[0],
         "RMSNorm: x / sqrt(mean(x^2) + epsilon) * scale over the axes from `axis` on; no centring, no shift, so "
         "never a LayerNormalization. onnxruntime registers it in the default domain; only output 0 is modelled.",
         min_opset=1,
         normalize=_rmsnorm_normalize,
-        field=_rmsnorm_field,
+        field=_RMSNORM[1],
         tags=_FUSED,
     )
 )
-
-
-def _skip_rmsnorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
-    return _rmsnorm([_skip_sum(xs, None), xs[2]], {"axis": -1, "epsilon": attrs["epsilon"]}, n)
-
-
-def _skip_rmsnorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
-    return _rmsnorm_field([_skip_sum(xs, None) % z.m, xs[2]], {"axis": -1, "epsilon": attrs["epsilon"]}, n, z)
 
 
 SKIP_SIMPLIFIED_LAYERNORM = register(
@@ -260,13 +235,13 @@ SKIP_SIMPLIFIED_LAYERNORM = register(
         (3, 3),
         {"epsilon": 1e-12},
         _skip_shape,
-        _skip_rmsnorm,
+        _SKIP_RMSNORM[0],
         "RMSNorm over the last axis of input + skip, times gamma. Its optional bias input is left opaque: "
         "onnxruntime's kernels disagree on whether it enters the sum. Only output 0 is modelled.",
         domain=CONTRIB,
         min_opset=1,
         normalize=_floats,
-        field=_skip_rmsnorm_field,
+        field=_SKIP_RMSNORM[1],
         tags=_FUSED,
     )
 )

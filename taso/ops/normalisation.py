@@ -10,7 +10,7 @@ import numpy as np
 
 from taso.ir import Dim, TensorType
 from taso.ops import field as ff
-from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, OpDef, OpError, register
+from taso.ops.opdef import REQUIRED, Arrays, Attrs, FieldRule, NumpyRule, OpDef, OpError, register
 from taso.ops.shapes import axis_index, first_type
 from taso.ops.traits import (
     BATCH_POLYMORPHIC,
@@ -30,16 +30,34 @@ def _no_field(name: str) -> FieldRule:
     return refuse
 
 
-def _layernorm_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
-    """Its formula in Z_m: means are sums times the inverse of the count, epsilon its exact residue, the root
-    `Ring.sqrt`'s (so the result is exact where the variance plus epsilon is a residue)."""
-    x = xs[0]
-    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
-    centred = (x - z.mean(x, axes)) % z.m
-    var = z.mean(centred * centred % z.m, axes)
-    scale = z.inverse(z.sqrt(var + z.constant(float(attrs["epsilon"]))))  # type: ignore[arg-type]
-    y = centred * scale % z.m * xs[1] % z.m
-    return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
+def _norm_axes(x: np.ndarray, attrs: Attrs) -> tuple[int, ...]:
+    return tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
+
+
+def norm_rules(centre: bool) -> tuple[NumpyRule, FieldRule]:
+    """The numpy and field rules of LayerNormalization (``centre``) or of RMSNorm (onnxruntime's
+    SimplifiedLayerNormalization, `taso.ops.fused`), which is LayerNorm without the centring and the bias: x
+    (centred) over the root of its mean square along the axes from ``axis`` on plus epsilon, times the scale
+    (plus the bias, input 2, where there is one). In Z_m means are sums times the inverse of the count, epsilon
+    its exact residue, the root `Ring.sqrt`'s (so the result is exact where the mean square plus epsilon is a
+    residue)."""
+
+    def compute(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
+        x = xs[0]
+        axes = _norm_axes(x, attrs)
+        d = x - x.mean(axis=axes, keepdims=True) if centre else x
+        y = d / np.sqrt((d * d).mean(axis=axes, keepdims=True) + attrs["epsilon"]) * xs[1]  # type: ignore[operator]
+        return ((y + xs[2] if len(xs) > 2 else y).astype(x.dtype),)
+
+    def field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
+        x = xs[0]
+        axes = _norm_axes(x, attrs)
+        d = (x - z.mean(x, axes)) % z.m if centre else x
+        scale = z.inverse(z.sqrt(z.mean(d * d % z.m, axes) + z.constant(float(attrs["epsilon"]))))  # type: ignore[arg-type]
+        y = d * scale % z.m * xs[1] % z.m
+        return ((y + xs[2]) % z.m if len(xs) > 2 else y,)
+
+    return compute, field
 
 
 def _keyed_along(x: np.ndarray, axis: int, z: ff.Ring, op: str) -> np.ndarray:
@@ -181,17 +199,6 @@ CHANNEL_VECTOR = register(
 )
 
 
-def _layernorm(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
-    x = xs[0]
-    axes = tuple(range(axis_index(int(attrs["axis"]), x.ndim), x.ndim))  # type: ignore[arg-type]
-    mean = x.mean(axis=axes, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    y = (x - mean) / np.sqrt(var + attrs["epsilon"]) * xs[1]  # type: ignore[operator]
-    if len(xs) > 2:
-        y = y + xs[2]
-    return (y.astype(x.dtype),)
-
-
 def _axis_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
     """The input's type, where ``axis`` names one of its dimensions: an axis past the rank has no meaning (the
     kernel would fail at run time, not at inference, and a rule could be built on it)."""
@@ -214,10 +221,12 @@ def _axis_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int)
     return attrs
 
 
-def _layernorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
+def norm_normalize(op: str, attrs: dict, types: Sequence[TensorType | None]) -> dict | str:
+    """A norm's attributes as LayerNormalization's and RMSNorm's rules read them: stash_type other than float
+    is not modelled, and the axis is made non-negative (`_axis_normalize`)."""
     if attrs.pop("stash_type", 1) != 1:
-        return "LayerNormalization with stash_type other than float"
-    return _axis_normalize(attrs, types, opset)
+        return f"{op} with stash_type other than float"
+    return _axis_normalize(attrs, types, 0)
 
 
 LAYERNORM = register(
@@ -226,11 +235,11 @@ LAYERNORM = register(
         (2, 3),
         {"axis": -1, "epsilon": 1e-5},
         _axis_shape,
-        _layernorm,
+        norm_rules(centre=True)[0],
         "Normalise over the axes from `axis` on, then scale and shift (only the first output is modelled).",
         min_opset=17,
-        normalize=_layernorm_normalize,
-        field=_layernorm_field,
+        normalize=lambda attrs, types, opset: norm_normalize("LayerNormalization", attrs, types),
+        field=norm_rules(centre=True)[1],
         tags=frozenset({PRODUCT_EPILOGUE, SKIP_EPILOGUE}),
     )
 )

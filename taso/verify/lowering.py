@@ -1,9 +1,11 @@
 """An IR rule as z3 terms over the specs' uninterpreted functions, over symbolic sizes.
 
-Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them); every
-node becomes an application of its op's symbol, with the node's attributes as integer arguments. Ops whose
-mapping is not one to one (Split into one ``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have a
-lowering function in their spec.
+Every input and weight becomes a tensor constant of its own name (the two sides of a rule share them), but for
+a 0-d float constant, which becomes the ``num`` term of the number it is read as (`_number`: the epsilon a norm's
+spelling adds is the very term its fused op's epsilon attribute names, and the matcher binds it only to that
+number); every node becomes an application of its op's symbol, with the node's attributes as integer arguments.
+Ops whose mapping is not one to one (Split into one ``slice`` per output, Mul by a 0-d scalar, n-ary Concat) have
+a lowering function in their spec.
 
 The matcher binds a rule at any sizes and, for its free attributes (`taso.rules.Rule.free_attrs`), at any value,
 so a proof must hold for all of them, not only for the example the rule is written at. Sizes are therefore
@@ -70,8 +72,8 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
     dims: dict[int, list[z3.ArithRef]] = {}
     handles: list[tuple[Size, z3.ArithRef, int]] = []
     for name, t in _inputs(rule):
-        number = _known_number(rule, name, t, specs)
-        if number is not None:
+        number = _number(rule, name, specs)
+        if number is not None:  # a constant the matcher binds by its value: that value's term
             env[name] = number
             used.add("num")
             continue
@@ -95,17 +97,6 @@ def lower_rule(rule: Rule, specs: Specs) -> Lowered:
     return Lowered(src, dst, facts, _size_facts(handles) + _free_facts(rule), used, not constants)
 
 
-def _known_number(rule: Rule, name: str, t: TensorType, specs: Specs) -> z3.ExprRef | None:
-    """A 0-d float weight with data as the number `taso.ops.numbers` reads it as (specs/numbers.py's ``num``), so
-    a proof sees its value (the matcher binds it only to a constant read as the same number); None for any other
-    input or weight, a free tensor, or where no spec declares ``num``."""
-    data = rule.src.data.get(name) or rule.dst.data.get(name)
-    if data is None or t.shape != () or data.dtype.kind != "f" or "num" not in specs.symbols:
-        return None
-    c = float(data.array)
-    return specs.symbols["num"](value=numbers.read(c).bits) if math.isfinite(c) else None
-
-
 def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
     """Every input and weight of either side, once, in a fixed order."""
     seen: dict[str, TensorType] = {}
@@ -116,6 +107,20 @@ def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
                 raise Unsupported(f"input {name!r} has no static shape")
             seen.setdefault(name, t)
     return list(seen.items())
+
+
+def _number(rule: Rule, name: str, specs: Specs) -> z3.ExprRef | None:
+    """A 0-d float constant of the rule (GELU's 0.5 and sqrt 2, a norm's epsilon, a Pow's exponent) as the
+    ``num`` term of the number `taso.ops.numbers` reads it as (specs/numbers.py), named by the very integer
+    `attr_int` makes of an attribute of that value: LayerNormalization's epsilon and the 1e-5 its spelling adds
+    are one term, as QuickGelu's alpha and a constant 1.702 are. The matcher binds it only to a constant read as
+    the same number (`taso.rules.match`). None for any other weight (a free tensor), a nan or an infinity, or
+    where the specs have no ``num``."""
+    data = rule.src.data.get(name) or rule.dst.data.get(name)
+    if data is None or data.dtype.kind != "f" or data.shape != () or "num" not in specs.symbols:
+        return None
+    c = float(data.array)
+    return specs.symbols["num"](value=attr_int(c)) if math.isfinite(c) else None
 
 
 def _size_facts(handles: list[tuple[Size, z3.ArithRef, int]]) -> list[Tracked]:
@@ -252,7 +257,8 @@ def channel_values(f: _Recorder, c: z3.ExprRef, t: TensorType, x: z3.ExprRef) ->
 
 def broadcasts(x: TensorType | None, y: TensorType | None) -> bool:
     """Whether ``y`` broadcasts over ``x`` along some of its axes, at ``x``'s rank: every dim of ``y`` is ``x``'s
-    or 1 (RMSNorm's (B, S, 1) over (B, S, D)), and the two shapes differ."""
+    or 1 (RMSNorm's (B, S, 1) over (B, S, D)), and the two shapes differ. A 0-d ``y`` does not: it is a scalar
+    operand (``smul``, ``sadd``, ``sdiv``, ``spow``), whose ``num`` axioms (specs/numbers.py) see its value."""
     if x is None or y is None or x.shape is None or y.shape is None or len(x.shape) != len(y.shape):
         return False
     return x.shape != y.shape and all(b in (a, 1) for a, b in zip(x.shape, y.shape))
@@ -264,6 +270,21 @@ def spread(f: _Recorder, y: z3.ExprRef, ty: TensorType, x: z3.ExprRef, tx: Tenso
     an instance broadcasts the same way (which `taso.search.rewrite` checks)."""
     f.fact(*(D(y, i) == (1 if b == 1 != a else D(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
     return f.bcast(y, x)
+
+
+def normed(
+    f: _Recorder, norm: z3.ExprRef, x: z3.ExprRef, rank: int, axis: int, weights: list[tuple[z3.ExprRef, TensorType]]
+) -> z3.ExprRef:
+    """``norm`` (of ``x``, of rank ``rank``, over its axes from ``axis`` on) times its scale, plus its shift where
+    there is one, each spread over ``x`` along those axes (``trail``, specs/layernorm.py): LayerNormalization's
+    form, which the norms onnxruntime fuses share (specs/fused.py). States that each weight has the normalised
+    shape; refuses (`Unsupported`) one of another rank."""
+    for w, t in weights:
+        if t.rank != rank - axis:
+            raise Unsupported("a norm's scale or shift of other than the normalised shape")
+        f.fact(*(D(w, j) == D(x, axis + j) for j in range(rank - axis)))
+    out = f.mul(norm, f.trail(weights[0][0], x))
+    return f.add(out, f.trail(weights[1][0], x)) if len(weights) > 1 else out
 
 
 def lower_graph(

@@ -4,10 +4,11 @@ For each rule: a fast pre-check on random inputs with real semantics (`taso.prec
 with a counterexample; then both sides are lowered to z3 terms (`taso.lowering`) and, output by output, z3
 looks for a contradiction between the specs' axioms and ``src != dst`` within a per-rule budget. Unsat is a
 proof (the unsat core names the axioms used); a spent budget or an exhausted search is ``unknown`` with the
-reason. The search first gets only the axioms whose symbols all occur in the rule, then, if budget is left, every
-axiom its terms can trigger (`reachable`). Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing
-of the example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it
-as conditions the rewrite enforces.
+reason. The search first gets only the axioms whose symbols all occur in the rule (or arise from its known
+numbers' arithmetic, `Axiom.eager`), then, if budget is left, every axiom its terms can trigger (`reachable`).
+Sizes and free attributes are variables (`taso.lowering`): each search is tried first assuming nothing of the
+example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it as
+conditions the rewrite enforces.
 
 No goal is tried before the rule's premises (its facts, the example's, the shape rules at its terms) have a
 model (`taso.verify.premises`): from a contradiction z3 proves anything, with a core naming no axiom. A rule
@@ -147,13 +148,14 @@ class Prover:
             note = "both sides lower to the same terms"
             detail = {"axioms": [], "symbols": sorted(low.used), "note": note, **sizes, "conditions": []}
             return Verdict("proved", {**detail, "seconds": _since(t0)})
-        relevant = [a for a in self.specs.axioms if a.symbols <= low.used]
+        own = _own_symbols(low.used, self.specs.axioms)
+        relevant = [a for a in self.specs.axioms if a.symbols <= own]
         left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
             stages.append(("relevant axioms and last resorts", relevant))
-        everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= low.used]
+        everything = [a for a in self.specs.axioms if not a.last_resort or a.symbols <= own]
         if len(relevant) < len(everything):
             stages.append(("all axioms", everything))
         # a proof for every size first; then one that may assume the example's equal sizes, then its values too
@@ -207,6 +209,14 @@ def _no_spec(unspecified: list[str], specs: Specs) -> dict:
     why = "; ".join(f"{op}: {ops.get(op).no_spec}" for op in unspecified if op in ops.OPS and ops.get(op).no_spec)
     reason = f"no spec for {', '.join(unspecified)}: no file under {specs.root} declares a symbol for it"
     return {"reason": reason + (f" ({why})" if why else ""), "unspecified": unspecified}
+
+
+def _own_symbols(used: set[str], axioms: Sequence[Axiom]) -> frozenset[str]:
+    """The symbols a rule's terms hold, and those the `Axiom.eager` axioms they trigger rewrite them into: what
+    makes an axiom relevant to the rule."""
+    own = set(used)
+    reachable(own, [a for a in axioms if a.eager])
+    return frozenset(own)
 
 
 def reachable(symbols: set[str], axioms: Sequence[Axiom]) -> list[Axiom]:

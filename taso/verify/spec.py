@@ -234,6 +234,11 @@ class Axiom:
     symbols (not even in the verifier's last stage, which tries every other axiom): an axiom whose trigger
     also fires inside proofs that do not need it (slices of slices can appear as the slice axioms rewrite)
     would otherwise spend their budget."""
+    eager: bool = False
+    """Arithmetic on known numbers (specs/numbers.py: x / sqrt 2 is x * (1 / sqrt 2)): wherever a rule's terms
+    trigger it, the symbols it rewrites into count as the rule's own, so the axioms over that form (GELU's
+    definition by a product where the rule divides) are among its relevant ones (`taso.verify.run`), not only in
+    the last stage."""
     spec: str = ""
 
     @cached_property
