@@ -52,12 +52,13 @@ zoo-update: setup
 # name order (each file says what it finds: Softmax, LayerNorm and reductions moved through their neighbours,
 # the 4-op sibling merges of biased convs, a Split concatenated back as its input, Relu moved across a Split of
 # a merged conv's output, a transformer's projections as Gemm, views and selections moved through their
-# neighbours); then the spellings generated toward STORE_TARGETS (specs/targets.toml, `subst generate --target`:
-# only the targets whose rules z3 proves today; LayerNorm's stay unknown, a constant epsilon has no term); then
+# neighbours, Sub/Neg/Exp/Sqrt among them); then the spellings generated toward STORE_TARGETS (specs/targets.toml,
+# `subst generate --target`: softmax, the GELU family and the four norms, each spelling paired with its op and
+# proved; a norm's 4 spellings that divide its scale by the root stay unknown); then
 # the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
 # quotient, onnxruntime's fused kernels); then a verdict for every rule (a few minutes on 2 cores).
-STORE_TARGETS = softmax softmax_attention
+STORE_TARGETS = softmax softmax_attention gelu gelu_tanh quickgelu biasgelu fastgelu layernorm rmsnorm skip_layernorm skip_rmsnorm
 store: setup
 	rm -f build/new-store.db
 	@mkdir -p build
