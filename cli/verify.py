@@ -32,8 +32,9 @@ from taso.verify import (
     type=click.IntRange(min=1, max=2**32 - 1),
     default=DEFAULT_BUDGET,
     show_default=True,
-    help="z3 resource units per rule (its deterministic rlimit count, not seconds); a rule that spends them "
-    "is stored as unknown. About 1.5 M units a second on the 2-core reference machine.",
+    help="z3 resource units per rule (its deterministic rlimit count, not seconds, plus 200 per quantifier "
+    "instance); a rule that spends them is stored as unknown. About 1.5 M units a second on the 2-core "
+    "reference machine.",
 )
 @click.option(
     "--timeout",
