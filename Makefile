@@ -52,7 +52,7 @@ zoo-update: setup
 # name order (each file says what it finds: Softmax, LayerNorm and reductions moved through their neighbours,
 # the 4-op sibling merges of biased convs, a Split concatenated back as its input, Relu moved across a Split of
 # a merged conv's output, a transformer's projections as Gemm, views and selections moved through their
-# neighbours, Sub/Neg/Exp/Sqrt among them); then the spellings generated toward STORE_TARGETS (specs/targets.toml,
+# neighbours; specs/pools/unshipped/ is left out); then the spellings generated toward STORE_TARGETS (specs/targets.toml,
 # `subst generate --target`: softmax, the GELU family and the four norms, each spelling paired with its op and
 # proved; a norm's 4 spellings that divide its scale by the root stay unknown); then
 # the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made

@@ -1,4 +1,4 @@
-"""The arith pool's ops (specs/pools/arith.toml: Sub, Neg, Exp, Sqrt among Add, Mul, Div, MatMul): planted false
+"""The arith pool's ops (specs/pools/unshipped/arith.toml: Sub, Neg, Exp, Sqrt among Add, Mul, Div, MatMul): planted false
 rules over them (the square root of a square as the identity, exp of a sum as the sum of exps, a difference
 commuted) are never proved, by z3 alone or with the pre-check, and their true versions are."""
 
