@@ -13,11 +13,15 @@ def rule(src: str, dst: str, name: str = "") -> Rule:
 
 
 def assert_never_proved(planted: Rule, specs: Specs) -> None:
-    """The pre-check finds ``planted`` false and refutes it; z3 alone, without the pre-check, proves nothing."""
+    """The pre-check finds ``planted`` false and refutes it; z3 alone, without the pre-check, proves nothing: it
+    runs out of axioms, or of its budget where the axioms it is given keep matching (a LayerNorm of a scaled input
+    spends it on the scalar axioms)."""
     assert refute(planted) is not None, "the planted rule must be false (the pre-check finds it so)"
     assert Prover(specs).verdict(planted).status == "refuted"
     alone = Prover(specs, precheck=False).verdict(planted)
-    assert alone.status == "unknown" and "no proof from the axioms" in alone.detail["reason"], alone.detail
+    reason = alone.detail["reason"]
+    assert alone.status == "unknown", alone.detail
+    assert "no proof from the axioms" in reason or reason.startswith("budget spent"), alone.detail
 
 
 def assert_proved(control: Rule, specs: Specs) -> None:

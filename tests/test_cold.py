@@ -149,12 +149,13 @@ def test_a_warm_run_whose_verdict_kept_the_original_exports_the_original_alone(
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
 
 
-def _tanh_then_matmul(path: Path) -> Path:
-    """x -> Tanh -> MatMul: no shipped rule mentions Tanh, and its unit reads nothing a rewrite makes."""
+def _hardsigmoid_then_matmul(path: Path) -> Path:
+    """x -> HardSigmoid -> MatMul: no shipped rule mentions HardSigmoid (tanh-GELU's spellings mention Tanh), and
+    its unit reads nothing a rewrite makes."""
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
-    nodes = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("MatMul", ["t", "w"], ["y"])]
+    nodes = [helper.make_node("HardSigmoid", ["x"], ["t"]), helper.make_node("MatMul", ["t", "w"], ["y"])]
     io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [16, 64]) for v in ("x", "y")]
-    graph = helper.make_graph(nodes, "tanh-matmul", io[:1], io[1:], initializer=[w])
+    graph = helper.make_graph(nodes, "hardsigmoid-matmul", io[:1], io[1:], initializer=[w])
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 
@@ -162,10 +163,10 @@ def _tanh_then_matmul(path: Path) -> Path:
 def test_units_no_rewrite_touches_are_estimated_not_measured_unless_every_unit_is_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
 ) -> None:
-    """A cold run measures only the units the search's choice hangs on: the Tanh, which no rule of the shipped
-    store touches, costs the original and every candidate alike, so it is estimated and only the MatMul
+    """A cold run measures only the units the search's choice hangs on: the HardSigmoid, which no rule of the
+    shipped store touches, costs the original and every candidate alike, so it is estimated and only the MatMul
     measured; `--no-prior`, building a device's table, measures it too."""
-    src = _tanh_then_matmul(tmp_path / "m.onnx")
+    src = _hardsigmoid_then_matmul(tmp_path / "m.onnx")
     report = optimize(src, tmp_path / "o.onnx", store.DEFAULT_PATH, settings=Settings(device="cpu"))
     assert report.cost["profiled_units"] == 1 and report.cost["untouched_units"] == 1
     assert any("(1 kinds no rewrite touches, not measured)" in line for line in report.lines())
