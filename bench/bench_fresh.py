@@ -34,7 +34,9 @@ import math
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,9 +168,11 @@ def dim_names(arch: Arch) -> list[str]:
 # ---- the torch part: runs only in a process of its own (`in_child`) ----------------------------------------------
 
 
-def export_one(name: str, exporter: str, path: str, static: bool) -> dict:
+def export_one(name: str, exporter: str, path: str, static: bool, keep: str | None = None) -> dict:
     """Build architecture ``name`` at random init and export it to ``path``: the dims it stayed dynamic in,
-    its opset and node count, the seconds the export took and the versions that made it."""
+    its opset and node count, the seconds the export took and the versions that made it. With ``keep`` (a
+    folder), a copy with its weights stripped as the corpus keeps its models (`corpus.fill` makes them again) is
+    written there too: the machine that exports has torch, the one that develops has not."""
     import export_corpus
     import onnx
     import torch
@@ -192,6 +196,10 @@ def export_one(name: str, exporter: str, path: str, static: bool) -> dict:
             module, x[:1] if static else x, exporter, [] if static else dim_names(arch), Path(path)
         )
     proto = onnx.load(path)
+    if keep:
+        stripped = onnx.load(path)
+        export_corpus.strip(stripped)
+        onnx.save(stripped, str(Path(keep) / Path(path).name))
     return {
         "dims": dims,
         "opset": next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")),
@@ -318,6 +326,41 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def export_all(
+    todo: list[tuple[Arch, str]],
+    rows: list[dict],
+    result: Path,
+    device: str,
+    keep: str | None,
+    args: argparse.Namespace,
+    end: float | None,
+) -> int:
+    """`--export-only`: each entry exported (each in a process of its own, ``--jobs`` at a time), its row the
+    export's record or why it failed, the result written after every entry."""
+    lock = threading.Lock()
+
+    def one(entry: tuple[Arch, str], tmp: str) -> None:
+        arch, exporter = entry
+        name = f"{arch.name}_{exporter}"
+        src = Path(tmp) / f"{name}.onnx"
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"model": name, "arch": arch.name, "source": arch.source, "exporter": exporter}
+        row["export"] = in_child(
+            export_one, (arch.name, exporter, str(src), args.static, keep), step_time(args.timeout, end)
+        )
+        row["entry_s"] = round(time.perf_counter() - t0, 1)
+        src.unlink(missing_ok=True)
+        with lock:
+            rows.append(row)
+            layout.write(result, {"meta": layout.meta(device), "device": device, "static": args.static, "rows": rows})
+            print(f"{name:<32}{row['export'].get('error', 'exported')[:90]} ({row['entry_s']} s)", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(lambda e: one(e, tmp), todo))
+    print(f"{sum('error' not in r['export'] for r in rows)} of {len(rows)} exported; wrote {result}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -329,6 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuda-graph", action="store_true", help="also time every variant under CUDA graph capture")
     ap.add_argument("--result", type=Path, help="the result file (default: bench/results/<today>/fresh-<device>.json)")
     ap.add_argument("--resume", action="store_true", help="keep the entries already in --result; run the rest")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="also write each export, weights stripped, to DIR")
+    ap.add_argument(
+        "--export-only",
+        action="store_true",
+        help="only export (and --keep) each entry, --jobs at a time: the exports for work on a machine without torch",
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="exports at a time with --export-only")
     ap.add_argument(
         "--stop-after",
         type=float,
@@ -361,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     end = None if args.stop_after is None else started + args.stop_after + args.timeout
     todo = pending([(BY_NAME[n], e) for n in names for e in exporters], rows)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    keep = str(args.keep) if args.keep else None
+    if args.export_only:
+        return export_all(todo, rows, result, device, keep, args, end)
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
         for arch, exporter in todo:
             if args.stop_after is not None and time.perf_counter() - started > args.stop_after:
@@ -372,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             src = work / f"{name}.onnx"
             row: dict[str, Any] = {"model": name, "arch": arch.name, "source": arch.source, "exporter": exporter}
             t0 = time.perf_counter()
-            exporting = (arch.name, exporter, str(src), args.static)
+            exporting = (arch.name, exporter, str(src), args.static, keep)
             row["export"] = in_child(export_one, exporting, step_time(args.timeout, end))
             if "error" in row["export"]:
                 row["skipped"] = f"export: {row['export']['error']}"

@@ -203,6 +203,56 @@ def _corpus_slow(column: str) -> Callable[[dict], Value]:
     return read
 
 
+def _versus(column: str, against: str) -> Callable[[dict], Value]:
+    """How many of a corpus run's models ``column`` left slower than ``against`` beyond the run's noise band (the
+    lowest timing of an original against itself), with the lowest ratio named: issue 48's "subst >= ONNX Runtime's
+    transformers optimizer" per model."""
+
+    def read(d: dict) -> Value:
+        low = min(r["speedup"]["again"] for r in d["rows"] if r.get("speedup"))
+        pairs = sorted(
+            (r["speedup"][column] / r["speedup"][against], r["model"])
+            for r in d["rows"]
+            if column in r.get("speedup", {}) and against in r["speedup"]
+        )
+        slow = [f"{m} {x:.3f}x" for x, m in pairs if x < low]
+        return len(slow), (
+            f"{len(slow)} of {len(pairs)} ({', '.join(slow) or 'none'}; band {low:.3f}x; geomean "
+            f"{_geomean([x for x, _ in pairs]):.3f}x, lowest {pairs[0][1]} {pairs[0][0]:.3f}x)"
+        )
+
+    return read
+
+
+def _predictions_hold(d: dict) -> Value:
+    """How many of a corpus run's subst outputs had a predicted speed-up within 10 % of the measured one."""
+    offs = [r["prediction"]["subst"]["off"] for r in d["rows"] if "subst" in r.get("prediction", {})]
+    held = sum(abs(x) <= 0.10 for x in offs)
+    return held, f"{held} of {len(offs)} (measured/predicted - 1 from {min(offs):+.0%} to {max(offs):+.0%})"
+
+
+def _fresh(d: dict) -> Value:
+    """bench_fresh: subst's geomean speed-up over the best peer per export, with subst's and the peer's own."""
+    peers = ("onnxsim", "onnxslim", "ort_transformers")
+    rows = [r for r in d["rows"] if "subst" in r.get("speedup", {})]
+    best = [max(r["speedup"][k] for k in peers if k in r["speedup"]) for r in rows]
+    ratio = _geomean([r["speedup"]["subst"] / b for r, b in zip(rows, best, strict=True)])
+    ok = sum(r.get("check_ok") is True for r in d["rows"])
+    return ratio, (
+        f"{ratio:.3f}x over {len(rows)} (subst {_geomean([r['speedup']['subst'] for r in rows]):.3f}x, best peer "
+        f"{_geomean(best):.3f}x over the original; {ok} of {len(d['rows'])} exit 0 and checked ok)"
+    )
+
+
+def _fresh_cold(d: dict) -> Value:
+    """bench_fresh: the slowest cold `subst optimize --device` run, the median and how many within 30 s."""
+    walls = sorted(r["optimize"]["wall_s"] for r in d["rows"] if "optimize" in r)
+    return walls[-1], (
+        f"{walls[-1]:.1f} s (of {len(walls)}); {sum(w <= 30 for w in walls)} within 30 s, median "
+        f"{walls[len(walls) // 2]:.1f} s"
+    )
+
+
 def _cold_within(d: dict) -> Value:
     """The slowest cold run of a bench_cold result, with how many met the target and the median."""
     walls = sorted(m["cold"]["wall_s"] for m in d["models"].values())
@@ -561,6 +611,72 @@ METRICS: list[Metric] = [
         Target(">=", 1.25, ">= 1.25x"),
         "2026-11-29/corpus-h200-graph.json",
         _captured,
+    ),
+    Metric(
+        "corpus transformers (20): geomean speed-up over ORT-ALL, CI's table-made output, H200, batch 1",
+        48,
+        None,
+        "2026-11-29/corpus-h200-tf.json",
+        _corpus_geomean("subst"),
+    ),
+    Metric(
+        "corpus transformers: subst alone slower than ORT's transformers optimizer alone beyond the noise band",
+        48,
+        Target("==", 0, "0"),
+        "2026-11-29/corpus-h200-tf.json",
+        _versus("subst", "ort_transformers"),
+    ),
+    Metric(
+        "corpus transformers: subst on the optimizer's output slower than the optimizer alone beyond the band",
+        48,
+        Target("==", 0, "0"),
+        "2026-11-29/corpus-h200-tf.json",
+        _versus("ort_transformers+subst", "ort_transformers"),
+    ),
+    Metric(
+        "corpus transformers: subst + CUDA graph over the original + CUDA graph, same run",
+        49,
+        Target(">=", 1.25, ">= 1.25x"),
+        "2026-11-29/corpus-h200-tf.json",
+        _captured,
+    ),
+    Metric(
+        "corpus transformers: CI's predicted speed-up (H100 table) within 10 % of the H200's measured one",
+        49,
+        None,
+        "2026-11-29/corpus-h200-tf.json",
+        _predictions_hold,
+    ),
+    Metric(
+        "fresh exports outside the corpus (bench_fresh, 7 of 44 run), H200: subst over the best peer per export",
+        47,
+        None,
+        "2026-11-29/fresh-h200.json",
+        _fresh,
+    ),
+    Metric(
+        "fresh exports: cold `subst optimize --device cuda` (the H100 prior scaled; it covered 1-9 units a model)",
+        49,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-29/fresh-h200.json",
+        _fresh_cold,
+    ),
+    Metric(
+        "capture verdict read from replays (f9a112d): models read as captured on the H200, as not on its CPU",
+        49,
+        None,
+        "2026-11-29/capture-h200.json",
+        lambda d: (
+            n := sum(r["gpu_replays"] and not r["cpu_replays"] for r in d["rows"]),
+            f"{n} of {len(d['rows'])}",
+        ),
+    ),
+    Metric(
+        "cold `--no-prior` on one H200 (building its cost table; 4 models in 400 s, x4 not lent)",
+        49,
+        None,
+        "2026-11-29/cold-h200-noprior.json",
+        _cold("cold"),
     ),
     Metric(
         "corpus census: GPU kernel time in op types the catalogue specifies (45 models, batch 1)",
