@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_trust.py --baseline /tmp/main-tree --rounds 5 --result
 
-Each timing is a fresh process reading the shipped rules as `taso.optimize.pipeline.read_rules` does (the
+Each timing is a fresh process reading the shipped rules as `taso.optimize.rewrites.read_rules` does (the
 store opened, the specs' basis, `rulecache.proved_rules`, `provenance.trusted`; imports not timed), the
 ``trusted`` call timed alone too; then the wall of ``subst optimize models/bert_tiny.onnx`` in each tree. The
 two trees take turns within each round, so that they share the machine's load; the best of the rounds is read.

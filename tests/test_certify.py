@@ -19,7 +19,7 @@ from test_optimize import CONCAT_OF_SPLIT, MERGE_MATMULS, RELU_OF_SPLIT, _store
 from taso import onnx as onnx_io
 from taso.errors import BadInput
 from taso.ir import Graph, parse_graph
-from taso.optimize import Settings, optimize, pipeline, steps
+from taso.optimize import Settings, optimize, rewrites, steps
 from taso.optimize import certify as cert_mod
 from taso.optimize.report import Report, quiet
 from taso.optimize.run import Checking, Run
@@ -146,11 +146,11 @@ def test_the_pipeline_declines_a_pass_application_its_validation_fails(tmp_path:
     g, _ = onnx_io.import_model(_model(tmp_path))
     run = _run(g, tmp_path)
     wrong = replace(g, outputs=("c",), types={**g.types, "c": g.types["y"]})  # the chain dropped, not composed
-    declined = pipeline.validated(run, "compose chains of axis moves", wrong, 2)
+    declined = rewrites.validated(run, "compose chains of axis moves", wrong, 2)
     assert declined.graph is g and not declined.steps and not declined.applied
     assert declined.declined[0]["name"] == "compose chains of axis moves"
     right, _ = steps.PASSES["compose chains of axis moves"](g)
-    made = pipeline.validated(run, "compose chains of axis moves", right, 1)
+    made = rewrites.validated(run, "compose chains of axis moves", right, 1)
     assert made.graph is right and [s.name for s in made.steps] == ["compose chains of axis moves"]
 
 
@@ -296,7 +296,7 @@ def test_a_step_that_cannot_be_run_is_made_unvalidated_and_certify_refuses_it(
     saying it was not evaluated; `certify` does not certify what it could not check."""
     g, db, name = _unrunnable(tmp_path), optimized[3], "drop operations their operand's content makes idle"
     after = replace(g, nodes=g.nodes[:1], outputs=("a",))
-    made = pipeline.validated(_run(g, tmp_path), name, after, 1)
+    made = rewrites.validated(_run(g, tmp_path), name, after, 1)
     assert made.graph is after and made.steps[0].evidence["how"] == "not evaluated"
     monkeypatch.setitem(steps.PASSES, name, lambda h: (after, 1))
     out, cert = onnx_io.save_model(after, tmp_path / "after.onnx"), tmp_path / "c.json"

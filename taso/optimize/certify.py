@@ -33,7 +33,7 @@ from taso.verify import basis
 
 FORMAT = "subst-certificate/1"
 ALWAYS = "always rules"
-"""The name of the step of the rules marked ``always`` (`taso.optimize.pipeline.apply_always`): replayed."""
+"""The name of the step of the rules marked ``always`` (`taso.optimize.rewrites.apply_always`): replayed."""
 SEARCH = "search"
 """The name of the search's step: found by a cost model, not replayed; it must be the last step."""
 

@@ -25,6 +25,7 @@ from taso.execute import check
 from taso.execute.feeds import DEFAULT_DIM
 from taso.execute.precompute import precompute
 from taso.ir import Graph, Node, WeightData
+from taso.optimize.dedup import merge_duplicates
 from taso.optimize.idle import drop_idle
 from taso.optimize.shapefold import fold_shapes
 from taso.optimize.views import compose_views
@@ -34,6 +35,7 @@ RULES = "rules"
 PASSES: dict[str, Callable[[Graph], tuple[Graph, int]]] = {
     "precompute weight-only nodes": precompute,
     "fold shape arithmetic over static dims": fold_shapes,
+    "merge operations that repeat an earlier one": merge_duplicates,
     "drop operations their operand's content makes idle": drop_idle,
     "compose chains of axis moves": compose_views,
 }

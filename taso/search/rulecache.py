@@ -14,7 +14,7 @@ passed by as if absent; a test says when it is stale.
 
 A form is data, never code: JSON read by `json`, weights by `numpy.frombuffer` (`ruleform`; an older subst
 pickled it, and a planted pickle ran a command). Nor is what it holds taken as is. Its rules go through
-provenance like parsed ones (`taso.optimize.pipeline.read_rules`), and the search's index holds exactly the
+provenance like parsed ones (`taso.optimize.rewrites.read_rules`), and the search's index holds exactly the
 rules that passed (`search_index`): the shipped index is kept to their variants entry by entry, a lift is
 used only with the rule it is filed under. A user's form, which anyone running as the user could have
 written, must be the store's rules row for row (`_is_store`: each rule's id taken again from its graphs),
