@@ -50,7 +50,8 @@ def merge(base: dict, newer: list[dict], unscaled: bool = False) -> tuple[dict, 
 def merge_same_device(tables: list[dict]) -> dict:
     """One table of ``tables``, all measured on one device: each unit at the median of the tables holding it,
     each calibration field at the median over the tables that measured anything (one that measured nothing may
-    hold the default calibration), the first's device. ValueError where two tables name different devices."""
+    hold the default calibration), the first's device, and the labels of them all (what
+    `taso.cost.tables.fit_scales` fits a scale by class on). ValueError where two tables name different devices."""
     devices = {(t["device"]["provider"], t["device"]["name"]) for t in tables}
     if len(devices) != 1:
         raise ValueError(f"tables of {len(devices)} devices ({', '.join(sorted(n for _, n in devices))}); one expected")
@@ -61,7 +62,13 @@ def merge_same_device(tables: list[dict]) -> dict:
             units.setdefault(k, []).append(ms)
     calibration = {f: statistics.median(t["calibration"][f] for t in measured) for f in measured[0]["calibration"]}
     costs = {k: statistics.median(v) for k, v in sorted(units.items())}
-    return {"device": tables[0]["device"], "calibration": calibration, "costs": costs}
+    labels = {k: label for t in tables for k, label in t.get("labels", {}).items()}
+    return {
+        "device": tables[0]["device"],
+        "calibration": calibration,
+        "costs": costs,
+        "labels": dict(sorted(labels.items())),
+    }
 
 
 def main() -> int:

@@ -91,6 +91,12 @@ def measured_costs(db: sqlite_utils.Database, key: str) -> dict[str, float]:
     return {r["unit"]: r["ms"] for r in rows}
 
 
+def measured_labels(db: sqlite_utils.Database, key: str) -> dict[str, str]:
+    """The label of every unit measured on the device (`measured_costs`), by unit key, in key order."""
+    rows = db["costs"].rows_where("device = ? AND estimated = 0", [key], order_by="unit", select="unit, label")
+    return {r["unit"]: r["label"] for r in rows}
+
+
 def verdict(db: sqlite_utils.Database, key: str, pair: str) -> dict[str, object] | None:
     """What timing a pair of models end to end found (`record_verdict`), or None: also where the row has no
     detail, a verdict taken before the guard measured its noise (it may have been decided by that noise)."""

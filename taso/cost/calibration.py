@@ -5,6 +5,7 @@ ratios that carry another device's cost table to this one (`Scales`).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -113,6 +114,23 @@ class Scales:
             return None
         overall = statistics.median(r for rs in ratios.values() for r in rs)
         return Scales({c: statistics.median(rs) for c, rs in ratios.items()}, overall, sum(map(len, ratios.values())))
+
+    @staticmethod
+    def fit(pairs: Sequence[tuple[str, float, float]], least: int = 0) -> Scales | None:
+        """The scales between two shipped tables over the units both hold (class, cost in the table scaled to,
+        cost in the one scaled): per class the median log-ratio where ``least`` units of it are shared, else
+        the median of all; None where fewer than ``least`` (or no) units have a cost in both. A median of logs,
+        not a mean: a few units timed in a slow spell on either lease move it little. Class "" (a unit neither
+        table labels) counts only towards the overall scale."""
+        logs: dict[str, list[float]] = {}
+        for cls, here, there in pairs:
+            if here > 0 and there > 0:
+                logs.setdefault(cls, []).append(math.log(here / there))
+        every = [r for rs in logs.values() for r in rs]
+        if not every or len(every) < least:
+            return None
+        by_class = {c: math.exp(statistics.median(rs)) for c, rs in logs.items() if c and len(rs) >= least}
+        return Scales(by_class, math.exp(statistics.median(every)), len(every))
 
     def of(self, label: str) -> float:
         return self.by_class.get(unit_class(label), self.overall)

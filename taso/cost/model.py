@@ -78,6 +78,8 @@ class CostModel:
         """Costs measured on a device of this one's identity (`prior_for`), taken for units the store lacks."""
         self.from_prior = 0
         """Units costed from the prior."""
+        self.prior_units: dict[str, int] = {}
+        """Units costed from each of the prior's tables (`Prior.cost`), by source."""
         self.scales: Scales | None = None
         """What a prior of another device (`Prior.scaled_from`) is scaled by here: read from the first units it
         holds that this device has measured (`_carry_prior`); until then none of its costs is taken."""
@@ -234,8 +236,8 @@ class CostModel:
             cache.record_verdict(self.db, self.key, pair, measured)
 
     def _known(self, key: str, label: str) -> tuple[float, bool] | None:
-        """The unit's cost as known before this run: from the store, else from the device's prior table (one of
-        another device's only once it is scaled, `_carry_prior`)."""
+        """The unit's cost as known before this run: from the store, else from the device's prior (`Prior.cost`:
+        its own table, then the others scaled onto it; another device's only once it is scaled, `_carry_prior`)."""
         if self.refresh:
             return None
         if self.db is not None:
@@ -243,21 +245,41 @@ class CostModel:
             if row is not None and not (row["estimated"] and self.measure):
                 self.cached += 1
                 return row["ms"], bool(row["estimated"])
-        if self.prior is not None and key in self.prior.costs:
-            if self.prior.scaled_from is None:
-                self.from_prior += 1
-                return self.prior.costs[key], False
-            if self.scales is not None:
-                self.from_prior += 1
-                return self.prior.costs[key] * self.scales.of(label), False
-        return None
+        if self.prior is None or (self.prior.scaled_from is not None and self.scales is None):
+            return None
+        known = self.prior.cost(key, label)
+        if known is None:
+            return None
+        ms, source = known
+        self.from_prior += 1
+        self.prior_units[source] = self.prior_units.get(source, 0) + 1
+        return ms * (self.scales.of(label) if self.scales is not None else 1.0), False
 
     def prior_facts(self) -> dict[str, object]:
-        """What the report says of the prior: its table and how many unit costs it gave, and for another
-        device's table, which device and how many units of it were measured here to scale it."""
+        """What the report says of the prior: its table and how many unit costs it gave, how many each of its
+        tables gave (`tables`: the table, its device, units, and for a `Layer` the scale fitted onto the first
+        and over how many shared units), and for another device's table, which device and how many units of it
+        were measured here to scale it."""
         if not self.from_prior or self.prior is None:
             return {}
-        facts: dict[str, object] = {"table": self.prior.source, "units": self.from_prior}
+        used: list[dict[str, object]] = [
+            {
+                "table": self.prior.source,
+                "device": self.prior.device.name,
+                "units": self.prior_units.get(self.prior.source, 0),
+            }
+        ]
+        for layer in self.prior.layers:
+            if layer.source in self.prior_units:
+                fit = {
+                    "scale": layer.scales.overall,
+                    "by_class": dict(layer.scales.by_class),
+                    "shared": layer.scales.references,
+                }
+                used.append(
+                    {"table": layer.source, "device": layer.device.name, "units": self.prior_units[layer.source], **fit}
+                )
+        facts: dict[str, object] = {"table": self.prior.source, "units": self.from_prior, "tables": used}
         if self.prior.scaled_from is not None and self.scales is not None:
             facts |= {"scaled_from": self.prior.scaled_from, "references": self.scales.references}
             facts |= {"scale": self.scales.overall, "by_class": dict(self.scales.by_class)}

@@ -189,8 +189,8 @@ def test_a_leases_exports_merge_into_the_table_its_gpu_takes_as_prior(tmp_path: 
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    device, calibration, costs = tables.read_table(str(merged))
-    assert costs == {"u1": 1.0, "u2": 3.5, "u3": 3.0} and calibration.gflops == 950e3
+    table = tables.read_table(str(merged))
+    assert table.costs == {"u1": 1.0, "u2": 3.5, "u3": 3.0} and table.calibration.gflops == 950e3
     shipped = [PRIORS[0], merged]
     on_h200 = prior_for(profiler.Device(**{**h200, "driver": "600.0"}), tables=shipped)
     assert on_h200 is not None and on_h200.source == str(merged) and on_h200.scaled_from is None
