@@ -146,15 +146,26 @@ class Report:
 
     def _prior_lines(self) -> list[str]:
         """How many unit costs came from a shipped table: of this device, or of another scaled by calibration
-        (a lower trust: the ratios of a few units stand for the rest)."""
+        (a lower trust: the ratios of a few units stand for the rest); and how many of them from each of the
+        provider's other tables, scaled onto it (`taso.cost.tables.Layer`)."""
         p: Mapping[str, object] | None = self.cost.get("prior")  # type: ignore[assignment]
         if not p:
             return []
+        layers: list[Mapping[str, object]] = list(p.get("tables") or [])[1:]  # type: ignore[call-overload]
+        from_layers = [
+            f"          {t['units']} of them from {t['table']} ({t['device']}), scaled x{float(t['scale']):.2f} on "  # type: ignore[arg-type]
+            f"{t['shared']} shared units"
+            for t in layers
+        ]
         if "scaled_from" not in p:
-            return [f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device"]
+            return [
+                f"prior     {p['units']} unit costs from the shipped table {p['table']} for this device",
+                *from_layers,
+            ]
         return [
             f"prior     {p['units']} unit costs scaled from {p['scaled_from']} by calibration ({p['references']} "
-            f"of its units measured here, x{float(p['scale']):.2f} overall), from the shipped table {p['table']}"  # type: ignore[arg-type]
+            f"of its units measured here, x{float(p['scale']):.2f} overall), from the shipped table {p['table']}",  # type: ignore[arg-type]
+            *from_layers,
         ]
 
     def _declined_lines(self) -> list[str]:

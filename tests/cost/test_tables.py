@@ -26,6 +26,7 @@ from taso.optimize.report import Report
 from taso.rules import store
 
 from .graphs import CONV_CHAIN, SMALL_THEN_LARGE, with_normal_weights, with_weights
+from .test_layered_prior import SHARED, write_table
 
 MATMULS = """graph(%x: float32[1,256], %a: float32[256,1024] weight, %b: float32[1024,768] weight, %c: float32[768,512] weight,
       %d: float32[512,256] weight):
@@ -47,6 +48,8 @@ def test_reference_table_reproduces_costs_without_measuring(tmp_path: Path, cpu,
     model = CostModel(cpu, db, calibration=calibration)
     measured = model.graph_cost(g)
     assert export_reference(model, str(tmp_path / "ref.json")) == len(measured.units)
+    labels = tables.read_table(str(tmp_path / "ref.json")).labels  # what a scale between tables is fitted by class on
+    assert labels == {u.key: u.label for u in measured.units}
     reference = reference_model(str(tmp_path / "ref.json"))
     again = reference.graph_cost(g)
     assert reference.measured == 0 and again.estimated == 0
@@ -180,6 +183,7 @@ def test_a_leases_exports_merge_into_the_table_its_gpu_takes_as_prior(tmp_path: 
     h200 = {**h100, "name": "NVIDIA H200", "driver": "590.1"}
     a = _export(tmp_path / "a.json", h200, {"u1": 1.0, "u2": 2.0}, 900e3)
     b = _export(tmp_path / "b.json", h200, {"u2": 4.0, "u3": 3.0}, 1000e3)
+    b.write_text(json.dumps(json.loads(b.read_text()) | {"labels": {"u2": "Conv+Relu", "u3": "Add"}}))
     c = _export(tmp_path / "c.json", h200, {"u2": 3.5}, 950e3)
     empty = _export(tmp_path / "empty.json", h200, {}, 1.0)  # a run that measured nothing: default calibration
     merged = tmp_path / "reference_costs_h200.json"
@@ -191,6 +195,7 @@ def test_a_leases_exports_merge_into_the_table_its_gpu_takes_as_prior(tmp_path: 
     assert r.returncode == 0, r.stderr
     table = tables.read_table(str(merged))
     assert table.costs == {"u1": 1.0, "u2": 3.5, "u3": 3.0} and table.calibration.gflops == 950e3
+    assert table.labels == {"u2": "Conv+Relu", "u3": "Add"}
     shipped = [PRIORS[0], merged]
     on_h200 = prior_for(profiler.Device(**{**h200, "driver": "600.0"}), tables=shipped)
     assert on_h200 is not None and on_h200.source == str(merged) and on_h200.scaled_from is None
@@ -214,3 +219,29 @@ def test_every_shipped_table_is_package_data() -> None:
     shipped = data["tool"]["setuptools"]["package-data"]["taso.cost"]
     assert [p.name for p in PRIORS] == ["reference_costs.json", "reference_costs_h200.json"]
     assert all(p.name in shipped for p in PRIORS)
+
+
+def test_a_cold_run_costs_from_every_layer_and_says_how_many_units_each_gave(
+    tmp_path: Path, cpu: profiler.Device, calibration: Calibration
+) -> None:
+    """The graph's two units only in the other table (measured 2x slower there): nothing measured, each at
+    its measured cost, and `cost.prior` names both tables with the units each gave."""
+    measured = tables.read_table(str(_table(tmp_path, cpu, calibration)))
+    own = write_table(tmp_path / "own.json", cpu, SHARED)
+    slower = {k: 2 * ms for k, ms in (SHARED | dict(measured.costs)).items()}
+    other = write_table(tmp_path / "other.json", replace(cpu, name="a slower CPU"), slower)
+    prior = prior_for(cpu, tables=[own, other])
+    model = CostModel(cpu, store.create(tmp_path / "cold.db"), prior=prior)
+    c = model.graph_cost(with_normal_weights())
+    assert model.measured == 0 and model.from_prior == 2
+    assert all(u.ms == pytest.approx(measured.costs[u.key]) for u in c.units)
+    facts = model.prior_facts()["prior"]
+    assert facts["units"] == 2 and [(t["table"], t["units"]) for t in facts["tables"]] == [
+        (str(own), 0),
+        (str(other), 2),
+    ]
+    assert facts["tables"][1]["scale"] == pytest.approx(0.5) and facts["tables"][1]["shared"] == len(SHARED)
+    r = Report("in.onnx", "out.onnx", 2, 2, 0, 1)
+    r.cost = {"before_ms": 1.0, "after_ms": 1.0, "device": "d", "estimated_units": 0, "prior": facts}
+    r.search = {"regions": 1, "expanded": 1, "candidates": 1, "alpha": 1.05}
+    assert f"          2 of them from {other} (a slower CPU), scaled x0.50 on {len(SHARED)} shared units" in r.lines()
