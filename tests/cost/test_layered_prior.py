@@ -94,5 +94,6 @@ def test_the_shipped_tables_layer_on_an_h200_and_on_an_h100() -> None:
     assert on_h200 is not None and on_h200.source == str(PRIORS[1]) and on_h200.scaled_from is None
     (layer,) = on_h200.layers
     assert layer.source == str(PRIORS[0]) and layer.scales.references >= 500 and 0.8 < layer.scales.overall < 1.25
+    assert {"Conv", "MatMul", "Concat"} <= set(layer.scales.by_class)  # the H200's table labels its corpus units
     on_h100 = prior_for(profiler.Device(**h100.device.__dict__))
     assert on_h100 is not None and on_h100.source == str(PRIORS[0]) and on_h100.layers[0].source == str(PRIORS[1])
