@@ -254,3 +254,30 @@ def test_corpus_models_are_costed_and_timed_at_the_dims_given() -> None:
     assert bench_cold.sizes("bert_ts", "") == {"batch": 1, "seq": 16}
     assert all(bench_cold.GIVEN.fullmatch(g) for g in ("", "batch=8", "batch=8,seq=128"))
     assert not any(bench_cold.GIVEN.fullmatch(g) for g in ("batch", "batch=0", "batch=x", "batch=8,"))
+
+
+def test_a_profiled_cold_run_says_where_its_measuring_went(tmp_path: Path) -> None:
+    """bench_cold --profile: the cProfile stats of a measurement split into its sessions, warm-up, samples and
+    fusion check (issue 49: where a unit's 0.3 s on the H200 goes), each a part of the whole measurement."""
+    import cProfile
+
+    import bench_cold
+
+    from taso.cost import measure, profiler
+    from taso.ir import parse_graph
+
+    stats = tmp_path / "run.prof"
+    unit = parse_graph(
+        "graph(%x: float32[4,72]):\n  %r = Relu(%x) : float32[4,72]\n  %y = Sigmoid(%r) : float32[4,72]\n  return %y"
+    )
+    cProfile.runctx(
+        "measure.measure_marginal(g, cpu, 0.01)",
+        globals(),
+        {"measure": measure, "g": unit, "cpu": profiler.pick_device("cpu")},
+        str(stats),
+    )
+    split = bench_cold.measuring_split(stats)
+    assert split.keys() == bench_cold.MEASURING.keys()
+    parts = ("sessions", "warm_up", "samples", "fusion_check_all")
+    assert all(0 < split[p] <= split["measure_marginals"] for p in parts), split
+    assert split["store_writes"] == 0  # no store here
