@@ -281,3 +281,14 @@ def test_a_profiled_cold_run_says_where_its_measuring_went(tmp_path: Path) -> No
     parts = ("sessions", "warm_up", "samples", "fusion_check_all")
     assert all(0 < split[p] <= split["measure_marginals"] for p in parts), split
     assert split["store_writes"] == 0  # no store here
+
+
+def test_onnxruntime_runs_every_node_whatever_a_run_fetches() -> None:
+    """bench_fetches: a run fetching one of two branches' outputs runs both on the CPU provider (onnxruntime
+    1.32), which is why units measured together each have sessions of their own (issue 49). Should this fail,
+    onnxruntime has learnt to run only what a fetch needs, and units could share one session."""
+    import bench_fetches
+
+    ran = bench_fetches.kernels_run(bench_fetches.two_branches(32), "CPUExecutionProvider", "ORT_ENABLE_ALL", False)
+    assert ran["Relu"] == 2 * bench_fetches.DEPTH  # two runs, each the fetched branch's
+    assert ran["Sigmoid"] == 2 * bench_fetches.DEPTH  # and the other's
