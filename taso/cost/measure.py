@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from taso import onnx as onnx_io
-from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, optimized_ops_by_part, time_models
+from taso.cost.profiler import DEFAULT_MODE, Device, Mode, Timing, optimized_ops, time_models
 from taso.cost.unit import graph_digest
 from taso.execute import check
 from taso.ir import Graph, Node, TensorType, WeightData, make_attrs
@@ -102,8 +102,7 @@ def measure_marginals(
     sweep, so a unit's copies are still paired sample by sample, and primed (`taso.profiler.time_models`), so a
     unit costs the same whatever it was measured beside: a search compares units measured eight at a time with
     units of its candidates measured one or two at a time."""
-    answers = iter(fused_when_read_all([ug for ug, copies in units if _asks_read(ug, copies)]))  # one session
-    plans = [_timed_graphs(ug, copies, _asks_read(ug, copies) and next(answers)) for ug, copies in units]
+    plans = [_timed_graphs(ug, copies) for ug, copies in units]
     runs = [(onnx_io.model_bytes(h), check.random_inputs(h, seed=0)) for timed, _, _ in plans for h in timed]
     t = time_models(runs, device, mode=mode, budget_s=MEASURE_BUDGET_S * len(units) ** 0.5, primed=True)
     out, start = [], 0
@@ -125,16 +124,11 @@ def measure_marginals(
     return out
 
 
-def _asks_read(ug: Graph, copies: int) -> bool:
-    """Whether a unit timed as ``copies`` copies may be timed read on (`fused_when_read`): alone, or where it can
-    be replicated."""
-    return copies == 1 or not any(n.implicit for n in ug.nodes)
-
-
-def _timed_graphs(ug: Graph, copies: int, read: bool) -> tuple[list[Graph], bool, bool]:
-    """What `measure_marginal` times for a unit, ``read`` where it is read on (`fused_when_read`): the graphs,
-    whether copies of it are among them, and whether it is read on."""
+def _timed_graphs(ug: Graph, copies: int) -> tuple[list[Graph], bool, bool]:
+    """What `measure_marginal` times for a unit: the graphs, whether copies of it are among them, and whether
+    it is read on (`fused_when_read`)."""
     many = replicate(ug, copies) if copies > 1 else None
+    read = fused_when_read(ug) if many is not None or copies == 1 else False
     timed = [ug] if many is None else [ug, many]
     if read:
         on, alone = read_on(ug), sinks(ug)
@@ -171,8 +165,6 @@ _FLAT = "#flat_shape"
 
 _fused: dict[str, bool] = {}
 """`fused_when_read`'s answers by `graph_digest`, for this process: a unit settled is measured three times."""
-_PART = "|"
-"""What separates a part's number from a value's name in `side_by_side`."""
 
 
 def fused_when_read(ug: Graph) -> bool:
@@ -180,55 +172,14 @@ def fused_when_read(ug: Graph) -> bool:
     units of several ops can fuse. Asked of the CPU provider, whatever the device: a CPU session opens in
     milliseconds, and the fusion found refusing a graph output, FastGelu's, is a graph rewrite both providers
     share (bench_fusions.py shows the same kernels on each). Asked once per unit (its ops, attributes, types
-    and small constants, what a fusion's pattern reads), of its optimized model (`fused_when_read_all`)."""
-    return fused_when_read_all([ug])[0]
-
-
-def fused_when_read_all(ugs: Sequence[Graph]) -> list[bool]:
-    """`fused_when_read` of each unit, those not asked before asked in one session: the unit and its `read_on`
-    of each, all `side_by_side`, each part's kernels told apart in the optimized model. Two sessions a unit,
-    each writing its model, took 5.5 s of mobilenet_v2's 52 s cold run on the 2-core CPU (100 units); a
-    fusion is a pattern within a part, so a part optimized beside others fuses as alone. A unit with
-    subgraphs, whose values renaming would cut from them, is asked in sessions of its own."""
-    keys = [graph_digest(ug) if len(ug.nodes) >= 2 else None for ug in ugs]
-    ask = {k: ug for k, ug in zip(keys, ugs) if k is not None and k not in _fused}
-    alone = {k: ug for k, ug in ask.items() if any(n.implicit for n in ug.nodes)}
-    together = [(k, ug) for k, ug in ask.items() if k not in alone]
-    if together:
-        parts = side_by_side([h for _, ug in together for h in (ug, read_on(ug))])
-        census = optimized_ops_by_part(onnx_io.model_bytes(parts), cuda=False, sep=_PART)
-        for i, (k, _) in enumerate(together):
-            _fused[k] = _kernels(census.get(str(2 * i + 1), {})) < _kernels(census.get(str(2 * i), {}))
-    for k, ug in alone.items():
-        read, plain = (optimized_ops(onnx_io.model_bytes(h), cuda=False) for h in (read_on(ug), ug))
-        _fused[k] = _kernels(read) < _kernels(plain)
-    return [k is not None and _fused[k] for k in keys]
-
-
-def _kernels(census: dict[str, int]) -> int:
-    """The kernels of an op census but the Reshapes `read_on` adds, which run as views."""
-    return sum(k for op, k in census.items() if op != "Reshape")
-
-
-def side_by_side(parts: Sequence[Graph]) -> Graph:
-    """One graph of the ``parts`` (none with subgraphs), each value of part i renamed ``i|name`` (`_PART`),
-    weights too, so that parts share nothing: the model of several graphs a session optimizes at once."""
-    nodes: list[Node] = []
-    inputs, outputs, weights, types, data = [], [], [], {}, {}
-    for i, g in enumerate(parts):
-        rename = {v: f"{i}{_PART}{v}" for v in (*g.values(), *g.outputs, *g.types)}
-        nodes += [
-            replace(
-                n,
-                inputs=tuple(rename[v] if v else v for v in n.inputs),
-                outputs=tuple(rename[o] if o else o for o in n.outputs),
-                name="",
-            )
-            for n in g.nodes
-        ]
-        inputs += [rename[v] for v in g.inputs]
-        outputs += [rename[v] for v in g.outputs]
-        weights += [rename[w] for w in g.weights]
-        types |= {rename[v]: t for v, t in g.types.items()}
-        data |= {rename[w]: d for w, d in g.data.items()}
-    return Graph(tuple(nodes), tuple(inputs), tuple(outputs), types, tuple(weights), data, parts[0].meta)
+    and small constants, what a fusion's pattern reads): two sessions, each writing its optimized model."""
+    if len(ug.nodes) < 2:
+        return False
+    key = graph_digest(ug)
+    if key not in _fused:
+        alone = optimized_ops(onnx_io.model_bytes(ug), cuda=False)
+        read = optimized_ops(onnx_io.model_bytes(read_on(ug)), cuda=False)
+        _fused[key] = sum(k for op, k in read.items() if op != "Reshape") < sum(
+            k for op, k in alone.items() if op != "Reshape"
+        )
+    return _fused[key]

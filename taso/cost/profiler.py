@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +26,6 @@ from taso import onnx as onnx_io
 from taso.errors import BadInput
 from taso.execute import ortlog
 from taso.ir import Graph, Node, TensorType
-
-_T = TypeVar("_T")
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -174,17 +172,6 @@ def optimized_ops(model: bytes | str, cuda: bool, layout: bool = True) -> dict[s
     which kernels (and views) a run of it launches. ``layout`` False stops at ENABLE_EXTENDED, its fusions
     without the layout transforms: the CPU provider's NCHWc puts a reorder at each edge of a graph, which
     a unit cut from a model would show at every cut, the model only at its own."""
-    return _optimized(model, cuda, layout, onnx_io.op_census)
-
-
-def optimized_ops_by_part(model: bytes | str, cuda: bool, sep: str) -> dict[str, dict[str, int]]:
-    """`optimized_ops` (ENABLE_ALL) of each part of a model of parts side by side, whose values are named
-    ``PART`` ``sep`` ``NAME`` (`taso.onnx.op_census_by_part`): one session tells of many graphs."""
-    return _optimized(model, cuda, True, lambda path: onnx_io.op_census_by_part(path, sep))
-
-
-def _optimized(model: bytes | str, cuda: bool, layout: bool, read: Callable[[str], _T]) -> _T:
-    """What ``read`` says of ``model``'s file as onnxruntime optimizes it (`optimized_ops`)."""
     import tempfile
 
     import onnxruntime as ort
@@ -195,7 +182,7 @@ def _optimized(model: bytes | str, cuda: bool, layout: bool, read: Callable[[str
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         ort.InferenceSession(model, opts, providers=[CUDA, CPU] if cuda else [CPU])
-        return read(opts.optimized_model_filepath)
+        return onnx_io.op_census(opts.optimized_model_filepath)
 
 
 @dataclass(frozen=True)

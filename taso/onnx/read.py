@@ -253,19 +253,6 @@ def op_census(path: str | os.PathLike[str]) -> dict[str, int]:
     return counts
 
 
-def op_census_by_part(path: str | os.PathLike[str], sep: str) -> dict[str, dict[str, int]]:
-    """`op_census` of each part of a model made of parts side by side, each naming its values ``PART`` ``sep``
-    ``NAME``: a node counts in the part of the first of its outputs, then inputs, that names one (a node
-    onnxruntime adds may name its outputs anew), in none where no name does."""
-    counts: dict[str, dict[str, int]] = {}
-    for n in onnx.load(str(path), load_external_data=False).graph.node:
-        part = next((v.split(sep, 1)[0] for v in (*n.output, *n.input) if sep in v), None)
-        if part is not None:
-            mine = counts.setdefault(part, {})
-            mine[n.op_type] = mine.get(n.op_type, 0) + 1
-    return counts
-
-
 ModelProto = onnx.ModelProto
 """The proto type `taso.api` passes through, named here so that only this package imports onnx."""
 
