@@ -145,27 +145,30 @@ def _run(
 
 MEASURING = {
     "measure_marginals": ("measure.py", "measure_marginals"),
+    "fusion_check": ("measure.py", "fused_when_read"),
     "sessions": ("profiler.py", "runner"),
     "warm_up": ("profiler.py", "_warm_up"),
     "samples": ("profiler.py", "_side_by_side"),
-    "fusion_check": ("measure.py", "fused_when_read"),
-    "fusion_check_all": ("measure.py", "fused_when_read_all"),
     "store_writes": ("cache.py", "keep_cost"),
 }
-"""Where a unit's measurement spends its time (``--profile``): (file, function) whose cumulative seconds tell.
-Sessions open in `runner`, so `_reference_runner`'s one is among them; the fusion check is `fused_when_read`
-where each unit asks in two sessions of its own (before issue 49), `fused_when_read_all` where a measurement's
-units ask in one."""
+"""Where a run's measuring spends its time (``--profile``): (file, function) whose cumulative seconds tell.
+`measure_marginals` is the units' measuring, `fused_when_read` part of it (two CPU sessions a unit); sessions
+(opened in `runner`), warm-up and samples are every timing's: the units', the calibration's and the end-to-end
+guard's. ``units_timing`` (`MEASURING` aside) is the units' timing alone: `time_models` called by
+`measure_marginals`."""
 
 
 def measuring_split(stats: Path) -> dict[str, float]:
-    """Cumulative seconds of each of `MEASURING`'s functions in the cProfile ``stats`` (0 where not called)."""
+    """Cumulative seconds of each of `MEASURING`'s functions in the cProfile ``stats`` (0 where not called), and
+    ``units_timing``."""
     found = pstats.Stats(str(stats)).stats  # type: ignore[attr-defined]
-    split = dict.fromkeys(MEASURING, 0.0)
-    for (path, _, func), (_, _, _, cum, _) in found.items():
+    split = dict.fromkeys([*MEASURING, "units_timing"], 0.0)
+    for (path, _, func), (_, _, _, cum, callers) in found.items():
         for part, (file, name) in MEASURING.items():
             if func == name and path.endswith(f"cost/{file}"):
                 split[part] += cum
+        if func == "time_models" and path.endswith("cost/profiler.py"):
+            split["units_timing"] += sum(c[3] for (_, _, f), c in callers.items() if f == "measure_marginals")
     return split
 
 

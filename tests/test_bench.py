@@ -277,8 +277,8 @@ def test_a_profiled_cold_run_says_where_its_measuring_went(tmp_path: Path) -> No
         str(stats),
     )
     split = bench_cold.measuring_split(stats)
-    assert split.keys() == bench_cold.MEASURING.keys()
-    parts = ("sessions", "warm_up", "samples", "fusion_check_all")
+    assert split.keys() == {*bench_cold.MEASURING, "units_timing"}
+    parts = ("sessions", "warm_up", "samples", "fusion_check", "units_timing")
     assert all(0 < split[p] <= split["measure_marginals"] for p in parts), split
     assert split["store_writes"] == 0  # no store here
 
