@@ -292,3 +292,20 @@ def test_onnxruntime_runs_every_node_whatever_a_run_fetches() -> None:
     ran = bench_fetches.kernels_run(bench_fetches.two_branches(32), "CPUExecutionProvider", "ORT_ENABLE_ALL", False)
     assert ran["Relu"] == 2 * bench_fetches.DEPTH  # two runs, each the fetched branch's
     assert ran["Sigmoid"] == 2 * bench_fetches.DEPTH  # and the other's
+
+
+def test_a_gated_session_runs_only_the_branch_whose_gate_is_on() -> None:
+    """bench_fetches' other way to share a session: units each inside an If on a condition of its own; a run with
+    one gate on computes that unit (as its session alone does) and nothing of the others."""
+    import bench_fetches
+    import numpy as np
+    import onnxruntime as ort
+
+    alone, gates = bench_fetches.gated(8)
+    x = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    sess = ort.InferenceSession(gates, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.array(i.name == "cg0") if i.type == "tensor(bool)" else x for i in sess.get_inputs()}
+    out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    mine = ort.InferenceSession(alone, providers=["CPUExecutionProvider"]).run(None, {"xa": x})[0]
+    np.testing.assert_allclose(out["og0"], mine, rtol=1e-5)  # branch a's weights, drawn alike in both
+    assert all(v.size == 0 for k, v in out.items() if k != "og0")
