@@ -22,7 +22,9 @@ runs the corpus in a few ``--resume`` calls without one cut off mid-model. ``--c
 facts, its verdict and where its prior came from (on a GPU no shipped table is of, "scaled_from" names the table's).
 ``--no-prior`` runs each `subst optimize --no-prior` (every unit measured here, the shipped tables ignored), so that
 ``--export-costs`` writes every unit the run met: the makings of a device's own table (bench/h200-table.sh, which
-also stops a run still going at ``--cut-at``, unrecorded, for the next call's ``--resume``).
+also stops a run still going at ``--cut-at``, unrecorded, for the next call's ``--resume``). ``--profile`` runs each
+under cProfile and keeps where its measuring went (`MEASURING`: sessions, warm-up, samples, the fusion check,
+store writes, the units' own timing): issue 49's question of what a unit's 0.3 s on a GPU is.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import re
 import shutil
 import subprocess
@@ -75,12 +78,15 @@ def optimize_cli(
     dims: dict[str, int],
     root: Path = ROOT,
     flags: tuple[str, ...] = (),
+    profile: Path | None = None,
 ) -> tuple[dict, dict | None]:
     """One `subst optimize` of the tree at ``root`` in a fresh process with the per-user cache under ``cache``
     (an XDG_CACHE_HOME): wall seconds, exit code and the last line of stderr where it failed; and its report, as
-    ``--json`` prints it (also on a failed check, where ``--report`` writes nothing), or None."""
+    ``--json`` prints it (also on a failed check, where ``--report`` writes nothing), or None. With ``profile``,
+    run under cProfile, its stats written there."""
     dim_args = [a for d, n in dims.items() for a in ("--dim", f"{d}={n}")]
-    cmd = [sys.executable, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
+    prof = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+    cmd = [sys.executable, *prof, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
     cmd += [*dim_args, "--device", device, "--json", *flags]
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     load = os.getloadavg()[0]
@@ -111,10 +117,15 @@ def _run(
     root: Path = ROOT,
     flags: tuple[str, ...] = (),
     given: str = "",
+    profile: bool = False,
 ) -> dict:
     """One `subst optimize` of corpus model ``model`` (`optimize_cli`) at the ``given`` dims (`sizes`), with the
-    report's facts; the report itself is written beside ``out`` (for ``--keep``)."""
-    row, r = optimize_cli(model, out, cache, device, timeout, sizes(model.stem, given), root, flags)
+    report's facts; the report itself is written beside ``out`` (for ``--keep``). With ``profile``, under
+    cProfile, with where its measuring went (`measuring_split`)."""
+    stats = out.with_suffix(".prof") if profile else None
+    row, r = optimize_cli(model, out, cache, device, timeout, sizes(model.stem, given), root, flags, stats)
+    if stats is not None and stats.exists():
+        row["measuring_split_s"] = {k: round(v, 3) for k, v in measuring_split(stats).items()}
     if r is not None:
         out.with_suffix(".report.json").write_text(json.dumps(r))
         search, cost = r.get("search") or {}, r.get("cost") or {}
@@ -132,6 +143,35 @@ def _run(
             "rules_applied": sum(v["count"] for v in r["rules_applied"].values()),
         }
     return row
+
+
+MEASURING = {
+    "measure_marginals": ("measure.py", "measure_marginals"),
+    "fusion_check": ("measure.py", "fused_when_read"),
+    "sessions": ("profiler.py", "runner"),
+    "warm_up": ("profiler.py", "_warm_up"),
+    "samples": ("profiler.py", "_side_by_side"),
+    "store_writes": ("cache.py", "keep_cost"),
+}
+"""Where a run's measuring spends its time (``--profile``): (file, function) whose cumulative seconds tell.
+`measure_marginals` is the units' measuring, `fused_when_read` part of it (two CPU sessions a unit); sessions
+(opened in `runner`), warm-up and samples are every timing's: the units', the calibration's and the end-to-end
+guard's. ``units_timing`` (`MEASURING` aside) is the units' timing alone: `time_models` called by
+`measure_marginals`."""
+
+
+def measuring_split(stats: Path) -> dict[str, float]:
+    """Cumulative seconds of each of `MEASURING`'s functions in the cProfile ``stats`` (0 where not called), and
+    ``units_timing``."""
+    found = pstats.Stats(str(stats)).stats  # type: ignore[attr-defined]
+    split = dict.fromkeys([*MEASURING, "units_timing"], 0.0)
+    for (path, _, func), (_, _, _, cum, callers) in found.items():
+        for part, (file, name) in MEASURING.items():
+            if func == name and path.endswith(f"cost/{file}"):
+                split[part] += cum
+        if func == "time_models" and path.endswith("cost/profiler.py"):
+            split["units_timing"] += sum(c[3] for (_, _, f), c in callers.items() if f == "measure_marginals")
+    return split
 
 
 def main() -> int:
@@ -169,6 +209,11 @@ def main() -> int:
         default="",
         metavar="NAME=SIZE,...",
         help="cost each model at these dims where it has them (default: batch 1, sequences of 16)",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="run each `subst optimize` under cProfile and record where its measuring went (sessions, warm-up, ...)",
     )
     ap.add_argument(
         "--cut-at",
@@ -218,7 +263,15 @@ def main() -> int:
                 cache = t / f"cache-{tree}"
                 runs[tree] = {
                     kind: _run(
-                        model, t / f"{name}.{kind}.onnx", cache, args.device, limit(), trees[tree], flags, args.dim
+                        model,
+                        t / f"{name}.{kind}.onnx",
+                        cache,
+                        args.device,
+                        limit(),
+                        trees[tree],
+                        flags,
+                        args.dim,
+                        args.profile,
                     )
                     for kind in kinds
                 }
@@ -243,6 +296,8 @@ def main() -> int:
             c = r["cold"]
             stages += f"; units measured {c.get('profiled_units')} + {c.get('measured_units')} in the search"
             stages += f", {c.get('untouched_units')} no rewrite touches estimated"
+            if "measuring_split_s" in c:
+                stages += "; measuring: " + ", ".join(f"{k} {v:.1f}" for k, v in c["measuring_split_s"].items())
             warm = f"{r['warm']['wall_s']:>9.1f}" if "warm" in r else f"{'-':>9}"
             print(f"{name:<26}{tree:<10}{r['cold']['wall_s']:>9.1f}{warm}  {stages}", flush=True)
     if baseline is not None:

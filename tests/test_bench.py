@@ -254,3 +254,58 @@ def test_corpus_models_are_costed_and_timed_at_the_dims_given() -> None:
     assert bench_cold.sizes("bert_ts", "") == {"batch": 1, "seq": 16}
     assert all(bench_cold.GIVEN.fullmatch(g) for g in ("", "batch=8", "batch=8,seq=128"))
     assert not any(bench_cold.GIVEN.fullmatch(g) for g in ("batch", "batch=0", "batch=x", "batch=8,"))
+
+
+def test_a_profiled_cold_run_says_where_its_measuring_went(tmp_path: Path) -> None:
+    """bench_cold --profile: the cProfile stats of a measurement split into its sessions, warm-up, samples and
+    fusion check (issue 49: where a unit's 0.3 s on the H200 goes), each a part of the whole measurement."""
+    import cProfile
+
+    import bench_cold
+
+    from taso.cost import measure, profiler
+    from taso.ir import parse_graph
+
+    stats = tmp_path / "run.prof"
+    unit = parse_graph(
+        "graph(%x: float32[4,72]):\n  %r = Relu(%x) : float32[4,72]\n  %y = Sigmoid(%r) : float32[4,72]\n  return %y"
+    )
+    cProfile.runctx(
+        "measure.measure_marginal(g, cpu, 0.01)",
+        globals(),
+        {"measure": measure, "g": unit, "cpu": profiler.pick_device("cpu")},
+        str(stats),
+    )
+    split = bench_cold.measuring_split(stats)
+    assert split.keys() == {*bench_cold.MEASURING, "units_timing"}
+    parts = ("sessions", "warm_up", "samples", "fusion_check", "units_timing")
+    assert all(0 < split[p] <= split["measure_marginals"] for p in parts), split
+    assert split["store_writes"] == 0  # no store here
+
+
+def test_onnxruntime_runs_every_node_whatever_a_run_fetches() -> None:
+    """bench_fetches: a run fetching one of two branches' outputs runs both on the CPU provider (onnxruntime
+    1.32), which is why units measured together each have sessions of their own (issue 49). Should this fail,
+    onnxruntime has learnt to run only what a fetch needs, and units could share one session."""
+    import bench_fetches
+
+    ran = bench_fetches.kernels_run(bench_fetches.two_branches(32), "CPUExecutionProvider", "ORT_ENABLE_ALL", False)
+    assert ran["Relu"] == 2 * bench_fetches.DEPTH  # two runs, each the fetched branch's
+    assert ran["Sigmoid"] == 2 * bench_fetches.DEPTH  # and the other's
+
+
+def test_a_gated_session_runs_only_the_branch_whose_gate_is_on() -> None:
+    """bench_fetches' other way to share a session: units each inside an If on a condition of its own; a run with
+    one gate on computes that unit (as its session alone does) and nothing of the others."""
+    import bench_fetches
+    import numpy as np
+    import onnxruntime as ort
+
+    alone, gates = bench_fetches.gated(8)
+    x = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    sess = ort.InferenceSession(gates, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.array(i.name == "cg0") if i.type == "tensor(bool)" else x for i in sess.get_inputs()}
+    out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    mine = ort.InferenceSession(alone, providers=["CPUExecutionProvider"]).run(None, {"xa": x})[0]
+    np.testing.assert_allclose(out["og0"], mine, rtol=1e-5)  # branch a's weights, drawn alike in both
+    assert all(v.size == 0 for k, v in out.items() if k != "og0")
