@@ -4,6 +4,7 @@ or a node would run with another's attributes or fail on another's shapes."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +74,17 @@ def test_nodes_alike_share_a_session_and_each_runs_with_its_own_attributes_and_s
     for name, got in zip(names, session.run(names, feeds)):
         np.testing.assert_allclose(exact[name], got, rtol=1e-5, atol=1e-6, err_msg=name)
     assert len(reference._sessions) == len(kinds)
+
+
+def test_the_reference_computes_a_sigmoid_that_overflows_float64s_exp_without_a_warning(tmp_path: Path) -> None:
+    """FastViT's logits reach -1000s before a Sigmoid: exp(1000) overflows float64 and 1 / (1 + inf) is the
+    right 0. The model's own arithmetic is no news to the user: no numpy RuntimeWarning line on their stderr."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    src = write_graph(
+        helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "g", [x], [y]), tmp_path / "s.onnx"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = Reference.of(onnx_io.load_model(src))({"x": np.array([-1000, -1, 0, 1000], np.float32)})["y"]
+    np.testing.assert_allclose(got, [0.0, 1 / (1 + np.e), 0.5, 1.0])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
+from conftest import ROOT
 from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
 from taso.rules import RuleIndex, store
@@ -344,3 +345,17 @@ def test_a_lift_planted_in_the_users_cache_never_reaches_the_search(cache: Path,
     form.write_bytes(key + b"\n" + ruleform.encode(rules, backwards).encode())
     again = rulecache.proved_rules(db)
     assert _index_order(rulecache.search_index(again)) == _index_order(_built(again))
+
+
+def test_a_shipped_form_leaves_out_a_variant_no_rewrite_can_build(cache: Path, shipped: Path, tmp_path: Path) -> None:
+    """GELU spelled out, read backwards, needs constants of its own that no rewrite can make (`buildable`): the
+    index read from a shipped form leaves it out, as a built one does (tests/rules/test_match.py)."""
+    proved = store.load_rules(store.open_store(ROOT / "substitutions.db"), status="proved")
+    gelu = next(r for r in proved if r.name == "gelu spelled out")
+    path = tmp_path / "store" / "rules.db"
+    path.parent.mkdir()
+    store.add_rules(store.create(path), [gelu])
+    db = store.open_store(path)
+    rulecache.ship(db)
+    index = rulecache.search_index(rulecache.proved_rules(db))
+    assert index.rules and {r.id for r in index.rules} == {gelu.id}

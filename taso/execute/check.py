@@ -262,7 +262,7 @@ class _Judge:
         if own.norm > SANE_ULPS * float(np.finfo(want.dtype).eps):
             self.notes.append(f"the float64 reference is {own.norm:.2g} off onnxruntime's {name}: not rounding")
             return
-        self.own[name] = own
+        self.own[name] = own.worse(self.own.get(name, Errors()))
         self.original = self.original.worse(own)
         self.rewrite = self.rewrite.worse(errors(got, exact, finite))
         self.limit = self.limit.worse(_limit(own, want.dtype))
@@ -350,7 +350,8 @@ def compare(
     On the first input set every float output is measured against a float64 evaluation of ``graph``
     (`taso.reference`), as are the original's own two float32 runs (onnxruntime optimized and not): the
     candidate's error may reach `FACTOR` times the original's. Later sets judge the candidate against the
-    original's float32 output with that allowance (the float64 evaluation is the check's costly part). With
+    original's float32 output with that allowance (the float64 evaluation is the check's costly part); one
+    that fails so is measured against its own reference, and the worst allowance of any set applies. With
     ``rtol`` or ``atol`` given, the element-wise test at those tolerances decides instead, the errors still
     reported; where no reference can be computed, the element-wise test at each element type's `tolerance`
     decides and the summary says why. Other outputs must be equal. A candidate whose outputs are the
@@ -383,18 +384,36 @@ def compare(
     identical = all(_bit_identical(w, got[name]) for (_, want), got in zip(chosen, got_all) for name, w in want.items())
     reference = None if identical else Reference.of(graph)
     for k, ((feed, want), got) in enumerate(zip(chosen, got_all)):
-        exact, plain = {}, {}
-        if k == 0 and reference is not None:
-            try:
-                exact, plain = reference(feed), Runner(original, optimized=False)(feed)
-            except (NoReference, RunError) as e:
-                judge.notes.append(f"no float64 reference: {e}")
+        exact, plain = _exact(reference, original, feed, judge) if k == 0 else ({}, {})
+        failed = len(judge.bad)
         for name, w in want.items():
             judge.output(name, w, got[name], plain.get(name), exact.get(name))
+        if k and len(judge.bad) > failed and reference is not None:
+            # A later set can be worse conditioned than the first (FastViT's second draw: the original's own
+            # error 10x the first's); judged against its own reference, not the first set's allowance.
+            exact, plain = _exact(reference, original, feed, judge)
+            if exact:
+                del judge.bad[failed:]
+                for name, w in want.items():
+                    judge.output(name, w, got[name], plain.get(name), exact.get(name))
     result = judge.result(outputs, len(chosen), reference)
     if identical and result.ok:
         result = replace(result, mode="identical")
     return replace(result, inputs="given") if inputs is not None and inputs.given else result
+
+
+def _exact(
+    reference: Reference | None, original: str | os.PathLike[str], feed: Mapping[str, np.ndarray], judge: _Judge
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The float64 reference's outputs on ``feed`` and the original's unoptimized ones; none (and a note on
+    ``judge``) where either cannot be had."""
+    if reference is None:
+        return {}, {}
+    try:
+        return reference(feed), Runner(original, optimized=False)(feed)
+    except (NoReference, RunError) as e:
+        judge.notes.append(f"no float64 reference: {e}")
+        return {}, {}
 
 
 def _bit_identical(a: np.ndarray, b: np.ndarray) -> bool:

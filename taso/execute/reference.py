@@ -11,7 +11,7 @@ names them). Weight-only subgraphs are folded first, as onnxruntime folds them a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -62,14 +62,18 @@ class Reference:
         values.update((k, _double(d.array)) for k, d in g.data.items())
         for n in g.nodes:
             try:  # numpy's errors (on a sequence-typed value, say) mean no reference, not a crash
-                if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
-                    outs = self._run_opaque(n, values)
-                else:
-                    outs = _run_numpy(n, [values[v] for v in n.inputs if v])
+                with np.errstate(all="ignore"):  # the model's own arithmetic (a Sigmoid's exp overflowing to 0)
+                    outs = self._run(n, values)
                 values.update((o, _double(np.asarray(y))) for o, y in zip(n.outputs, outs) if o)
             except (ops.OpError, ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
                 raise NoReference(f"{n.op} cannot run in float64 here ({e})") from None
         return {o: values[o] for o in g.outputs}
+
+    def _run(self, n: Node, values: Mapping[str, np.ndarray]) -> Sequence[np.ndarray]:
+        """One node's outputs: in numpy where the catalogue or `NUMPY_KERNELS` has it, else in onnxruntime."""
+        if n.is_opaque and (n.domain or n.op not in NUMPY_KERNELS):
+            return self._run_opaque(n, values)
+        return _run_numpy(n, [values[v] for v in n.inputs if v])
 
     def _run_opaque(self, n: Node, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """One node in onnxruntime: in doubles where it has a kernel for them, else in the model's types."""

@@ -51,7 +51,7 @@ from taso.search.regions import (
     windows,
     with_context,
 )
-from taso.search.rewrite import Declined, Folds, apply
+from taso.search.rewrite import Declined, Folds, apply, buildable
 
 Cost = Callable[[Graph], float]
 Prefetch = Callable[[Sequence[Graph]], None]
@@ -91,7 +91,8 @@ def with_lifts(rules: Iterable[Rule], lift_to: tuple[int, ...] = (3, 4)) -> list
 
 
 def both_directions(rules: Iterable[Rule], lift_to: tuple[int, ...] = (3, 4)) -> list[Rule]:
-    """Each rule `with_lifts` and its reverse (when the reverse has a source to match)."""
+    """Each rule `with_lifts` and its reverse (when the reverse has a source to match), but for those whose
+    target can never be built (`buildable`): matched everywhere, they would be declined everywhere."""
     out = []
     for r in rules:
         for v in with_lifts([r], lift_to):
@@ -100,7 +101,7 @@ def both_directions(rules: Iterable[Rule], lift_to: tuple[int, ...] = (3, 4)) ->
                 out.append(
                     replace(v, src=v.dst, dst=v.src, name=f"{r.name}{REVERSE}" if r.name else "", id=f"{r.id}{REVERSE}")
                 )
-    return out
+    return [v for v in out if buildable(v)]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from taso.cachedir import cache_folder
 from taso.rules import Rule, RuleIndex, lifted, store
 from taso.rules.rule import REVERSE, rule_id
 from taso.search import ruleform
+from taso.search.rewrite import buildable
 
 CODE = (
     "ir/types.py",
@@ -116,13 +117,14 @@ def as_stored() -> bool:
 def search_index(rules: Sequence[Rule]) -> RuleIndex:
     """The index the search matches with, of exactly ``rules`` (those that passed provenance): but the
     ``always`` ones, each with its lifts and each read backwards where its proof covers that, as
-    `taso.search.both_directions` makes them, the shrinking ones indexed too. A rule `proved_rules` gave has its
-    lifts from the form, any other is lifted here; the shipped form's index is kept to ``rules``
-    (`ruleform.restore`), else the index is built (~1 s of a cold start on the 2-core machine)."""
+    `taso.search.both_directions` makes them (but those it could never build), the shrinking ones indexed too.
+    A rule `proved_rules` gave has its lifts from the form, any other is lifted here; the shipped form's index
+    is kept to ``rules`` (`ruleform.restore`), else the index is built (~1 s of a cold start on the 2-core
+    machine)."""
     if _loaded is not None and _loaded.index is not None:
         with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
             return _restored(_loaded, rules)
-    index = RuleIndex(_variants(rules, _loaded.lifts if _loaded is not None else {}))
+    index = RuleIndex([v for v in _variants(rules, _loaded.lifts if _loaded is not None else {}) if buildable(v)])
     index.shrinking  # noqa: B018 (made now, before the search's clock starts)
     return index
 
@@ -147,7 +149,7 @@ def _restored(form: _Form, rules: Sequence[Rule]) -> RuleIndex:
             continue
         lifts = form.lifts[id(r)]
         if i in kept:
-            variants.update(enumerate(_both_ways(r, lifts), start=count))
+            variants.update((i, v) for i, v in enumerate(_both_ways(r, lifts), start=count) if buildable(v))
         count += sum(1 + bool(v.dst.nodes and v.reversible) for v in (r, *lifts))
     return ruleform.restore(form.index, variants, count)
 
