@@ -5,7 +5,9 @@ A priority queue holds graphs by predicted cost. Each popped graph is rewritten 
 seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1 lets the search pass through
 slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. A rewrite
 that does not pay (but is within alpha) is also tried at once with each shrinking rewrite it opens, and a
-pair that pays is a candidate of its own: the queue would reach it late or never. The search
+pair that pays is a candidate of its own: the queue would reach it late or never. A rewrite by a rule that
+grows the graph, that does not pay and opens no shrinking rewrite but its own undo (`taso.search.growth`), is
+no candidate: neither counted nor queued, it leads nowhere the graph before it does not. The search
 stops when the queue empties or its work is spent (graphs expanded: ``budget`` a pass, `PASSES` budgets a
 region on average). Rules and matches are tried in a fixed order and the work is counted, not timed, so a
 given store, model and cost table always give the same result, on a fast machine or a loaded one; the time
@@ -39,6 +41,7 @@ from taso.rules import (
     matches_after,
     surviving,
 )
+from taso.search.growth import DEAD_END, Opens, grows
 from taso.search.regions import (
     CYCLE,
     MAX_REGION,
@@ -242,6 +245,7 @@ def _search_pass(
     folds: Folds = {}  # the same weights are folded again in every graph that keeps a match
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
+    opens = Opens(index)
 
     def consider(new: Graph, c: float, steps: tuple[Step, ...], parent: Graph) -> None:
         nonlocal best, best_cost, best_history
@@ -275,6 +279,14 @@ def _search_pass(
             c = cost(new)
             if not history:
                 result.note_miss(c - start_cost, name)
+            if (
+                match is not None
+                and not _cheaper(c, current_cost)
+                and grows(match.rule)
+                and not opens(new, current, match)
+            ):
+                result.decline(DEAD_END, _at(match))  # costed, but neither a candidate nor queued: it leads nowhere
+                continue
             steps = (*history, Step(name, match, current))
             consider(new, c, steps, current)
             if lookahead and match is not None and current_cost <= c < alpha * best_cost:
