@@ -1,4 +1,4 @@
-"""The search's growing rewrites: one that opens nothing but its own undo is not costed, so it spends none of
+"""The search's growing rewrites: one that opens nothing but its own undo is no candidate, so it spends none of
 the candidates; one that opens a shrinking rewrite with the nodes around it is costed, and its pair is found."""
 
 from __future__ import annotations
