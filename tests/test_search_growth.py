@@ -1,13 +1,17 @@
-"""The search's growing rewrites: one that opens nothing but its own undo is no candidate, so it spends none of
-the candidates; one that opens a shrinking rewrite with the nodes around it is costed, and its pair is found."""
+"""What the search spends its work on. A growing rewrite that opens nothing but its own undo is no candidate, so it
+spends none of the candidates; one that opens a shrinking rewrite with the nodes around it is costed, and its
+pair is found. A match that does not fit its own shapes is built once a pass, not once a graph."""
 
 from __future__ import annotations
+
+import pytest
 
 from taso.ir import Graph, parse_graph
 from taso.rules import Rule
 from taso.search import backtrack
 from taso.search.backtrack import both_directions, search
 from taso.search.growth import DEAD_END
+from taso.search.rewrite import Unfit
 
 WRAP = Rule(
     parse_graph(
@@ -113,3 +117,42 @@ def test_a_growing_rewrite_that_opens_a_shrinking_one_with_its_neighbours_is_cos
         "transposes-undone",
     ]
     assert backtrack.CANDIDATES >= found.candidates > 0
+
+
+TRANSPOSED_SQUARE = Rule(
+    parse_graph(
+        """graph(%y: float32[2,2]):
+          %c = Relu(%y) : float32[2,2]
+          return %c"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,2]):
+          %a = Relu(%y) : float32[2,2]
+          %c = Transpose(%a) {perm=[1, 0]} : float32[2,2]
+          return %c"""
+    ),
+    name="relu-transposed",
+    status="proved",
+)
+"""A rule that holds only for square matrices (not a true rule: it is never built here): on the [2,4] Relus of
+`RELUS` its target would change the output's shape, a decline nothing outside the matched Relu decides."""
+
+
+def test_a_match_that_does_not_fit_its_shapes_is_built_once_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Relu's unfit match is built in the first graph only; the graphs after it, which keep the Relus,
+    decline them unbuilt, each counted under the same reason."""
+    built: list[tuple] = []
+    apply = backtrack.apply
+
+    def counted(g, m, folds):  # type: ignore[no-untyped-def]
+        try:
+            return apply(g, m, folds)
+        except Unfit:
+            built.append((m.rule.name, tuple(id(n) for n in m.nodes.values())))
+            raise
+
+    monkeypatch.setattr(backtrack, "apply", counted)
+    found = search(RELUS, [TWICE, TRANSPOSED_SQUARE], _nodes, budget=5, time_limit=1e9)
+    assert found.cost_after == found.cost_before - 1
+    assert len(built) == len(set(built)) >= 5  # the five Relus, and the one the merge of two makes
+    assert found.declined["the rewrite would change an output's shape or type"] > len(built)
