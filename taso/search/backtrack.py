@@ -6,8 +6,8 @@ seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1
 slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. A rewrite
 that does not pay (but is within alpha) is also tried at once with each shrinking rewrite it opens, and a
 pair that pays is a candidate of its own: the queue would reach it late or never. A rewrite by a rule that
-grows the graph, that does not pay and opens no shrinking rewrite but its own undo (`taso.search.growth`), is
-no candidate: neither counted nor queued, it leads nowhere the graph before it does not. The search
+grows the graph, that does not pay and opens no rewrite but growing ones and its own undo (`taso.search.growth`),
+is no candidate: neither counted nor queued, it leads nowhere the graph before it does not. The search
 stops when the queue empties or its work is spent (graphs expanded: ``budget`` a pass, `PASSES` budgets a
 region on average). Rules and matches are tried in a fixed order and the work is counted, not timed, so a
 given store, model and cost table always give the same result, on a fast machine or a loaded one; the time
