@@ -40,7 +40,8 @@ class Opens:
 
     The same growth recurs in every graph of a pass that keeps its match, so each answer is kept under the
     match and every node within reach of it (as many steps, node to value to node, as the largest source of a
-    rule that does not grow has nodes): what a match there could hold, so a kept answer is the one matching would give."""
+    rule that does not grow has nodes): what a match there could hold, so a kept answer is the one matching
+    would give."""
 
     def __init__(self, index: RuleIndex) -> None:
         self.index = index
