@@ -102,7 +102,8 @@ TRANSPOSED = parse_graph(
 
 def test_a_growing_rewrite_that_opens_a_shrinking_one_with_its_neighbours_is_costed_and_repaid() -> None:
     """Wrapping the Relu puts a Transpose after the model's: the two undo each other, leaving the Relu on the
-    input and the Transpose after it, which this cost prefers (the wrap is dearer by one node, within alpha). The wrap is costed and its pair found."""
+    input and the Transpose after it, which this cost prefers (the wrap is dearer by one node, within alpha).
+    The wrap is costed and its pair found."""
     rules = [r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [UNDO_TRANSPOSES]
 
     def relu_first(g: Graph) -> float:
