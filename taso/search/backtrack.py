@@ -5,7 +5,9 @@ A priority queue holds graphs by predicted cost. Each popped graph is rewritten 
 seen, and queued if its cost is under ``alpha`` times the best so far (alpha > 1 lets the search pass through
 slightly worse graphs to reach better ones) and it has fewer than twice the original's nodes. A rewrite
 that does not pay (but is within alpha) is also tried at once with each shrinking rewrite it opens, and a
-pair that pays is a candidate of its own: the queue would reach it late or never. The search
+pair that pays is a candidate of its own: the queue would reach it late or never. A rewrite by a rule that
+grows the graph, that does not pay and opens no rewrite but growing ones and its own undo (`taso.search.growth`),
+is no candidate: neither counted nor queued, it leads nowhere the graph before it does not. The search
 stops when the queue empties or its work is spent (graphs expanded: ``budget`` a pass, `PASSES` budgets a
 region on average). Rules and matches are tried in a fixed order and the work is counted, not timed, so a
 given store, model and cost table always give the same result, on a fast machine or a loaded one; the time
@@ -39,6 +41,7 @@ from taso.rules import (
     matches_after,
     surviving,
 )
+from taso.search.growth import DEAD_END, Opens, grows
 from taso.search.regions import (
     CYCLE,
     MAX_REGION,
@@ -51,7 +54,7 @@ from taso.search.regions import (
     windows,
     with_context,
 )
-from taso.search.rewrite import Declined, Folds, apply, buildable
+from taso.search.rewrite import Declined, Folds, Unfit, apply, buildable
 
 Cost = Callable[[Graph], float]
 Prefetch = Callable[[Sequence[Graph]], None]
@@ -243,6 +246,8 @@ def _search_pass(
     folds: Folds = {}  # the same weights are folded again in every graph that keeps a match
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
+    opens = Opens(index)
+    unfit: Unfits = {}  # matches declined for their own shapes, for every graph of the pass that keeps them
 
     def consider(new: Graph, c: float, steps: tuple[Step, ...], parent: Graph) -> None:
         nonlocal best, best_cost, best_history
@@ -264,7 +269,7 @@ def _search_pass(
             found = matches_after(current, index, parent, matches[id(parent)])
         matches[id(current)] = found
         fresh = {}  # by structure: a graph two rewrites reach is one candidate
-        for name, new, match in _rewrites(current, found, folds, mutate, result, outside):
+        for name, new, match in _rewrites(current, found, folds, mutate, result, outside, unfit):
             if new.structure not in seen:
                 fresh.setdefault(new.structure, (name, new, match))
         if prefetch is not None:
@@ -276,10 +281,19 @@ def _search_pass(
             c = cost(new)
             if not history:
                 result.note_miss(c - start_cost, name)
+            if (
+                match is not None
+                and not _cheaper(c, current_cost)
+                and grows(match.rule)
+                and not opens(new, current, match)
+            ):
+                result.decline(DEAD_END, _at(match))  # costed, but neither a candidate nor queued: it leads nowhere
+                continue
             steps = (*history, Step(name, match, current))
             consider(new, c, steps, current)
             if lookahead and match is not None and current_cost <= c < alpha * best_cost:
-                for pair in _repaid(new, current, current_cost, index, found, cost, folds, seen, result, outside):
+                pairs = _repaid(new, current, current_cost, index, found, cost, folds, seen, result, outside, unfit)
+                for pair in pairs:
                     matches[id(new)] = pair.matches  # for expanding the pair's graph: its parent is ``new``
                     consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
             if clock() - t0 >= time_limit:
@@ -317,6 +331,7 @@ def _repaid(
     seen: set,
     result: SearchResult,
     outside: Sequence[Node],
+    unfit: Unfits,
 ) -> Iterator[_Pair]:
     """Each rewrite that ``new`` (a rewrite of ``current`` that costs as much or more) opens, where the two
     together cost less than ``current``. A best-first queue reaches such a pair late: SqueezeNet's fire merge
@@ -327,7 +342,7 @@ def _repaid(
     and matching every rule at every candidate made SqueezeNet's search 1.7x as long."""
     every: list[Match] | None = None
     shrinking = fresh_matches(new, index.shrinking, current)
-    for name, after, match in _rewrites(new, shrinking, folds, None, result, outside):
+    for name, after, match in _rewrites(new, shrinking, folds, None, result, outside, unfit):
         if after.structure in seen:
             continue
         c = cost(after)
@@ -339,18 +354,37 @@ def _repaid(
             yield _Pair(after, c, name, match, every)
 
 
+Unfits = dict[tuple, tuple[str, Match]]
+"""Matches that did not fit (`Unfit`), by rule and matched nodes: why, and the match (which holds the nodes, so
+their ids stay theirs)."""
+
+
 def _rewrites(
-    g: Graph, found: list, folds: Folds, mutate: Mutate | None, result: SearchResult, outside: Sequence[Node] = ()
+    g: Graph,
+    found: list,
+    folds: Folds,
+    mutate: Mutate | None,
+    result: SearchResult,
+    outside: Sequence[Node] = (),
+    unfit: Unfits | None = None,
 ) -> Iterator[tuple[str, Graph, Match | None]]:
     """Each match applied (noting in ``result`` why a match was declined), then ``mutate``'s rewrites; none that
-    would close a cycle with the ``outside`` paths."""
+    would close a cycle with the ``outside`` paths. A match in ``unfit`` is declined again without being built:
+    a pass's graphs share most of their matches, and EfficientFormer's search built the same ones that need a
+    constant of a size the model does not fix over 10,000 times."""
     for m in found:
         if surely_cycles(g, m, outside):
             result.decline(CYCLE, _at(m))
             continue
+        key = (id(m.rule), tuple(id(n) for n in m.nodes.values()))
+        if unfit is not None and key in unfit:
+            result.decline(unfit[key][0], _at(m))
+            continue
         try:
             new = apply(g, m, folds)
         except Declined as e:
+            if unfit is not None and isinstance(e, Unfit):
+                unfit[key] = (str(e).split(":")[0], m)
             result.decline(str(e).split(":")[0], _at(m))
             continue
         if closes_cycle(new, outside):

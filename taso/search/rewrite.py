@@ -44,6 +44,12 @@ class Declined(Exception):
     the instance's detail after it (kept for the search's tracer)."""
 
 
+class Unfit(Declined):
+    """A match whose target cannot be built at its own values' shapes, sizes and constants (`instantiate`):
+    nothing outside the matched nodes decides it, so the search declines it again, unbuilt, in every graph that
+    keeps those nodes (`taso.search.backtrack`)."""
+
+
 def _dim_map(match: Match, g: Graph) -> dict[int, int | None]:
     """Rule dim size -> model dim size, from the bound inputs and weights (not the rule's constants); None for a
     size that maps two ways or to a dynamic dim. A proof reads a target constant's size the same way
@@ -124,16 +130,16 @@ def _broadcast_changed(
 
 
 def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightData], dict[str, TensorType]]:
-    """The target's nodes, new weights and types at the model's shapes; raises `Declined`."""
+    """The target's nodes, new weights and types at the model's shapes; raises `Unfit`."""
     src, dst = match.rule.src, match.rule.dst
     covered = match.rule.covered
     if covered is not None:
         unmet = _unmet(g, match, covered)
         if unmet is not None:
-            raise Declined(f"this case is outside what the rule's proof covers: it needs {unmet}")
+            raise Unfit(f"this case is outside what the rule's proof covers: it needs {unmet}")
         changed = _broadcast_changed(list(src.nodes), src, g.types, match.values)
         if changed is not None:
-            raise Declined(f"this case is outside what the rule's proof covers: {changed.op} broadcasts otherwise here")
+            raise Unfit(f"this case is outside what the rule's proof covers: {changed.op} broadcasts otherwise here")
     out_name = {d: match.values[s] for s, d in zip(src.outputs, dst.outputs)}
     out_type = {d: g.types[match.values[s]] for s, d in zip(src.outputs, dst.outputs)}
     fresh = fresh_names(g.values(), "subst_")
@@ -142,7 +148,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         if v in match.values:
             names[v] = match.values[v]
         elif v not in dst.data:
-            raise Declined(f"the rewrite reads a value the matched nodes do not give: {v!r}")
+            raise Unfit(f"the rewrite reads a value the matched nodes do not give: {v!r}")
     types: dict[str, TensorType] = {}
     data: dict[str, WeightData] = {}
     dims = _dim_map(match, g)
@@ -153,9 +159,7 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         if "constant" in ops.get(n.op).tags:
             shape = tuple(dims.get(d, d) for d in attrs["shape"])  # type: ignore[union-attr]
             if None in shape:
-                raise Declined(
-                    f"the rewrite needs a constant whose size the model does not fix: {n.op} {attrs['shape']}"
-                )
+                raise Unfit(f"the rewrite needs a constant whose size the model does not fix: {n.op} {attrs['shape']}")
             attrs = {**attrs, "shape": shape, "dtype": floats}
         for o in n.outputs:
             names[o] = out_name.get(o) or next(fresh)
@@ -172,11 +176,11 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
         ]
         if n.op == "Split" and len(n.inputs) > 1 and n.inputs[1] in dst.data:
             if not all(o in out_type for o in n.outputs):
-                raise Declined("the rewrite needs Split sizes the matched outputs do not give")
+                raise Unfit("the rewrite needs Split sizes the matched outputs do not give")
             axis = int(attrs["axis"])  # type: ignore[arg-type]
             dims_along = [out_type[o].shape[axis] for o in n.outputs]  # type: ignore[index]
             if not all(isinstance(d, int) for d in dims_along):
-                raise Declined("the rewrite would split along a dimension whose size is known only at run time")
+                raise Unfit("the rewrite would split along a dimension whose size is known only at run time")
             sizes = np.array(dims_along, np.int64)
             sizes_name = next(fresh)  # never the bound source value: these sizes are the target's own
             inputs[1] = sizes_name
@@ -191,22 +195,22 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
             types[target_name] = in_types[k] = TensorType("int64", (len(target),))
             consts[k] = target
         elif any(t is None for t in in_types):
-            raise Declined(f"the rewrite needs a constant whose size the model does not fix: an input of {n.op}")
+            raise Unfit(f"the rewrite needs a constant whose size the model does not fix: an input of {n.op}")
         try:
             outs = ops.infer(n.op, in_types, attrs, consts, len(n.outputs))  # type: ignore[arg-type]
         except ops.OpError as e:
-            raise Declined(f"the rewrite does not fit the model's shapes here: {e}") from None
+            raise Unfit(f"the rewrite does not fit the model's shapes here: {e}") from None
         for o, t in zip(n.outputs, outs):
             types[names[o]] = t
         nodes.append(Node(n.op, tuple(inputs), tuple(names[o] for o in n.outputs), tuple(sorted(attrs.items()))))
     for d, name in out_name.items():
         got = g.types.get(match.values[d]) if d in dst.inputs else types.get(name)
         if got != out_type[d]:
-            raise Declined(f"the rewrite would change an output's shape or type: {got}, not {out_type[d]}")
+            raise Unfit(f"the rewrite would change an output's shape or type: {got}, not {out_type[d]}")
     if covered is not None:
         changed = _broadcast_changed(list(dst.nodes), dst, {**g.types, **types}, names)
         if changed is not None:
-            raise Declined(
+            raise Unfit(
                 f"this case is outside what the rule's proof covers: the rewrite's {changed.op} broadcasts otherwise"
             )
     return nodes, data, types
@@ -244,7 +248,7 @@ def _reshape_target(example: TensorType, output: TensorType | None, dims: Mappin
             return np.array(shape, np.int64)
     mapped = [dims.get(d, -1) if isinstance(d, int) else None for d in example.shape or ()]
     if None in mapped or mapped.count(-1) > 1:
-        raise Declined(f"the rewrite needs a Reshape target the model's sizes do not fix: {example}")
+        raise Unfit(f"the rewrite needs a Reshape target the model's sizes do not fix: {example}")
     return np.array(mapped, np.int64)
 
 

@@ -1,0 +1,159 @@
+"""What the search spends its work on. A growing rewrite that opens nothing but its own undo is no candidate, so it
+spends none of the candidates; one that opens a shrinking rewrite with the nodes around it is costed, and its
+pair is found. A match that does not fit its own shapes is built once a pass, not once a graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from taso.ir import Graph, parse_graph
+from taso.rules import Rule
+from taso.search import backtrack
+from taso.search.backtrack import both_directions, search
+from taso.search.growth import DEAD_END
+from taso.search.rewrite import Unfit
+
+WRAP = Rule(
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %a = Transpose(%y) {perm=[1, 0]} : float32[4,2]
+          %b = Relu(%a) : float32[4,2]
+          %c = Transpose(%b) {perm=[1, 0]} : float32[2,4]
+          return %c"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %c = Relu(%y) : float32[2,4]
+          return %c"""
+    ),
+    name="relu-through-transposes",
+    status="proved",
+)
+"""Read backwards (`both_directions`), a Relu wrapped in two Transposes: a growing rule, as the shipped store's
+reverse of Transpose,Relu,Transpose => Relu."""
+
+TWICE = Rule(
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %a = Relu(%y) : float32[2,4]
+          %b = Relu(%a) : float32[2,4]
+          return %b"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %b = Relu(%y) : float32[2,4]
+          return %b"""
+    ),
+    name="relu-twice",
+    status="proved",
+)
+
+UNDO_TRANSPOSES = Rule(
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %a = Transpose(%y) {perm=[1, 0]} : float32[4,2]
+          %b = Transpose(%a) {perm=[1, 0]} : float32[2,4]
+          %c = Relu(%b) : float32[2,4]
+          return %c"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %c = Relu(%y) : float32[2,4]
+          return %c"""
+    ),
+    name="transposes-undone",
+    status="proved",
+)
+
+
+RELUS = parse_graph(
+    """graph(%x: float32[2,4], %u: float32[2,4], %v: float32[2,4], %w: float32[2,4]):
+      %a = Relu(%x) : float32[2,4]
+      %b = Relu(%a) : float32[2,4]
+      %c = Relu(%u) : float32[2,4]
+      %d = Relu(%v) : float32[2,4]
+      %e = Relu(%w) : float32[2,4]
+      return %b, %c, %d, %e"""
+)
+"""Five Relus to wrap in Transposes, two of them one after the other (`TWICE` makes them one)."""
+
+
+def _nodes(g: Graph) -> float:
+    return float(len(g.nodes))
+
+
+def test_a_growing_rewrite_that_opens_only_its_undo_spends_no_candidate() -> None:
+    """Each wrap is costed before the Relus made one (the rules' order) and opens nothing but its own unwrapping:
+    with three candidates to spend, the search that costed the wraps found nothing."""
+    rules = [r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE]
+    found = search(RELUS, rules, _nodes, budget=5, time_limit=1e9, candidates=3)
+    assert found.declined[DEAD_END] >= 5  # the five of the first graph, then those of its rewrites
+    assert found.cost_after == found.cost_before - 1
+    assert [s.match.rule.name for s in found.steps if s.match] == ["relu-twice"]
+
+
+TRANSPOSED = parse_graph(
+    """graph(%x: float32[4,2]):
+      %a = Transpose(%x) {perm=[1, 0]} : float32[2,4]
+      %b = Relu(%a) : float32[2,4]
+      return %b"""
+)
+
+
+def test_a_growing_rewrite_that_opens_a_shrinking_one_with_its_neighbours_is_costed_and_repaid() -> None:
+    """Wrapping the Relu puts a Transpose after the model's: the two undo each other, leaving the Relu on the
+    input and the Transpose after it, which this cost prefers (the wrap is dearer by one node, within alpha).
+    The wrap is costed and its pair found."""
+    rules = [r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [UNDO_TRANSPOSES]
+
+    def relu_first(g: Graph) -> float:
+        relu = next(n for n in g.nodes if n.op == "Relu")
+        after_transpose = any(n.op == "Transpose" and relu.inputs[0] in n.outputs for n in g.nodes)
+        return 0.01 * len(g.nodes) + after_transpose
+
+    found = search(TRANSPOSED, rules, relu_first, budget=5, time_limit=1e9)
+    assert found.cost_after < found.cost_before
+    assert [s.match.rule.name for s in found.steps if s.match] == [
+        "relu-through-transposes~reverse",
+        "transposes-undone",
+    ]
+    assert backtrack.CANDIDATES >= found.candidates > 0
+
+
+TRANSPOSED_SQUARE = Rule(
+    parse_graph(
+        """graph(%y: float32[2,2]):
+          %c = Relu(%y) : float32[2,2]
+          return %c"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,2]):
+          %a = Relu(%y) : float32[2,2]
+          %c = Transpose(%a) {perm=[1, 0]} : float32[2,2]
+          return %c"""
+    ),
+    name="relu-transposed",
+    status="proved",
+)
+"""A rule that holds only for square matrices (not a true rule: it is never built here): on the [2,4] Relus of
+`RELUS` its target would change the output's shape, a decline nothing outside the matched Relu decides."""
+
+
+def test_a_match_that_does_not_fit_its_shapes_is_built_once_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Relu's unfit match is built in the first graph only; the graphs after it, which keep the Relus,
+    decline them unbuilt, each counted under the same reason."""
+    built: list[tuple] = []
+    apply = backtrack.apply
+
+    def counted(g, m, folds):  # type: ignore[no-untyped-def]
+        try:
+            return apply(g, m, folds)
+        except Unfit:
+            built.append((m.rule.name, tuple(id(n) for n in m.nodes.values())))
+            raise
+
+    monkeypatch.setattr(backtrack, "apply", counted)
+    found = search(RELUS, [TWICE, TRANSPOSED_SQUARE], _nodes, budget=5, time_limit=1e9)
+    assert found.cost_after == found.cost_before - 1
+    assert len(built) == len(set(built)) >= 5  # the five Relus, and the one the merge of two makes
+    assert found.declined["the rewrite would change an output's shape or type"] > len(built)
