@@ -145,7 +145,7 @@ def _restored(
     for need, ps in parts["groups"]:
         if kept := [at[p] for p in ps if p in at]:
             groups[tuple((op, n) for op, n in need)] = kept
-    anchors = {}
+    anchors, first = {}, {}
     for free, op, attrs, inputs, entries in parts["anchors"]:
         kept = [(variants[p], node, plan) for p, node, plan in entries if p in at]
         for rule, node, plan in kept:
@@ -154,6 +154,11 @@ def _restored(
         if kept:
             key = tuple((k, _attr(v)) for k, v in attrs), tuple(None if i is None else tuple(i) for i in inputs)
             anchors[frozenset(free), (op, *key)] = kept
+            first[frozenset(free), (op, *key)] = next((at[p], node) for p, node, _ in entries if p in at)
+    # in the order a built index files them (each by its first variant kept), not the order of all the variants
+    # the form was made of: a variant left out (`taso.search.rewrite.buildable`) may have come first
+    groups = dict(sorted(groups.items(), key=lambda kv: kv[1][0]))
+    anchors = {k: anchors[k] for k in sorted(anchors, key=first.__getitem__)}
     return RuleIndex.of_parts([variants[p] for p in order], groups, anchors, shrinking)
 
 
