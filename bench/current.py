@@ -662,6 +662,19 @@ METRICS: list[Metric] = [
         _fresh_cold,
     ),
     Metric(
+        "fresh exports on the CPU (41 exports outside the corpus + 17 ORT transformers optimizer outputs): exit 0 "
+        "and check ok",
+        47,
+        Target("==", 58, "all"),
+        "2026-11-29/fresh-cpu-robust.json",
+        lambda d: (
+            ok := sum(r["exit"] == 0 and r["check"] is True for r in d["rows"]),
+            f"{ok} of {len(d['rows'])} (fastvit_t8_dynamo after the check's fix 4e85581; slowest "
+            f"{max(d['rows'], key=lambda r: r['wall_s'])['model']} {max(r['wall_s'] for r in d['rows']):.0f} s on a "
+            "loaded machine)",
+        ),
+    ),
+    Metric(
         "capture verdict read from replays (f9a112d): models read as captured on the H200, as not on its CPU",
         49,
         None,
