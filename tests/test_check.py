@@ -531,3 +531,14 @@ def test_a_later_input_set_worse_conditioned_than_the_first_is_judged_against_it
     assert exact.original_error is not None and exact.original_error.norm > 1e-5  # the second set's, not the first's
     wrong = check.compare(src, _matmul_in_double(w, tmp_path / "abs.onnx", absolute=True), g, inputs=inputs)
     assert not wrong.ok and wrong.mismatches == ("y",)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(150, 300), st.floats(1e-6, 1e-2))
+def test_errors_of_huge_outputs_are_their_true_relative_size(exponent: float, rel: float) -> None:
+    """Outputs past 1e154 square to infinity in float64: a norm taken naively makes the scale infinite and any
+    error, however large, relatively nothing."""
+    exact = np.full(64, 10.0**exponent)
+    got = exact * (1 + rel)
+    err = check.errors(got, exact, np.isfinite(exact))
+    assert err.norm == pytest.approx(rel, rel=1e-6)

@@ -193,12 +193,19 @@ element-wise."""
 def errors(y: np.ndarray, exact: np.ndarray, finite: np.ndarray) -> Errors:
     """`Errors` of ``y`` against ``exact`` over the elements ``finite`` selects."""
     e = y[finite].astype(np.float64) - exact[finite]
-    scale = float(np.linalg.norm(exact[finite]))
+    scale = _norm(exact[finite])
     if not e.size:
         return Errors()
     if scale == 0.0:
-        return Errors(float(np.linalg.norm(e)), float(np.max(np.abs(e))))
-    return Errors(float(np.linalg.norm(e)) / scale, float(np.max(np.abs(e)) * np.sqrt(e.size)) / scale)
+        return Errors(_norm(e), float(np.max(np.abs(e))))
+    return Errors(_norm(e) / scale, float(np.max(np.abs(e)) * np.sqrt(e.size)) / scale)
+
+
+def _norm(x: np.ndarray) -> float:
+    """The 2-norm of ``x``, taken over ``x`` divided by its largest magnitude: squaring values past 1e154 overflows
+    float64, and an infinite scale would make any error relatively nothing."""
+    top = float(np.max(np.abs(x))) if x.size else 0.0
+    return top * float(np.linalg.norm(x / top)) if top and np.isfinite(top) else top
 
 
 def _same_nonfinite(a: np.ndarray, b: np.ndarray) -> bool:
