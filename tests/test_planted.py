@@ -25,7 +25,7 @@ from taso import ops
 from taso.ir import Graph, eliminate_dead, make_attrs, parse_graph
 from taso.rules import SPECS_DIR, Rule, parse_rules, store
 from taso.search import apply_everywhere
-from taso.search.backtrack import ALWAYS_WORK
+from taso.search.variants import ALWAYS_WORK
 from taso.verify import Prover, Specs, Unsupported, check_axiom, check_specs, load_specs, pending, refute, verify_rows
 from taso.verify.admit import normalised
 from taso.verify.lowering import lower_rule

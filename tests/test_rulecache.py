@@ -19,7 +19,7 @@ from test_optimize import MATMUL_DISTRIBUTES, MERGE_MATMULS, RELU_OF_SPLIT
 
 from taso.rules import RuleIndex, store
 from taso.search import rulecache, ruleform
-from taso.search.backtrack import both_directions
+from taso.search.variants import both_directions
 
 CHANGES = [
     {"status": "refuted"},

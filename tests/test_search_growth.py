@@ -9,9 +9,10 @@ import pytest
 from taso.ir import Graph, parse_graph
 from taso.rules import Rule
 from taso.search import backtrack
-from taso.search.backtrack import both_directions, search
+from taso.search.backtrack import search
 from taso.search.growth import DEAD_END
 from taso.search.rewrite import Unfit
+from taso.search.variants import both_directions
 
 WRAP = Rule(
     parse_graph(

@@ -225,7 +225,7 @@ def _projection(path: Path) -> Path:
 
 
 def _reversed(r: Rule) -> Rule:
-    from taso.search.backtrack import both_directions
+    from taso.search.variants import both_directions
 
     return next(v for v in both_directions([r], lift_to=()) if v.id == f"{r.id}~reverse")
 
