@@ -22,7 +22,7 @@ from taso.execute.precompute import precompute
 from taso.ir import Graph, WeightData, extract, parse_graph
 from taso.optimize import Settings, optimize
 from taso.rules import Rule, find_matches, lifted, parse_rules, store
-from taso.search import Declined, apply, both_directions, optimize_graph, splice, windows
+from taso.search import Declined, apply, apply_everywhere, both_directions, optimize_graph, splice, windows
 from taso.search import backtrack as taso_search
 from taso.verify import run_graph
 
@@ -824,7 +824,7 @@ def test_batchnorms_fold_into_their_convs_before_the_search_and_open_the_sibling
     proved = list(store.load_rules(store.open_store(store.DEFAULT_PATH), status="proved"))
     always = [r for r in proved if r.always]
     merge = [r for r in both_directions(proved) if r.name == "Concat,Concat,Conv,Split => Conv,Conv~reverse"]
-    folded, applied = taso_search.apply_everywhere(g, always)
+    folded, applied = apply_everywhere(g, always)
     assert _by_name(applied, always) == {"fold BatchNormalization into Conv": 2}
     assert [n.op for n in folded.nodes].count("BatchNormalization") == 0
     assert all(len(n.inputs) == 3 for n in folded.nodes if n.op == "Conv")
@@ -907,7 +907,7 @@ def test_a_per_channel_mul_and_add_after_a_batchnorm_fold_into_it_before_the_sea
     g = onnx_io.load_model(src)
     ran, _ = precompute(g)  # as optimize does first: the Unsqueezes of weights become weights
     always = _shipped_always_rules()
-    folded, applied = taso_search.apply_everywhere(ran, always)
+    folded, applied = apply_everywhere(ran, always)
     applied = _by_name(applied, always)
     into_bn = {
         "fold a per-channel Mul into the BatchNormalization before it": 1,
