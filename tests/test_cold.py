@@ -60,7 +60,9 @@ def test_progress_off_a_terminal_says_the_time_left_and_each_stages_seconds(caps
     assert lines[1].startswith("measuring units (4/4 steps, ") and lines[1].endswith(" s)")
 
 
-def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gain_too_small_to_confirm_is_neither_timed_nor_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steady_units: None
+) -> None:
     """The merges are predicted to pay; with a bar above their gain, the original is kept without timing it."""
     src, db = _two_branches(tmp_path), _store(tmp_path, MERGE_MATMULS, RELU_OF_SPLIT, CONCAT_OF_SPLIT)
     settings = Settings(device="cpu", alpha=2.0, dims={"batch": 64})
