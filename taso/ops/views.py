@@ -5,8 +5,9 @@ Unsqueeze and Squeeze are row-major reshapes that add or drop size-1 axes; onnxr
 non-negative: `OpDef.attr_inputs`, as for ReduceSum), so one rule matches either form. Expand is numpy's
 ``broadcast_to`` with ONNX's two-way broadcasting; its shape stays an input, a whole shape like Reshape's target
 (`OpDef.shape_of`), which a rewrite writes at the model's sizes; a computed shape leaves the node opaque. Shape's
-value is its input's dims, a constant wherever they are static; it is catalogued for its facts (shape-only,
-nothing to prove) and never appears in a rule. All of them only move values, so each is exact over Z_p.
+value is its input's dims, a constant wherever they are static (`taso.execute.precompute` folds it); its spec
+(specs/shape.py) speaks of it as z3 sees a shape, the vector of those dims. All of them only move values, so
+each is exact over Z_p.
 """
 
 from __future__ import annotations
@@ -185,7 +186,5 @@ SHAPE = register(
         normalize=_shape_normalize,
         export=_shape_export,
         tags=frozenset({SHAPE_ONLY, FIELD_EXACT}),
-        no_spec="its value is its input's static dims, which `taso.execute.precompute` folds into a constant; "
-        "no rule is about it",
     )
 )
