@@ -648,14 +648,14 @@ METRICS: list[Metric] = [
         _predictions_hold,
     ),
     Metric(
-        "fresh exports outside the corpus (bench_fresh, 7 of 44 run), H200: subst over the best peer per export",
+        "fresh exports outside the corpus (bench_fresh, 12 of 44 run), H200: subst over the best peer per export",
         47,
         None,
         "2026-11-29/fresh-h200.json",
         _fresh,
     ),
     Metric(
-        "fresh exports: cold `subst optimize --device cuda` (the H100 prior scaled; it covered 1-9 units a model)",
+        "fresh exports: cold `subst optimize --device cuda` (7 with the H100 prior scaled, 5 with the layered H200 prior)",
         49,
         Target("<=", 30, "<= 30 s"),
         "2026-11-29/fresh-h200.json",
