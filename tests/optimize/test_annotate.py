@@ -96,3 +96,42 @@ def test_a_carried_type_that_no_longer_holds_is_not_written(tmp_path: Path) -> N
     assert out.types["h"] == TensorType("float32", ("batch", "seq", 8))
     written = onnx_io.save_model(out, tmp_path / "written.onnx")
     np.testing.assert_allclose(_run(written, 3, 5), _run(_residual_norm(tmp_path), 3, 5), rtol=1e-5, atol=1e-5)
+
+
+def _positions(tmp: Path) -> Path:
+    """``LayerNorm(x @ w + table[:seq] + x)`` over ``x`` [batch, seq, 8], the exporter declaring the slice of the
+    position table [seq, 8], which inference cannot (the slice is clamped to the table's 64 rows)."""
+    r = np.random.default_rng(0)
+    consts = {
+        "w": r.standard_normal((8, 8)).astype(np.float32),
+        "table": r.standard_normal((64, 8)).astype(np.float32),
+        "gamma": np.ones(8, np.float32),
+        "beta": np.zeros(8, np.float32),
+        "i0": np.array([0], np.int64),
+    }
+    nodes = [
+        n("Shape", ["x"], ["seq"], start=1, end=2),
+        n("Slice", ["table", "i0", "seq", "i0"], ["pos"]),
+        n("MatMul", ["x", "w"], ["m"]),
+        n("Add", ["m", "pos"], ["h"]),
+        n("Add", ["h", "x"], ["res"]),
+        n("LayerNormalization", ["res", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, ["batch", "seq", 8]) for v in ("x", "y")]
+    declared = [helper.make_tensor_value_info("pos", TensorProto.FLOAT, ["seq", 8])]
+    inits = [numpy_helper.from_array(a, k) for k, a in consts.items()]
+    graph = helper.make_graph(nodes, "g", io[:1], io[1:], inits, value_info=declared)
+    path = tmp / "positions.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_what_the_source_declared_is_inferred_from(tmp_path: Path) -> None:
+    """The exporter's [seq, 8] carries on to the residual Add, which inference alone would give a new dim."""
+    src = _positions(tmp_path)
+    out = annotated(onnx_io.load_model(src))
+    assert out.types["h"] == TensorType("float32", ("batch", "seq", 8))
+    written = onnx_io.save_model(out, tmp_path / "written.onnx")
+    assert _fused_ops(written, tmp_path)["SkipLayerNormalization"] == 1
+    for batch, seq in ((1, 16), (3, 5)):
+        np.testing.assert_allclose(_run(written, batch, seq), _run(src, batch, seq), rtol=1e-5, atol=1e-5)
