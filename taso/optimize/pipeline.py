@@ -28,6 +28,7 @@ from taso.errors import BadInput, CheckFailed
 from taso.execute import check, feeds
 from taso.ir import Graph
 from taso.optimize import capture, certify, guard
+from taso.optimize.annotate import annotated
 from taso.optimize.report import Progress, Report, named, quiet, split_passes
 from taso.optimize.rewrites import (
     apply_always,
@@ -221,8 +222,8 @@ def rewrite_with(rewrite: Rewrite) -> Pass:
 
 
 def export(run: Run) -> Run:
-    """The result saved into the staging folder, and counted into the report."""
-    staged = onnx_io.save_model(run.graph, run.staging / run.dst.name)
+    """The result saved into the staging folder with its value types (`annotated`), and counted into the report."""
+    staged = onnx_io.save_model(annotated(run.graph), run.staging / run.dst.name)
     return replace(run, staged=staged).reporting(
         nodes_after=len(run.graph.nodes),
         opaque_nodes=sum(n.is_opaque for n in run.graph.nodes),

@@ -170,3 +170,41 @@ def test_merging_never_changes_what_a_model_computes(tmp_path_factory, picks: li
     g, _ = onnx_io.import_model(merged)
     keys = [(x.op, x.inputs, x.attrs) for x in g.nodes]
     assert len(keys) == len(set(keys))
+
+
+def _masked(tmp: Path, name: str, consts: dict[str, list[float]]) -> Path:
+    """``Where(x > 0, a1, b1) + Where(x > 0, a2, b2)`` over ``x`` [batch, 8], as TorchScript writes a mask per
+    layer, its constants given by ``consts``."""
+    nodes = [
+        n("Greater", ["x", "zero"], ["mask"]),
+        n("Where", ["mask", "a1", "b1"], ["w1"]),
+        n("Where", ["mask", "a2", "b2"], ["w2"]),
+        n("Add", ["w1", "w2"], ["y"]),
+    ]
+    values = {"zero": [0.0], **consts}
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in values.items()]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])]
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], inits
+    )
+    path = tmp / f"{name}.onnx"
+    save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_constants_of_equal_data_count_as_one_input(tmp_path: Path) -> None:
+    path = _masked(tmp_path, "equal", {"a1": [0.0], "b1": [-1e9], "a2": [0.0], "b2": [-1e9]})
+    merged, removed, _ = _merged(tmp_path, path)
+    assert removed == 1
+    for batch in (1, 3):
+        np.testing.assert_array_equal(_run(merged, batch)[0], _run(path, batch)[0])
+
+
+def test_constants_of_other_data_stay_apart(tmp_path: Path) -> None:
+    equal = {"a1": [0.0], "b1": [-1e9], "a2": [0.0], "b2": [-1e9]}
+    for path in (
+        _masked(tmp_path, "other", {**equal, "b2": [-1e8]}),  # one scalar differs
+        _masked(tmp_path, "signed", {**equal, "a2": [-0.0]}),  # -0 == 0, but not bit for bit: 1 / w2 would tell
+    ):
+        g, _ = onnx_io.import_model(path)
+        assert merge_duplicates(g) == (g, 0), path
