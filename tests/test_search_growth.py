@@ -14,7 +14,7 @@ from taso.ir import Graph, parse_graph
 from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
 from taso.search import Declined, apply, backtrack
 from taso.search.backtrack import search
-from taso.search.growth import DEAD_END, Opened
+from taso.search.growth import DEAD_END, Opened, growing, not_growing
 from taso.search.rewrite import Unfit
 from taso.search.variants import both_directions
 
@@ -194,3 +194,18 @@ def test_an_opened_answer_keeps_its_graphs_so_their_ids_are_not_reused() -> None
     del child
     gc.collect()
     assert held() is not None
+
+
+def test_the_growth_check_matches_the_rules_that_do_not_grow_and_all_of_them() -> None:
+    """`Opens` matches a rewrite it has no matches for with `not_growing`: every opened match of a rule that does
+    not grow, none of one that does (which could not repay the growth)."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    grow, checked = growing(index), 0
+    for m in all_matches(RELUS, index):
+        with contextlib.suppress(Declined):
+            child = apply(RELUS, m)
+            every = fresh_matches(child, index, RELUS)
+            checked += any(id(f.rule) in grow for f in every)
+            kept = [f for f in every if id(f.rule) not in grow]
+            assert _keys(fresh_matches(child, not_growing(index), RELUS)) == _keys(kept)
+    assert checked

@@ -36,6 +36,27 @@ def growing(index: RuleIndex) -> frozenset[int]:
     return frozenset(id(r) for r in index.rules if grows(r))
 
 
+@functools.lru_cache(maxsize=4)
+def not_growing(index: RuleIndex) -> RuleIndex:
+    """``index`` kept to its rules that do not grow, made from its parts (no rule is indexed again): what `Opens`
+    matches where the rewrite's matches were not found yet, as only those count there."""
+    grow = growing(index)
+    groups = {
+        need: kept for need, ps in index.groups.items() if (kept := [i for i in ps if id(index.rules[i]) not in grow])
+    }
+    anchors = {
+        k: kept for k, entries in index.anchors.items() if (kept := [a for a in entries if id(a[0]) not in grow])
+    }
+    return RuleIndex.of_parts(index.rules, groups, anchors)
+
+
+@functools.lru_cache(maxsize=4)
+def reach(index: RuleIndex) -> int:
+    """The most nodes of a source of ``index``'s rules that do not grow (`Opens`), asked once per index."""
+    grow = growing(index)
+    return max((len(r.src.nodes) for r in index.rules if id(r) not in grow), default=0)
+
+
 class Opens:
     """Whether a growing rewrite opens a match of a rule that does not grow (one that shrinks, or moves an op
     through another: a shrink may repay it later) holding a node around what it built: only then can it lead to
@@ -56,7 +77,8 @@ class Opens:
         self.opened = opened
         self.index = opened.index
         self.growing = growing(self.index)
-        self.reach = max((len(r.src.nodes) for r in self.index.rules if id(r) not in self.growing), default=0)
+        self.rest = not_growing(self.index)
+        self.reach = reach(self.index)
         self.known: dict[tuple, tuple[bool, tuple[Node, ...]]] = {}
         """Answers by (rule, the ids of the nodes within reach), each with those nodes: held, their ids are not
         reused by other nodes while the answer stands."""
@@ -66,10 +88,13 @@ class Opens:
         key = (match.rule.id, frozenset(around))
         if key not in self.known:
             born = {id(n) for n in new.nodes} - {id(n) for n in current.nodes}
-            opens = any(
-                id(m.rule) not in self.growing and not {id(n) for n in m.nodes.values()} <= born
-                for m in self.opened(new, current)
+            found = self.opened.known.get((id(new), id(current)))
+            opening = (
+                [m for m in found[2] if id(m.rule) not in self.growing]
+                if found is not None
+                else fresh_matches(new, self.rest, current)
             )
+            opens = any(not {id(n) for n in m.nodes.values()} <= born for m in opening)
             self.known[key] = (opens, tuple(around.values()))
         return self.known[key][0]
 
