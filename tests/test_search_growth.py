@@ -4,13 +4,17 @@ pair is found. A match that does not fit its own shapes is built once a pass, no
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import weakref
+
 import pytest
 
 from taso.ir import Graph, parse_graph
-from taso.rules import Rule
-from taso.search import backtrack
+from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
+from taso.search import Declined, apply, backtrack
 from taso.search.backtrack import search
-from taso.search.growth import DEAD_END
+from taso.search.growth import DEAD_END, Opened, growing, not_growing
 from taso.search.rewrite import Unfit
 from taso.search.variants import both_directions
 
@@ -158,3 +162,50 @@ def test_a_match_that_does_not_fit_its_shapes_is_built_once_a_pass(monkeypatch: 
     assert found.cost_after == found.cost_before - 1
     assert len(built) == len(set(built)) >= 5  # the five Relus, and the one the merge of two makes
     assert found.declined["the rewrite would change an output's shape or type"] > len(built)
+
+
+def _keys(matches: list[Match]) -> list[tuple]:
+    return [(m.rule.name, tuple(id(n) for n in m.nodes.values()), tuple(m.values.items())) for m in matches]
+
+
+def test_each_rewrite_of_a_graph_has_its_own_opened_matches_and_its_shrinking_ones_in_the_index_order() -> None:
+    """`Opened` answers by graph and parent: two rewrites of one graph open different matches, each as
+    `fresh_matches` finds them, asked before or after the shrinking ones, which are the shrinking index's."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    children = []
+    for m in all_matches(RELUS, index):
+        with contextlib.suppress(Declined):
+            children.append(apply(RELUS, m))
+    opened = Opened(index)
+    for k, child in enumerate(children):
+        if k % 2:
+            assert _keys(opened(child, RELUS)) == _keys(fresh_matches(child, index, RELUS))
+        assert _keys(opened.shrinking(child, RELUS)) == _keys(fresh_matches(child, index.shrinking, RELUS))
+        assert _keys(opened(child, RELUS)) == _keys(fresh_matches(child, index, RELUS))
+    assert len({tuple(_keys(opened(c, RELUS))) for c in children}) > 1
+    assert any(opened.shrinking(c, RELUS) for c in children)
+
+
+def test_an_opened_answer_keeps_its_graphs_so_their_ids_are_not_reused() -> None:
+    index = RuleIndex(both_directions([WRAP, TWICE]))
+    child = apply(RELUS, next(iter(all_matches(RELUS, index))))
+    opened, held = Opened(index), weakref.ref(child)
+    opened(child, RELUS)
+    del child
+    gc.collect()
+    assert held() is not None
+
+
+def test_the_growth_check_matches_the_rules_that_do_not_grow_and_all_of_them() -> None:
+    """`Opens` matches a rewrite it has no matches for with `not_growing`: every opened match of a rule that does
+    not grow, none of one that does (which could not repay the growth)."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    grow, checked = growing(index), 0
+    for m in all_matches(RELUS, index):
+        with contextlib.suppress(Declined):
+            child = apply(RELUS, m)
+            every = fresh_matches(child, index, RELUS)
+            checked += any(id(f.rule) in grow for f in every)
+            kept = [f for f in every if id(f.rule) not in grow]
+            assert _keys(fresh_matches(child, not_growing(index), RELUS)) == _keys(kept)
+    assert checked

@@ -35,11 +35,9 @@ from taso.rules import (
     RuleIndex,
     all_matches,
     find_matches,
-    fresh_matches,
-    matches_after,
     surviving,
 )
-from taso.search.growth import DEAD_END, Opens, grows
+from taso.search.growth import DEAD_END, Opened, Opens, grows
 from taso.search.regions import (
     CYCLE,
     MAX_REGION,
@@ -220,7 +218,8 @@ def _search_pass(
     folds: Folds = {}  # the same weights are folded again in every graph that keeps a match
     result = SearchResult(g, start_cost, start_cost)
     max_nodes = 2 * len(g.nodes)
-    opens = Opens(index)
+    opened = Opened(index)
+    opens = Opens(opened)
     unfit: Unfits = {}  # matches declined for their own shapes, for every graph of the pass that keeps them
 
     def consider(new: Graph, c: float, steps: tuple[Step, ...], parent: Graph) -> None:
@@ -240,7 +239,7 @@ def _search_pass(
         if parent is None:
             found = all_matches(current, index)
         else:
-            found = matches_after(current, index, parent, matches[id(parent)])
+            found = surviving(current, matches[id(parent)]) + opened(current, parent)  # `matches_after`
         matches[id(current)] = found
         fresh = {}  # by structure: a graph two rewrites reach is one candidate
         for name, new, match in _rewrites(current, found, folds, mutate, result, outside, unfit):
@@ -266,7 +265,7 @@ def _search_pass(
             steps = (*history, Step(name, match, current))
             consider(new, c, steps, current)
             if lookahead and match is not None and current_cost <= c < alpha * best_cost:
-                pairs = _repaid(new, current, current_cost, index, found, cost, folds, seen, result, outside, unfit)
+                pairs = _repaid(new, current, current_cost, opened, found, cost, folds, seen, result, outside, unfit)
                 for pair in pairs:
                     matches[id(new)] = pair.matches  # for expanding the pair's graph: its parent is ``new``
                     consider(pair.graph, pair.cost, (*steps, Step(pair.name, pair.match, new)), new)
@@ -298,7 +297,7 @@ def _repaid(
     new: Graph,
     current: Graph,
     current_cost: float,
-    index: RuleIndex,
+    opened: Opened,
     found: list[Match],
     cost: Cost,
     folds: Folds,
@@ -315,7 +314,7 @@ def _repaid(
     rules that shrink the graph (`Rule.shrinks`) are tried second: one that runs as many ops seldom repays,
     and matching every rule at every candidate made SqueezeNet's search 1.7x as long."""
     every: list[Match] | None = None
-    shrinking = fresh_matches(new, index.shrinking, current)
+    shrinking = opened.shrinking(new, current)
     for name, after, match in _rewrites(new, shrinking, folds, None, result, outside, unfit):
         if after.structure in seen:
             continue
@@ -323,7 +322,7 @@ def _repaid(
         if _cheaper(c, current_cost):
             seen.add(after.structure)
             if every is None:  # the pair's graph is expanded from ``new``: it needs all of new's matches
-                every = surviving(new, found) + fresh_matches(new, index, current)
+                every = surviving(new, found) + opened(new, current)
             assert match is not None
             yield _Pair(after, c, name, match, every)
 

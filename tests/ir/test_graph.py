@@ -22,6 +22,7 @@ from taso.ir import (
     parse_graph,
     topological_order,
 )
+from taso.ir import graph as graph_module
 
 from .strategies import graphs
 
@@ -149,3 +150,28 @@ def test_a_graph_cannot_be_changed_after_it_is_made(g: Graph) -> None:
         with pytest.raises(ValueError, match="read-only"):
             d.array.flat[0] = 1
     assert made == g and hash(made) == hash(g)
+
+
+CHAIN = """graph(%x: float32[2,4]):
+  %y = Relu(%x) : float32[2,4]
+  %z = Neg(%y) : float32[2,4]
+  %w = Abs(%z) : float32[2,4]
+  return %w"""
+
+
+def test_a_node_shared_by_two_graphs_is_digested_by_what_it_reads_in_each() -> None:
+    """A rewrite's graph keeps its parent's node objects: the Neg below reads a Sigmoid's result in one graph and
+    a Relu's in the other, and the two graphs compute different things (`Graph.structure` is memoised by node)."""
+    a = parse_graph(CHAIN)
+    b = replace(a, nodes=(Node("Sigmoid", ("x",), ("y",)), *a.nodes[1:]))
+    assert a.nodes[1] is b.nodes[1]
+    assert a.structure != b.structure
+    assert a.structure == parse_graph(CHAIN).structure  # the same computation built apart
+
+
+def test_the_node_digests_kept_are_bounded_and_a_dropped_one_is_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    full = parse_graph(CHAIN).structure
+    monkeypatch.setattr(graph_module, "NODE_KEYS_KEPT", 2)
+    graph_module._NODE_KEYS.clear()
+    assert parse_graph(CHAIN).structure == full
+    assert len(graph_module._NODE_KEYS) <= 2
