@@ -655,6 +655,14 @@ METRICS: list[Metric] = [
         _fresh,
     ),
     Metric(
+        "fresh transformer exports re-run with the result's value types written (peergap), H200: subst over the best "
+        "peer per export",
+        47,
+        None,
+        "2026-11-29/fresh-h200-annotated.json",
+        _fresh,
+    ),
+    Metric(
         "fresh exports: cold `subst optimize --device cuda` (7 with the H100 prior scaled, 5 with the layered H200 prior)",
         49,
         Target("<=", 30, "<= 30 s"),
