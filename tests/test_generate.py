@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -179,7 +179,8 @@ def test_conv_distributes_over_add() -> None:
 
 
 def test_shipped_store_has_the_rules_that_matter() -> None:
-    rules = list(store.load_rules(store.open_store(store.DEFAULT_PATH)))
+    db = store.open_store(store.DEFAULT_PATH)
+    rules = [r for op in ("MatMul", "Conv") for r in store.load_rules(db, op=op)]  # each looked up has one of these
     assert lookup(rules, {"MatMul": 2}, {"Concat": 1, "MatMul": 1, "Split": 1})
     assert lookup(rules, {"Conv": 2}, {"Concat": 1, "Conv": 1, "Split": 1})
     assert lookup(rules, {"Conv": 1}, {"Enlarge": 1, "Conv": 1})
@@ -250,8 +251,10 @@ def test_batched_evaluation_is_row_by_row_evaluation() -> None:
 Term = tuple
 
 
+@cache
 def _terms(g: Graph) -> tuple[Term, ...]:
-    """The graph as one expression tree per output: inputs are variables, weights with data literals."""
+    """The graph as one expression tree per output: inputs are variables, weights with data literals (made
+    once per graph: `derivable` reads every kept rule's for each pair it checks)."""
 
     def term(v: str) -> Term:
         n = g.producers.get(v)
@@ -306,6 +309,12 @@ def _subterms(t: Term) -> set[Term]:
     return out
 
 
+@lru_cache(maxsize=1 << 16)
+def _sites(state: tuple[Term, ...]) -> frozenset[Term]:
+    """Every subterm of a state: where a rule's left side may match (asked once per state and rule)."""
+    return frozenset().union(*(_subterms(t) for t in state))
+
+
 def _replace_all(t: Term, old: Term, new: Term) -> Term:
     """Every occurrence of ``old`` replaced: equal subterms are one value (one node) in the graph."""
     if t == old:
@@ -321,7 +330,7 @@ def _rewrites(state: tuple[Term, ...], lhs: tuple[Term, ...], rhs: tuple[Term, .
     """Every state one application of lhs -> rhs away (multi-output rules match several values at once)."""
     if any(p[0] == "var" for p in lhs):
         return []  # a bare variable matches everything: never expand
-    sites = sorted(set().union(*(_subterms(t) for t in state)), key=repr)
+    sites = _sites(state)
     out = []
 
     def go(k: int, b: dict, chosen: list[Term]) -> None:
@@ -345,17 +354,25 @@ def _rewrites(state: tuple[Term, ...], lhs: tuple[Term, ...], rhs: tuple[Term, .
 
 
 def derivable(src: Graph, dst: Graph, rules: list[Rule], depth: int = 2) -> bool:
-    """Whether src and dst meet within ``depth`` rule applications from each end (rules used both ways)."""
+    """Whether src and dst meet within ``depth`` rule applications from each end (rules used both ways). Each
+    round rewrites only the states the last one reached: the others' rewrites are in the set already."""
     pairs = [(_terms(r.src), _terms(r.dst)) for r in rules]
     pairs += [(b, a) for a, b in pairs]
+
+    def step(new: set, seen: set) -> set:
+        return {n for s in new for lhs, rhs in pairs for n in _rewrites(s, lhs, rhs)} - seen
+
     fwd, bwd = {_terms(src)}, {_terms(dst)}
+    fwd_new, bwd_new = set(fwd), set(bwd)
     for _ in range(depth):
         if fwd & bwd:
             return True
-        fwd = fwd | {n for s in fwd for lhs, rhs in pairs for n in _rewrites(s, lhs, rhs)}
+        fwd_new = step(fwd_new, fwd)
+        fwd |= fwd_new
         if fwd & bwd:
             return True
-        bwd = bwd | {n for s in bwd for lhs, rhs in pairs for n in _rewrites(s, lhs, rhs)}
+        bwd_new = step(bwd_new, bwd)
+        bwd |= bwd_new
     return bool(fwd & bwd)
 
 

@@ -26,7 +26,7 @@ from taso.ir import Graph, eliminate_dead, make_attrs, parse_graph
 from taso.rules import SPECS_DIR, Rule, parse_rules, store
 from taso.search import apply_everywhere
 from taso.search.variants import ALWAYS_WORK
-from taso.verify import Prover, Specs, Unsupported, check_axiom, check_specs, load_specs, pending, refute, verify_rows
+from taso.verify import Prover, Specs, Unsupported, check_axiom, load_specs, pending, refute, verify_rows
 from taso.verify.admit import normalised
 from taso.verify.lowering import lower_rule
 from taso.verify.premises import premises_check
@@ -354,11 +354,14 @@ def planted_specs(tmp_path_factory: pytest.TempPathFactory) -> Specs:
     return load_specs(root)
 
 
-def test_every_planted_axiom_fails_the_spec_check_and_only_those(planted_specs: Specs) -> None:
-    planted = {a.name for a in planted_specs.axioms if a.spec == "planted_axioms"}
+def test_every_planted_axiom_fails_the_spec_check(planted_specs: Specs) -> None:
+    """Each planted axiom is checked as `check_specs` checks every axiom, one at a time; that the shipped ones
+    beside them pass is the session's spec check (`specs_checked`, at the same limit) and
+    test_verify's test_every_shipped_axiom_holds_on_small_instances (checked again here, 11 s of CPU)."""
+    planted = [a for a in planted_specs.axioms if a.spec == "planted_axioms"]
     assert len(planted) == 10
-    failing = {r.name: r for r in check_specs(planted_specs) if not r.ok}
-    assert set(failing) == planted
+    failing = {a.name: r for a in planted if not (r := check_axiom(a, planted_specs)).ok}
+    assert set(failing) == {a.name for a in planted}
     # the generic two hold at their declared shapes: only the free-shape draws catch them
     for name in ("planted-transpose-identity", "planted-conv-stride-free"):
         assert all("free shapes" in f for f in failing[name].failures), failing[name].failures
