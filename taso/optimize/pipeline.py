@@ -222,8 +222,11 @@ def rewrite_with(rewrite: Rewrite) -> Pass:
 
 
 def export(run: Run) -> Run:
-    """The result saved into the staging folder with its value types (`annotated`), and counted into the report."""
-    staged = onnx_io.save_model(annotated(run.graph), run.staging / run.dst.name)
+    """The result saved into the staging folder, and counted into the report. subst's own graph is written with
+    its value types (`annotated`); a model handed back as it came (nothing applied, or the guard kept the
+    original) is written as it came: types alone change what onnxruntime fuses, and nothing times them then."""
+    graph = run.graph if run.graph == run.imported else annotated(run.graph)
+    staged = onnx_io.save_model(graph, run.staging / run.dst.name)
     return replace(run, staged=staged).reporting(
         nodes_after=len(run.graph.nodes),
         opaque_nodes=sum(n.is_opaque for n in run.graph.nodes),
