@@ -224,6 +224,17 @@ def axioms(f):
             {"s": (c,), "x": img, "w": ()},
             domains=dom,
         ),
+        # a bias reads only the shape of the tensor it spreads over, which a scalar factor keeps (a scaled conv
+        # with a scaled bias is the scaled conv with its bias)
+        Axiom(
+            "bias-over-smul",
+            f.bias(s, f.smul(x, w)),
+            f.bias(s, x),
+            {"s": (c,), "x": img, "w": ()},
+            domains=dom,
+            generic=True,
+            oriented=True,
+        ),
         Axiom(
             "bias-subsample",
             f.subsample(f.bias(s, x), strides=(sh, sw)),

@@ -111,6 +111,16 @@ def _linear(f, r):
             domains=dom,
             generic=True,
         ),
+        Axiom(  # along an axis of size 1 there is one element to sum or average: itself
+            f"{r}-single",
+            s(x, axis=a, keepdims=1),
+            x,
+            {"x": (m, n)},
+            when=(a >= 0, a < R(x), D(x, a) == 1),
+            domains={"a": (0, 1), "m": (1, 2), "n": (1, 3)},
+            generic=True,
+            oriented=True,
+        ),
         Axiom(
             f"{r}-transpose",
             s(f.tr(x), axis=a, keepdims=1),
@@ -156,6 +166,24 @@ def axioms(f):
             when=(a != b,),  # along one axis the mean leaves a single element: the sum of it is the mean
             domains={"a": (0, 1), "b": (0, 1)},
             generic=True,
+        ),
+        Axiom(  # a mean of ones is one (a matrix's: ``ones2``)
+            "rmean-ones",
+            f.rmean(f.ones2(shape=(m, n)), axis=a, keepdims=1),
+            f.ones2(shape=(If(a == 0, 1, m), If(a == 1, 1, n))),
+            {},
+            when=(a >= 0, a <= 1, m >= 1, n >= 1),
+            domains={"a": (0, 1), "m": (1, 2, 3), "n": (1, 2)},
+            oriented=True,
+        ),
+        Axiom(  # the concat doubles the count and the sum alike
+            "rmean-cat-self",
+            f.rmean(f.cat(x, x, axis=a), axis=a, keepdims=kd),
+            f.rmean(x, axis=a, keepdims=kd),
+            {"x": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+            oriented=True,
         ),
         Axiom(
             "rsum-cat-own-axis",

@@ -7,7 +7,7 @@ other axis, and through a concat or a slice along another axis (each row is norm
 field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
 """
 
-from taso.verify import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, If, R, Symbol, ints, tensors
 
 SYMBOLS = [Symbol("softmax", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), attrs=("axis",), op="Softmax")]
 
@@ -35,6 +35,25 @@ def axioms(f):
             when=(a >= 0, a < R(x)),
             domains=dom,
             generic=True,  # at every rank: attention's softmax is over the last axis of [batch, heads, seq, seq]
+        ),
+        # each row (along the axis) sums to 1, and a row of one element is that 1 (a matrix's: ``ones2``)
+        Axiom(
+            "softmax-sum",
+            f.rsum(f.softmax(x, axis=a), axis=a, keepdims=1),
+            f.ones2(shape=(If(a == 0, 1, m), If(a == 1, 1, n))),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains={**dom, "m": (1, 2, 3), "n": (1, 2, 3)},
+            oriented=True,
+        ),
+        Axiom(
+            "softmax-single",
+            f.softmax(x, axis=a),
+            f.ones2(shape=(m, n)),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1, D(x, a) == 1),
+            domains={**dom, "m": (1, 2), "n": (1, 3)},
+            oriented=True,
         ),
         Axiom(
             "softmax-transpose",
