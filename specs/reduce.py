@@ -154,7 +154,7 @@ def _linear(f, r):
 
 def axioms(f):
     x, y = tensors("x y")
-    m, n, a, b, kd = ints("m n a b kd")
+    m, n, k, p, a, b, kd = ints("m n k p a b kd")
     return [
         *_linear(f, "rsum"),
         *_linear(f, "rmean"),
@@ -183,6 +183,37 @@ def axioms(f):
             {"x": (m, n)},
             domains={"a": (0, 1), "kd": (0, 1)},
             generic=True,
+            oriented=True,
+        ),
+        Axiom(  # a mean does not see the order of what it averages
+            "rmean-cat-swap",
+            f.rmean(f.cat(x, y, axis=a), axis=a, keepdims=kd),
+            f.rmean(f.cat(y, x, axis=a), axis=a, keepdims=kd),
+            {"x": (m, n), "y": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+        ),
+        Axiom(  # nor one more element equal to the mean
+            "rmean-cat-mean",
+            f.rmean(f.cat(f.rmean(x, axis=a, keepdims=1), x, axis=a), axis=a, keepdims=kd),
+            f.rmean(x, axis=a, keepdims=kd),
+            {"x": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+            oriented=True,
+        ),
+        Axiom(  # a row of ones times a matrix sums its rows, a matrix times a column of ones its columns
+            "rsum-mm-ones-rows",
+            f.mm(f.ones2(shape=(1, k)), y),
+            f.rsum(y, axis=0, keepdims=1),
+            {"y": (k, p)},
+            oriented=True,
+        ),
+        Axiom(
+            "rsum-mm-ones-columns",
+            f.mm(y, f.ones2(shape=(k, 1))),
+            f.rsum(y, axis=1, keepdims=1),
+            {"y": (p, k)},
             oriented=True,
         ),
         Axiom(

@@ -46,6 +46,16 @@ def axioms(f):
             domains={**dom, "m": (1, 2, 3), "n": (1, 2, 3)},
             oriented=True,
         ),
+        # so a row's mean is 1 over its count, whatever the row: that of a softmax of ones of the same shape
+        Axiom(
+            "softmax-mean",
+            f.rmean(f.softmax(x, axis=a), axis=a, keepdims=1),
+            f.rmean(f.softmax(f.ones2(shape=(m, n)), axis=a), axis=a, keepdims=1),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains={**dom, "m": (1, 2, 3), "n": (1, 2, 3)},
+            oriented=True,
+        ),
         Axiom(
             "softmax-single",
             f.softmax(x, axis=a),

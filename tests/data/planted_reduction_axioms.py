@@ -6,7 +6,7 @@ from taso.verify import Axiom, D, If, ints, tensors
 
 
 def axioms(f):
-    x, s, w = tensors("x s w")
+    x, y, s, w = tensors("x y s w")
     m, n, a, b, c, h, k = ints("m n a b c h k")
     dom = {"a": (0, 1), "m": (1, 2), "n": (1, 3)}
     img = (b, c, h, k)
@@ -67,5 +67,57 @@ def axioms(f):
             {"x": (m, n)},
             when=(a >= 0, a <= 1, D(x, a) == 1),
             domains=dom,
+        ),
+        # a bias spread over ones of its tensor's shape with two axes swapped
+        Axiom(
+            "planted-bias-shape-swapped",
+            f.bias(s, x),
+            f.bias(s, f.ones4(shape=(b, c, k, h))),
+            {"s": (c,), "x": img},
+            domains={"b": (1,), "c": (1, 2), "h": (1, 2), "k": (1, 3)},
+        ),
+        # a unit-sum kernel keeping a per-channel constant where the conv pads: the border sees zeros
+        Axiom(
+            "planted-poolk-bias-padded",
+            f.conv(f.bias(s, x), f.poolk(shape=(c, 1, 3, 3)), strides=(1, 1), pads=(1, 1, 1, 1), group=c),
+            f.bias(s, f.conv(x, f.poolk(shape=(c, 1, 3, 3)), strides=(1, 1), pads=(1, 1, 1, 1), group=c)),
+            {"s": (c,), "x": img},
+            domains={"b": (1,), "c": (1, 2), "h": (3,), "k": (3,)},
+        ),
+        # a softmax row's mean taken for that of ones (1, not 1 over the count)
+        Axiom(
+            "planted-softmax-mean-ones",
+            f.rmean(f.softmax(x, axis=a), axis=a, keepdims=1),
+            f.rmean(f.ones2(shape=(m, n)), axis=a, keepdims=1),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains={**dom, "m": (2, 3), "n": (2, 3)},
+        ),
+        # a sum's order ignored in a concat that is not reduced along its own axis
+        Axiom(
+            "planted-rmean-cat-swap-other-axis",
+            f.rmean(f.cat(x, y, axis=a), axis=b, keepdims=1),
+            f.rmean(f.cat(y, x, axis=a), axis=b, keepdims=1),
+            {"x": (m, n), "y": (m, n)},
+            when=(a != b,),
+            domains={"a": (0, 1), "b": (0, 1), "m": (1, 2), "n": (1, 2)},
+            generic=True,
+        ),
+        # one more element equal to the sum, not the mean
+        Axiom(
+            "planted-rmean-cat-sum",
+            f.rmean(f.cat(f.rsum(x, axis=a, keepdims=1), x, axis=a), axis=a, keepdims=1),
+            f.rmean(x, axis=a, keepdims=1),
+            {"x": (m, n)},
+            domains={"a": (0, 1), "m": (2, 3), "n": (1, 2)},
+            generic=True,
+        ),
+        # a row of ones times a matrix taken for its mean
+        Axiom(
+            "planted-rmean-mm-ones",
+            f.mm(f.ones2(shape=(1, k)), y),
+            f.rmean(y, axis=0, keepdims=1),
+            {"y": (k, n)},
+            domains={"k": (2, 3), "n": (1, 2)},
         ),
     ]
