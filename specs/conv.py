@@ -251,6 +251,7 @@ def axioms(f):
                 {"s": (c,), "y": img},
                 when=(kh <= h, kw <= k),
                 domains={**dom, "c": (1, 2), "kw": (1, 3), "k": (3, 4)},
+                oriented=True,
             )
             for k_ in ("convid", "poolk")
         ),
