@@ -5,7 +5,9 @@ over several axes is the mean of the means over each, every group being the same
 
 Axioms: both are linear (a sum of adds, a scalar factor), commute with a concat along another axis and with
 each other (a sum and a mean along different axes too), move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
-axis; a sum over a concat along its own axis is the sum of the sums. None relates a mean to a sum: that would
+axis; a sum over a concat along its own axis is the sum of the sums. Along a size-1 axis either is the
+identity; a mean ignores the order of a concat, a copy of its input and an element equal to it; a mean of ones is
+ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
 need the count, a constant the vocabulary has no term for, so such rules stay unknown rather than risk one that
 drops it.
 """

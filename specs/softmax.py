@@ -3,7 +3,8 @@
 Its definition, exp(x) / sum(exp(x)) along the axis (``softmax-def``), proves a spelled-out softmax equal to it
 (`subst generate --target Softmax`); the other axioms hold for any function of each element and the elements
 along its axis. So softmax moves through a 2-D transpose to the
-other axis, and through a concat or a slice along another axis (each row is normalised on its own). Over the
+other axis, and through a concat or a slice along another axis (each row is normalised on its own). A row sums to
+1, so its mean is that of a softmax of ones, and a row of one element is 1 (``ones2``). Over the
 field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
 """
 
