@@ -224,6 +224,37 @@ def axioms(f):
             {"s": (c,), "x": img, "w": ()},
             domains=dom,
         ),
+        # a bias reads only the shape of the tensor it spreads over: each is spread over ones of that shape, so
+        # biases over different tensors of one shape (a scaled conv, a conv padded otherwise) are one term
+        *(
+            Axiom(
+                f"bias-shape{len(sh_)}",
+                f.bias(s, y),
+                f.bias(s, getattr(f, f"ones{len(sh_)}")(shape=sh_)),
+                {"s": (c,), "y": sh_},
+                domains=dom,
+                oriented=True,
+            )
+            for sh_ in ((b, c), (b, c, h), img)
+        ),
+        # a valid depthwise conv whose kernel sums to 1 per channel (the identity's centred 1, pooling's
+        # average) keeps a per-channel constant
+        *(
+            Axiom(
+                f"{k_}-bias",
+                f.conv(
+                    f.bias(s, y), getattr(f, k_)(shape=(c, 1, kh, kw)), strides=(sh, sw), pads=(0, 0, 0, 0), group=c
+                ),
+                f.bias(
+                    s, f.conv(y, getattr(f, k_)(shape=(c, 1, kh, kw)), strides=(sh, sw), pads=(0, 0, 0, 0), group=c)
+                ),
+                {"s": (c,), "y": img},
+                when=(kh <= h, kw <= k),
+                domains={**dom, "c": (1, 2), "kw": (1, 3), "k": (3, 4)},
+                oriented=True,
+            )
+            for k_ in ("convid", "poolk")
+        ),
         Axiom(
             "bias-subsample",
             f.subsample(f.bias(s, x), strides=(sh, sw)),

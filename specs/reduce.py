@@ -5,7 +5,9 @@ over several axes is the mean of the means over each, every group being the same
 
 Axioms: both are linear (a sum of adds, a scalar factor), commute with a concat along another axis and with
 each other (a sum and a mean along different axes too), move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
-axis; a sum over a concat along its own axis is the sum of the sums. None relates a mean to a sum: that would
+axis; a sum over a concat along its own axis is the sum of the sums. Along a size-1 axis either is the
+identity; a mean ignores the order of a concat, a copy of its input and an element equal to it; a mean of ones is
+ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
 need the count, a constant the vocabulary has no term for, so such rules stay unknown rather than risk one that
 drops it.
 """
@@ -111,6 +113,16 @@ def _linear(f, r):
             domains=dom,
             generic=True,
         ),
+        Axiom(  # along an axis of size 1 there is one element to sum or average: itself
+            f"{r}-single",
+            s(x, axis=a, keepdims=1),
+            x,
+            {"x": (m, n)},
+            when=(a >= 0, a < R(x), D(x, a) == 1),
+            domains={"a": (0, 1), "m": (1, 2), "n": (1, 3)},
+            generic=True,
+            oriented=True,
+        ),
         Axiom(
             f"{r}-transpose",
             s(f.tr(x), axis=a, keepdims=1),
@@ -144,7 +156,7 @@ def _linear(f, r):
 
 def axioms(f):
     x, y = tensors("x y")
-    m, n, a, b, kd = ints("m n a b kd")
+    m, n, k, p, a, b, kd = ints("m n k p a b kd")
     return [
         *_linear(f, "rsum"),
         *_linear(f, "rmean"),
@@ -156,6 +168,55 @@ def axioms(f):
             when=(a != b,),  # along one axis the mean leaves a single element: the sum of it is the mean
             domains={"a": (0, 1), "b": (0, 1)},
             generic=True,
+        ),
+        Axiom(  # a mean of ones is one (a matrix's: ``ones2``)
+            "rmean-ones",
+            f.rmean(f.ones2(shape=(m, n)), axis=a, keepdims=1),
+            f.ones2(shape=(If(a == 0, 1, m), If(a == 1, 1, n))),
+            {},
+            when=(a >= 0, a <= 1, m >= 1, n >= 1),
+            domains={"a": (0, 1), "m": (1, 2, 3), "n": (1, 2)},
+            oriented=True,
+        ),
+        Axiom(  # the concat doubles the count and the sum alike
+            "rmean-cat-self",
+            f.rmean(f.cat(x, x, axis=a), axis=a, keepdims=kd),
+            f.rmean(x, axis=a, keepdims=kd),
+            {"x": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+            oriented=True,
+        ),
+        Axiom(  # a mean does not see the order of what it averages
+            "rmean-cat-swap",
+            f.rmean(f.cat(x, y, axis=a), axis=a, keepdims=kd),
+            f.rmean(f.cat(y, x, axis=a), axis=a, keepdims=kd),
+            {"x": (m, n), "y": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+        ),
+        Axiom(  # nor one more element equal to the mean
+            "rmean-cat-mean",
+            f.rmean(f.cat(f.rmean(x, axis=a, keepdims=1), x, axis=a), axis=a, keepdims=kd),
+            f.rmean(x, axis=a, keepdims=kd),
+            {"x": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+            oriented=True,
+        ),
+        Axiom(  # a row of ones times a matrix sums its rows, a matrix times a column of ones its columns
+            "rsum-mm-ones-rows",
+            f.mm(f.ones2(shape=(1, k)), y),
+            f.rsum(y, axis=0, keepdims=1),
+            {"y": (k, p)},
+            oriented=True,
+        ),
+        Axiom(
+            "rsum-mm-ones-columns",
+            f.mm(y, f.ones2(shape=(k, 1))),
+            f.rsum(y, axis=1, keepdims=1),
+            {"y": (p, k)},
+            oriented=True,
         ),
         Axiom(
             "rsum-cat-own-axis",

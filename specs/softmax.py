@@ -3,11 +3,12 @@
 Its definition, exp(x) / sum(exp(x)) along the axis (``softmax-def``), proves a spelled-out softmax equal to it
 (`subst generate --target Softmax`); the other axioms hold for any function of each element and the elements
 along its axis. So softmax moves through a 2-D transpose to the
-other axis, and through a concat or a slice along another axis (each row is normalised on its own). Over the
+other axis, and through a concat or a slice along another axis (each row is normalised on its own). A row sums to
+1, so its mean is that of a softmax of ones, and a row of one element is 1 (``ones2``). Over the
 field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
 """
 
-from taso.verify import Axiom, D, R, Symbol, ints, tensors
+from taso.verify import Axiom, D, If, R, Symbol, ints, tensors
 
 SYMBOLS = [Symbol("softmax", 1, dims=lambda i, a, x: D(x, i), rank=lambda a, x: R(x), attrs=("axis",), op="Softmax")]
 
@@ -35,6 +36,35 @@ def axioms(f):
             when=(a >= 0, a < R(x)),
             domains=dom,
             generic=True,  # at every rank: attention's softmax is over the last axis of [batch, heads, seq, seq]
+        ),
+        # each row (along the axis) sums to 1, and a row of one element is that 1 (a matrix's: ``ones2``)
+        Axiom(
+            "softmax-sum",
+            f.rsum(f.softmax(x, axis=a), axis=a, keepdims=1),
+            f.ones2(shape=(If(a == 0, 1, m), If(a == 1, 1, n))),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains={**dom, "m": (1, 2, 3), "n": (1, 2, 3)},
+            oriented=True,
+        ),
+        # so a row's mean is 1 over its count, whatever the row: that of a softmax of ones of the same shape
+        Axiom(
+            "softmax-mean",
+            f.rmean(f.softmax(x, axis=a), axis=a, keepdims=1),
+            f.rmean(f.softmax(f.ones2(shape=(m, n)), axis=a), axis=a, keepdims=1),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1),
+            domains={**dom, "m": (1, 2, 3), "n": (1, 2, 3)},
+            oriented=True,
+        ),
+        Axiom(
+            "softmax-single",
+            f.softmax(x, axis=a),
+            f.ones2(shape=(m, n)),
+            {"x": (m, n)},
+            when=(a >= 0, a <= 1, D(x, a) == 1),
+            domains={**dom, "m": (1, 2), "n": (1, 3)},
+            oriented=True,
         ),
         Axiom(
             "softmax-transpose",

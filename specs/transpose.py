@@ -31,6 +31,7 @@ def axioms(f):
             {"x": (m, n), "y": (m, k)},
             generic=True,
         ),
+        Axiom("transpose-single", f.tr(x), x, {"x": (1, 1)}, oriented=True),  # a 1x1 matrix is its own transpose
         Axiom(
             "transpose-slice0",
             f.slice(f.tr(x), axis=1, start=s, size=ln),

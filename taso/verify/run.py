@@ -180,12 +180,14 @@ class Prover:
             f"{INSTANCE_UNITS} each, without a proof",
             "timeout": f"{SAFETY_NET}: over {self.timeout:g} s (this verdict depends on the machine)",
             "open": f"no proof from the axioms for output {outcome[1]} (a missing axiom?)",
+            "contradiction": f"the premises and axioms contradict each other without output {outcome[1]}'s goal "
+            "(an unsound axiom or shape rule?): no proof",
         }
         return Verdict("unknown", {"reason": reasons[outcome[0]], **left.costs(), "seconds": _since(t0)})
 
     def _prove(self, session: _Session, axioms: Sequence[Axiom], assumable: Sequence[Tracked]) -> tuple[str, object]:
-        """("proved", (axiom names, the tracked facts used)) | ("budget" | "timeout", None) | ("open", the output
-        not proved). Each tracked fact is guarded by a literal of its own, so the unsat core names those a proof
+        """("proved", (axiom names, the tracked facts used)) | ("budget" | "timeout", None) | ("open" |
+        "contradiction", the output not proved). Each tracked fact is guarded by a literal of its own, so the unsat core names those a proof
         assumed, as it names the axioms."""
         given = reachable(session.symbols, axioms)
         session.give(given, self)
@@ -199,7 +201,10 @@ class Prover:
                 return result, None
             if result != z3.unsat:
                 return "open", i
-            core.update(c.decl().name() for c in session.solver.unsat_core())
+            names = {c.decl().name() for c in session.solver.unsat_core()}
+            if f"goal {i}" not in names:  # unsat without the goal: the premises and axioms contradict each other
+                return "contradiction", i
+            core.update(names)
         needed = [t for t in assumable if f"fact {session.index[id(t)]}" in core]
         return "proved", (sorted(c.removeprefix("axiom ") for c in core if c.startswith("axiom ")), needed)
 

@@ -183,15 +183,24 @@ class Symbol:
         return z3.ExprRef(_app(self.fn, *self.flat(attrs), *xs), self.fn.ctx)
 
     def shape_axioms(self) -> list[z3.BoolRef]:
-        """dim and rank of every application, each triggered only when a condition asks for it."""
+        """dim and rank of every application, each triggered only when a condition asks for it. A dimension is
+        defined only below the rank: out of range, two shape rules that agree in range (the transpose's
+        ``1 - i``, a constant's last size) could disagree, and an axiom equating their terms would then make
+        the premises contradictory, which proves every goal."""
         flat = [z3.Int(f"{self.name}_a{k}") for k in range(self.n_ints)]
         xs = [z3.Const(f"{self.name}_x{k}", T) for k in range(self.arity)]
         i = z3.Int(f"{self.name}_i")
         t = self.fn(*flat, *xs)
         a = SimpleNamespace(**self.group(flat))
         bound = [*flat, *xs]
+        in_range = z3.And(i >= 0, i < self.rank(a, *xs))
         return [
-            z3.ForAll([*bound, i], DIM(t, i) == self.dims(i, a, *xs), patterns=[DIM(t, i)], qid=f"dim-{self.name}"),
+            z3.ForAll(
+                [*bound, i],
+                z3.Implies(in_range, DIM(t, i) == self.dims(i, a, *xs)),
+                patterns=[DIM(t, i)],
+                qid=f"dim-{self.name}",
+            ),
             z3.ForAll(bound, RANK(t) == self.rank(a, *xs), patterns=[RANK(t)], qid=f"rank-{self.name}")
             if bound
             else RANK(t) == self.rank(a),
