@@ -25,7 +25,7 @@ from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, Scales, cali
 from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
 from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals, shape_follows_values
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
-from taso.cost.unit import Unit, _footprint, unit_graph, unit_key, units
+from taso.cost.unit import Contexts, Unit, _footprint, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
 from taso.ir import Graph, all_static
 
@@ -91,6 +91,9 @@ class CostModel:
         """Unit costs known so far (seeded from a reference table, see `reference_model`)."""
         self.keys: dict[tuple, str] = {}
         """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
+        self.contexts = Contexts()
+        self.unit_keys: dict[tuple[int, ...], tuple[str, str]] = {}
+        """A unit's nodes' ids (`Contexts`) -> its `unit_key` and label, for units that read no constant."""
         self.prefetched: dict[int, tuple[Graph, list[tuple[str, Graph | None, str]]]] = {}
         """The last `prefetch`'s graphs by id, each held beside its `_keyed` units: a search prefetches an
         expansion's candidates, then costs them one by one, and keying a graph's units twice was a fifth of its
@@ -407,7 +410,22 @@ class CostModel:
         if id(g) in self.prefetched:  # the graph is held there, so no other graph has its id meanwhile
             return self.prefetched[id(g)][1]
         g = fold_static_shapes(g)
-        return [(*self._key(g, unit), unit.label) for unit in units(g)]
+        contexts, constant = self.contexts.of(g)
+        keyed: list[tuple[str, Graph | None, str]] = []
+        for unit in units(g, constant):
+            nodes = [contexts[id(n)] for n in unit.nodes]
+            if any(c.reads_constant for c in nodes):
+                keyed.append((*self._key(g, unit), unit.label))
+                continue
+            ids = tuple(c.id for c in nodes)
+            known = self.unit_keys.get(ids)
+            if known is None:
+                key, ug = self._key(g, unit)
+                self.unit_keys[ids] = (key, unit.label)
+                keyed.append((key, ug, unit.label))
+            else:
+                keyed.append((known[0], None, known[1]))  # keyed before: `_key` remembers it, its cost is known
+        return keyed
 
     def prefetch(self, graphs: Sequence[Graph]) -> None:
         """Cost the units of ``graphs`` that neither this model, the store nor the prior knows, all together
