@@ -345,20 +345,22 @@ class CostModel:
                 return
             note = str(e).splitlines()[0][:200] if str(e) else ""
             costs = [(self.calibration.estimate(measurable[0][1]), True, note)]
-        for (key, ug, label), (ms, estimated, note) in zip(measurable, costs):
+        for (key, ug, _), (ms, estimated, _) in zip(measurable, costs):
             if not estimated:
                 self.measured += 1
                 self.samples[key] = (ug, [ms])
-            self._record(key, label, ms, estimated, note)
+        self._record([(key, label, *cost) for (key, _, label), cost in zip(measurable, costs)])
 
     def _out_of_time(self) -> bool:
         """Whether measuring has used the seconds `measure_until` allows."""
         return self.measure_until is not None and self.measuring_s >= self.measure_until
 
-    def _record(self, key: str, label: str, ms: float, estimated: bool, note: str = "") -> None:
-        self.memo[key] = (ms, estimated)
+    def _record(self, costs: Sequence[tuple[str, str, float, bool, str]]) -> None:
+        """Keep unit costs (key, label, ms, estimated, note) in `memo` and the store."""
+        for key, _, ms, estimated, _ in costs:
+            self.memo[key] = (ms, estimated)
         if self.db is not None:
-            cache.keep_cost(self.db, self.key, key, label, ms, estimated, note)
+            cache.keep_costs(self.db, self.key, costs)
 
     def _settle(self, costs: Sequence[UnitCost]) -> None:
         """Measure units used `SETTLE_COUNT` times or more twice again, after the rest and in another order,
@@ -373,7 +375,7 @@ class CostModel:
                     self.samples[c.key][1].append(ms)
         for c in heavy:
             c.ms = statistics.median(self.samples[c.key][1])
-            self._record(c.key, c.label, c.ms, False)
+        self._record([(c.key, c.label, c.ms, False, "") for c in heavy])
 
     def _cost_new(
         self, found: Sequence[tuple[str, Graph | None, str]], progress: Callable[[int, int], None] | None
