@@ -92,6 +92,7 @@ class CostModel:
         self.keys: dict[tuple, str] = {}
         """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
         self.contexts = Contexts()
+        """Ids of the nodes of the graphs this model has keyed: what `unit_keys` finds units by."""
         self.unit_keys: dict[tuple[int, ...], tuple[str, str]] = {}
         """A unit's nodes' ids (`Contexts`) -> its `unit_key` and label, for units that read no constant."""
         self.prefetched: dict[int, tuple[Graph, list[tuple[str, Graph | None, str]]]] = {}
