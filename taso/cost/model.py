@@ -413,18 +413,17 @@ class CostModel:
         if id(g) in self.prefetched:  # the graph is held there, so no other graph has its id meanwhile
             return self.prefetched[id(g)][1]
         g = fold_static_shapes(g)
-        contexts, constant = self.contexts.of(g)
+        ids, constant, reading = self.contexts.of(g)
         keyed: list[tuple[str, Graph | None, str]] = []
         for unit in units(g, constant):
-            nodes = [contexts[id(n)] for n in unit.nodes]
-            if any(c.reads_constant for c in nodes):
+            if reading and not reading.isdisjoint(map(id, unit.nodes)):
                 keyed.append((*self._key(g, unit), unit.label))
                 continue
-            ids = tuple(c.id for c in nodes)
-            known = self.unit_keys.get(ids)
+            nodes = tuple([ids[id(n)] for n in unit.nodes])
+            known = self.unit_keys.get(nodes)
             if known is None:
                 key, ug = self._key(g, unit)
-                self.unit_keys[ids] = (key, unit.label)
+                self.unit_keys[nodes] = (key, unit.label)
                 keyed.append((key, ug, unit.label))
             else:
                 keyed.append((known[0], None, known[1]))  # keyed before: `_key` remembers it, its cost is known

@@ -148,15 +148,17 @@ class Contexts:
         """Ids of values computed from weights alone (`Kind.CONSTANT`)."""
         self._ids = itertools.count()
 
-    def of(self, g: Graph) -> tuple[dict[int, Context], set[int]]:
-        """Each node's context, by the node's id; and the ids of the nodes that write constants alone (`units`)."""
+    def of(self, g: Graph) -> tuple[dict[int, int], set[int], set[int]]:
+        """Each node's id here, by the node's id; the ids of the nodes that write constants alone (`units`); and
+        those of the nodes that read a constant."""
         types = g.types
         values: dict[str, int] = {}
         for kind, names in ((Kind.ACTIVATION, g.inputs), (Kind.WEIGHT, g.weights)):
             for v in names:
                 values[v] = self._value(kind, v, g)
-        contexts: dict[int, Context] = {}
+        ids: dict[int, int] = {}
         constant: set[int] = set()
+        reading: set[int] = set()
         for n in g.nodes:
             try:
                 reads = tuple(map(values.__getitem__, n.reads))
@@ -166,11 +168,13 @@ class Contexts:
             context = self._nodes.get(key)
             if context is None:
                 context = self._node(key, reads, n, g)
-            contexts[id(n)] = context
+            ids[id(n)] = context.id
             if context.constant:
                 constant.add(id(n))
+            if context.reads_constant:
+                reading.add(id(n))
             values.update(zip(n.outputs, context.outputs))
-        return contexts, constant
+        return ids, constant, reading
 
     def _value(self, kind: Kind | None, v: str, g: Graph) -> int:
         """The id of value ``v`` of ``g`` of this kind (None: one ``g`` never defines); a unit's graph keeps the
