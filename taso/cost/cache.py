@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import sqlite_utils
 
@@ -78,11 +78,25 @@ def cost(db: sqlite_utils.Database, key: str, unit: str) -> dict | None:
     return next(db["costs"].rows_where("device = ? AND unit = ?", [key, unit]), None)
 
 
-def keep_cost(
-    db: sqlite_utils.Database, key: str, unit: str, label: str, ms: float, estimated: bool, note: str = ""
-) -> None:
-    row = {"device": key, "unit": unit, "label": label, "ms": ms, "estimated": int(estimated)}
-    db["costs"].upsert({**row, "note": note, "measured_at": now()}, pk=("device", "unit"))
+def keep_costs(db: sqlite_utils.Database, key: str, costs: Sequence[tuple[str, str, float, bool, str]]) -> None:
+    """Keep unit costs (unit, label, ms, estimated, note) in one transaction: a search's cold run measures an
+    expansion's new units side by side, and writing each in one of its own was a fifth of what it spent besides
+    measuring (ResNet-50 on the 2-core CPU)."""
+    at = now()
+    rows = [
+        {
+            "device": key,
+            "unit": u,
+            "label": label,
+            "ms": ms,
+            "estimated": int(estimated),
+            "note": note,
+            "measured_at": at,
+        }
+        for u, label, ms, estimated, note in costs
+    ]
+    if rows:
+        db["costs"].upsert_all(rows, pk=("device", "unit"))
 
 
 def measured_costs(db: sqlite_utils.Database, key: str) -> dict[str, float]:

@@ -25,7 +25,7 @@ from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, Scales, cali
 from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
 from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals, shape_follows_values
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
-from taso.cost.unit import Unit, _footprint, unit_graph, unit_key, units
+from taso.cost.unit import Contexts, Unit, _footprint, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
 from taso.ir import Graph, all_static
 
@@ -91,6 +91,10 @@ class CostModel:
         """Unit costs known so far (seeded from a reference table, see `reference_model`)."""
         self.keys: dict[tuple, str] = {}
         """`_footprint` -> `unit_key`: a search costs thousands of graphs that share most of their units."""
+        self.contexts = Contexts()
+        """Ids of the nodes of the graphs this model has keyed: what `unit_keys` finds units by."""
+        self.unit_keys: dict[tuple[int, ...], tuple[str, str]] = {}
+        """A unit's nodes' ids (`Contexts`) -> its `unit_key` and label, for units that read no constant."""
         self.prefetched: dict[int, tuple[Graph, list[tuple[str, Graph | None, str]]]] = {}
         """The last `prefetch`'s graphs by id, each held beside its `_keyed` units: a search prefetches an
         expansion's candidates, then costs them one by one, and keying a graph's units twice was a fifth of its
@@ -342,20 +346,22 @@ class CostModel:
                 return
             note = str(e).splitlines()[0][:200] if str(e) else ""
             costs = [(self.calibration.estimate(measurable[0][1]), True, note)]
-        for (key, ug, label), (ms, estimated, note) in zip(measurable, costs):
+        for (key, ug, _), (ms, estimated, _) in zip(measurable, costs):
             if not estimated:
                 self.measured += 1
                 self.samples[key] = (ug, [ms])
-            self._record(key, label, ms, estimated, note)
+        self._record([(key, label, *cost) for (key, _, label), cost in zip(measurable, costs)])
 
     def _out_of_time(self) -> bool:
         """Whether measuring has used the seconds `measure_until` allows."""
         return self.measure_until is not None and self.measuring_s >= self.measure_until
 
-    def _record(self, key: str, label: str, ms: float, estimated: bool, note: str = "") -> None:
-        self.memo[key] = (ms, estimated)
+    def _record(self, costs: Sequence[tuple[str, str, float, bool, str]]) -> None:
+        """Keep unit costs (key, label, ms, estimated, note) in `memo` and the store."""
+        for key, _, ms, estimated, _ in costs:
+            self.memo[key] = (ms, estimated)
         if self.db is not None:
-            cache.keep_cost(self.db, self.key, key, label, ms, estimated, note)
+            cache.keep_costs(self.db, self.key, costs)
 
     def _settle(self, costs: Sequence[UnitCost]) -> None:
         """Measure units used `SETTLE_COUNT` times or more twice again, after the rest and in another order,
@@ -370,7 +376,7 @@ class CostModel:
                     self.samples[c.key][1].append(ms)
         for c in heavy:
             c.ms = statistics.median(self.samples[c.key][1])
-            self._record(c.key, c.label, c.ms, False)
+        self._record([(c.key, c.label, c.ms, False, "") for c in heavy])
 
     def _cost_new(
         self, found: Sequence[tuple[str, Graph | None, str]], progress: Callable[[int, int], None] | None
@@ -407,7 +413,21 @@ class CostModel:
         if id(g) in self.prefetched:  # the graph is held there, so no other graph has its id meanwhile
             return self.prefetched[id(g)][1]
         g = fold_static_shapes(g)
-        return [(*self._key(g, unit), unit.label) for unit in units(g)]
+        ids, constant, reading = self.contexts.of(g)
+        keyed: list[tuple[str, Graph | None, str]] = []
+        for unit in units(g, constant):
+            if reading and not reading.isdisjoint(map(id, unit.nodes)):
+                keyed.append((*self._key(g, unit), unit.label))
+                continue
+            nodes = tuple([ids[id(n)] for n in unit.nodes])
+            known = self.unit_keys.get(nodes)
+            if known is None:
+                key, ug = self._key(g, unit)
+                self.unit_keys[nodes] = (key, unit.label)
+                keyed.append((key, ug, unit.label))
+            else:
+                keyed.append((known[0], None, known[1]))  # keyed before: `_key` remembers it, its cost is known
+        return keyed
 
     def prefetch(self, graphs: Sequence[Graph]) -> None:
         """Cost the units of ``graphs`` that neither this model, the store nor the prior knows, all together

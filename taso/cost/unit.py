@@ -6,10 +6,15 @@ in different places, or graphs, share.
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from taso.cost.fusion import EPILOGUES, VIEWS, as_run, rms_norms
 from taso.ir import Graph, Kind, Node, extract
+
+JOINING = VIEWS.union(*EPILOGUES.values())
+"""Ops that may join a unit before them; a node of any other op heads its own."""
 
 
 @dataclass(frozen=True)
@@ -21,17 +26,20 @@ class Unit:
         return "+".join(n.op for n in self.nodes)
 
 
-def units(g: Graph) -> list[Unit]:
+def units(g: Graph, constant: Collection[int] | None = None) -> list[Unit]:
     """Partition ``g``'s non-constant nodes into units: each head op with the epilogue ops that consume it, and
-    each RMS norm onnxruntime fuses (`rms_norms`) whole.
+    each RMS norm onnxruntime fuses (`rms_norms`) whole. ``constant``: the ids of the nodes that write constants
+    alone, where the caller knows them (`Contexts.of`); else read from ``g``'s kinds.
     Pass a graph through `fold_static_shapes` first: shape arithmetic onnxruntime folds at load costs nothing."""
-    kinds = g.kinds
+    if constant is None:
+        kinds = g.kinds
+        constant = {id(n) for n in g.nodes if n.outputs and all(kinds.get(o) is Kind.CONSTANT for o in n.outputs if o)}
     unit_of: dict[str, int] = {}  # value -> index of the unit that produced it
     groups: list[list[Node]] = []
     norms = {id(n): k for k, chain in enumerate(rms_norms(g)) for n in chain}  # node -> its norm, one unit
     norm_unit: dict[int, int] = {}  # norm -> index of its unit
     for n in g.nodes:
-        if n.outputs and all(kinds.get(o) is Kind.CONSTANT for o in n.outputs if o):
+        if id(n) in constant:
             continue
         if id(n) in norms:
             target = norm_unit.get(norms[id(n)])
@@ -52,7 +60,7 @@ def units(g: Graph) -> list[Unit]:
 def _epilogue_of(g: Graph, n: Node, unit_of: dict[str, int], groups: list[list[Node]]) -> int | None:
     """The unit ``n`` joins: its data input's unit for a view op, else as an epilogue the latest unit feeding
     it whose head accepts ``n``'s op."""
-    if n.implicit or n.domain:
+    if n.op not in JOINING or n.implicit or n.domain:
         return None
     if n.op in VIEWS and n.inputs and n.inputs[0] in unit_of:
         return unit_of[n.inputs[0]]
@@ -108,6 +116,87 @@ def _footprint(g: Graph, unit: Unit) -> tuple:
         if v not in produced
     )
     return tuple(nodes), tuple(g.types.get(v) for n in nodes for v in (*n.reads, *n.outputs)), outside
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """A node's id among the graphs one `Contexts` has seen, the ids of the values it writes, and whether it reads
+    a constant."""
+
+    id: int
+    outputs: tuple[int, ...]
+    reads_constant: bool
+    constant: bool
+    """Whether the node writes constants alone: `units` leaves it out."""
+
+
+class Contexts:
+    """Ids for the nodes of the graphs a search costs, equal where all that a unit's key reads of the node is: the
+    node, and the name, type and kind (`Kind`) of each value it reads or writes, and the spelled values of the
+    weights it reads. So a unit whose nodes have the ids of a unit met before has its key, unless it reads a
+    constant: where `extract` puts the weight-only nodes feeding a unit among its nodes follows the graph's
+    order, which ids do not pin. The ids are local, not digests of all a node depends on: a rewrite gives new ids
+    to the nodes it makes and to the readers of values whose type or kind it changes, no others. Each graph is still read whole, a dict lookup a
+    node: footprinting every unit of every candidate was a quarter of ResNet-50's search."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple, Context] = {}
+        self._values: dict[tuple, int] = {}
+        self._activations: set[int] = set()
+        """Ids of values computed from a graph input at every run (`Kind.ACTIVATION`)."""
+        self._constants: set[int] = set()
+        """Ids of values computed from weights alone (`Kind.CONSTANT`)."""
+        self._ids = itertools.count()
+
+    def of(self, g: Graph) -> tuple[dict[int, int], set[int], set[int]]:
+        """Each node's id here, by the node's id; the ids of the nodes that write constants alone (`units`); and
+        those of the nodes that read a constant."""
+        types = g.types
+        values: dict[str, int] = {}
+        for kind, names in ((Kind.ACTIVATION, g.inputs), (Kind.WEIGHT, g.weights)):
+            for v in names:
+                values[v] = self._value(kind, v, g)
+        ids: dict[int, int] = {}
+        constant: set[int] = set()
+        reading: set[int] = set()
+        for n in g.nodes:
+            try:
+                reads = tuple(map(values.__getitem__, n.reads))
+            except KeyError:  # read before it is written, or never
+                reads = tuple(values[v] if v in values else self._value(None, v, g) for v in n.reads)
+            key = (n, reads, tuple(map(types.get, n.outputs)))
+            context = self._nodes.get(key)
+            if context is None:
+                context = self._node(key, reads, n, g)
+            ids[id(n)] = context.id
+            if context.constant:
+                constant.add(id(n))
+            if context.reads_constant:
+                reading.add(id(n))
+            values.update(zip(n.outputs, context.outputs))
+        return ids, constant, reading
+
+    def _value(self, kind: Kind | None, v: str, g: Graph) -> int:
+        """The id of value ``v`` of ``g`` of this kind (None: one ``g`` never defines); a unit's graph keeps the
+        data of weights alone (`extract`)."""
+        spelled = g.data[v].spelled if kind is Kind.WEIGHT and v in g.data else None
+        key = (kind, v, g.types.get(v), spelled)
+        known = self._values.get(key)
+        if known is None:
+            known = self._values[key] = next(self._ids)
+            if kind is Kind.ACTIVATION:
+                self._activations.add(known)
+            elif kind is Kind.CONSTANT:
+                self._constants.add(known)
+        return known
+
+    def _node(self, key: tuple, reads: tuple[int, ...], n: Node, g: Graph) -> Context:
+        kind = Kind.ACTIVATION if any(r in self._activations for r in reads) else Kind.CONSTANT  # as `Graph.kinds`
+        outputs = tuple(self._value(kind, o, g) for o in n.outputs)
+        constant = bool(n.outputs) and (kind is Kind.CONSTANT or not any(n.outputs))
+        reads_constant = any(r in self._constants for r in reads)
+        context = self._nodes[key] = Context(next(self._ids), outputs, reads_constant, constant)
+        return context
 
 
 def unit_key(ug: Graph) -> str:

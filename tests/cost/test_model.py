@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from onnx import TensorProto, helper
 
 from taso import onnx as onnx_io
@@ -12,7 +15,8 @@ from taso.cost import profiler
 from taso.cost.calibration import Calibration
 from taso.cost.measure import MEASURE_BATCH
 from taso.cost.model import SETTLE_COUNT, CostModel
-from taso.cost.unit import units
+from taso.cost.unit import unit_graph, unit_key, units
+from taso.execute import fold_static_shapes
 from taso.ir import Graph, parse_graph
 from taso.rules import store
 
@@ -168,3 +172,60 @@ def test_a_kind_of_unit_a_rewrite_touches_anywhere_is_measured_everywhere(cpu: p
     )
     model = CostModel(cpu, None, measure=False)
     assert len(model.untouched(g, set())) == 1 and model.untouched(g, {"z"}) == frozenset()
+
+
+def _fresh_keys(g: Graph) -> list[tuple[str, int]]:
+    """Each distinct unit key of ``g`` and its count, in graph order, worked out from nothing but ``g``."""
+    g = fold_static_shapes(g)
+    return list(Counter(unit_key(unit_graph(g, u)) for u in units(g)).items())
+
+
+def _drawn(text: str) -> Graph:
+    """The graph ``text`` with the weights it gives no values drawn (`with_weights`)."""
+    g = with_weights(text)
+    return replace(g, data={**g.data, **parse_graph(text).data})
+
+
+PAIRS = {
+    "the types it reads": (
+        "graph(%x: float32[2,3], %w: float32[3,4] weight):\n  %y = MatMul(%x, %w) : float32[2,4]\n  return %y",
+        "graph(%x: float32[2,5], %w: float32[5,4] weight):\n  %y = MatMul(%x, %w) : float32[2,4]\n  return %y",
+    ),
+    "whether a value it reads is a weight": (
+        "graph(%x: float32[4,4], %w: float32[4,4] weight):\n  %y = MatMul(%w, %x) : float32[4,4]\n  return %y",
+        "graph(%x: float32[4,4], %w: float32[4,4]):\n  %y = MatMul(%w, %x) : float32[4,4]\n  return %y",
+    ),
+    "the values a weight spells": (
+        "graph(%x: float32[2,4], %s: int64[2] = [4, 2]):\n  %y = Reshape(%x, %s) : float32[4,2]\n  return %y",
+        "graph(%x: float32[2,4], %s: int64[2] = [-1, 2]):\n  %y = Reshape(%x, %s) : float32[4,2]\n  return %y",
+    ),
+    "the types it writes": (
+        "graph(%x: float32[2,4], %s: int64[2]):\n  %y = Reshape(%x, %s) : float32[4,2]\n  return %y",
+        "graph(%x: float32[2,4], %s: int64[2]):\n  %y = Reshape(%x, %s) : float32[8,1]\n  return %y",
+    ),
+    "whether what it reads is computed from weights alone": (
+        "graph(%x: float32[4], %w: float32[4] weight):\n  %c = Neg(%w) : float32[4]\n  %y = Add(%x, %c) : float32[4]\n"
+        "  return %y",
+        "graph(%x: float32[4], %w: float32[4]):\n  %c = Neg(%w) : float32[4]\n  %y = Add(%x, %c) : float32[4]\n"
+        "  return %y",
+    ),
+    "where the constants it reads are made": (
+        "graph(%x: float32[4], %v: float32[4] weight, %w: float32[4] weight):\n  %c = Neg(%v) : float32[4]\n"
+        "  %d = Neg(%w) : float32[4]\n  %y = Sum(%x, %c, %d) : float32[4]\n  return %y",
+        "graph(%x: float32[4], %v: float32[4] weight, %w: float32[4] weight):\n  %d = Neg(%w) : float32[4]\n"
+        "  %c = Neg(%v) : float32[4]\n  %y = Sum(%x, %c, %d) : float32[4]\n  return %y",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(PAIRS))
+def test_a_unit_met_again_in_a_changed_graph_is_keyed_afresh(cpu: profiler.Device, change: str) -> None:
+    """A search keys a unit once and finds it again by its nodes (`Contexts`): the same nodes in a graph that
+    differs in ``change`` give the unit of that graph, with its own key and cost, not the one remembered."""
+    first, second = (_drawn(text) for text in PAIRS[change])
+    assert _fresh_keys(first) != _fresh_keys(second)
+    model = CostModel(cpu, None, measure=False)
+    for g in (first, second, first):
+        cost = model.graph_cost(g)
+        assert [(u.key, u.count) for u in cost.units] == _fresh_keys(g)
+        assert cost.total_ms == CostModel(cpu, None, measure=False).graph_cost(g).total_ms
