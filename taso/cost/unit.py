@@ -136,8 +136,9 @@ class Contexts:
     weights it reads. So a unit whose nodes have the ids of a unit met before has its key, unless it reads a
     constant: where `extract` puts the weight-only nodes feeding a unit among its nodes follows the graph's
     order, which ids do not pin. The ids are local, not digests of all a node depends on: a rewrite gives new ids
-    to the nodes it makes and to the readers of values whose type or kind it changes, no others. Each graph is still read whole, a dict lookup a
-    node: footprinting every unit of every candidate was a quarter of ResNet-50's search."""
+    to the nodes it makes and to the readers of values whose type or kind it changes, no others. Each graph is
+    still read whole, a dict lookup a node: footprinting every unit of every candidate was a quarter of
+    ResNet-50's search."""
 
     def __init__(self) -> None:
         self._nodes: dict[tuple, Context] = {}
