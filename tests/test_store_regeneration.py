@@ -72,9 +72,13 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
     r = subst("rules", "add", *sorted((ROOT / "specs" / "rules").glob("*.rules")), "--store", fresh)
     assert r.returncode == 0, r.stderr
 
-    def rules(path: Path) -> dict[str, tuple[str, str, str]]:
-        """Each rule's sides and verdict by id: a report's ids name the same rules in a regenerated store."""
-        return {x["rule_id"]: (x["src"], x["dst"], x["status"]) for x in store.open_store(path)["rules"].rows}
+    def rules(path: Path) -> dict[str, tuple[str, str, str, str]]:
+        """Each rule's sides, verdict and the verdict's reason by id: a report's ids name the same rules in a
+        regenerated store."""
+        return {
+            x["rule_id"]: (x["src"], x["dst"], x["status"], json.loads(x["detail"] or "{}").get("reason", ""))
+            for x in store.open_store(path)["rules"].rows
+        }
 
     shipped = rules(ROOT / "substitutions.db")
     found_by_left_out = {
@@ -93,4 +97,13 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
     }
     decided = {row["rule_id"] for row in sample}
     assert len(decided) >= min(VERIFIED, len(rows)) - 1
-    assert {k: regenerated[k][2] for k in decided} == {k: shipped[k][2] for k in decided}
+    moved = {k for k in decided if regenerated[k][2] != shipped[k][2]}
+    assert all(BUDGET in regenerated[k][3] + shipped[k][3] for k in moved), {k: regenerated[k][2:] for k in moved}
+    assert len(moved) <= 1, moved
+
+
+BUDGET = "budget spent"
+"""The reason of a rule z3 neither proved nor gave up on within its budget. Which quantifier instances z3 makes
+first follows the terms earlier rules left in the process, so a rule near the budget's edge (77b8d0b405 takes 2.8
+to 7 million of its 20 million units) can be proved in `make store`'s fixed shard and not in this test's sample,
+or the reverse: such a rule may move, one at most; any other verdict must be the shipped one."""
