@@ -223,9 +223,9 @@ def rewrite_with(rewrite: Rewrite) -> Pass:
 
 def export(run: Run) -> Run:
     """The result saved into the staging folder, and counted into the report. subst's own graph is written with
-    its value types (`annotated`); a model handed back as it came (nothing applied, or the guard kept the
-    original) is written as it came: types alone change what onnxruntime fuses, and nothing times them then."""
-    graph = run.graph if run.graph == run.imported else annotated(run.graph)
+    its value types (`annotated`); a model handed back as it came (no step: nothing applied, or the guard kept
+    the original) is written as it came: types alone change what onnxruntime fuses, and nothing times them then."""
+    graph = annotated(run.graph) if run.steps else run.graph
     staged = onnx_io.save_model(graph, run.staging / run.dst.name)
     return replace(run, staged=staged).reporting(
         nodes_after=len(run.graph.nodes),

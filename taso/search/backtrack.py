@@ -239,7 +239,7 @@ def _search_pass(
         if parent is None:
             found = all_matches(current, index)
         else:
-            found = surviving(current, matches[id(parent)]) + opened(current, parent)  # `matches_after`
+            found = surviving(current, matches[id(parent)]) + opened(current, parent)  # `matches_after`, shared
         matches[id(current)] = found
         fresh = {}  # by structure: a graph two rewrites reach is one candidate
         for name, new, match in _rewrites(current, found, folds, mutate, result, outside, unfit):
