@@ -69,6 +69,20 @@ def sizes(name: str, given: str) -> dict[str, int]:
     return dims
 
 
+_PROFILED = """import cProfile, sys
+from cli.main import main
+p, code = cProfile.Profile(), 0
+try:
+    p.runcall(main, sys.argv[2:])
+except SystemExit as e:
+    code = e.code
+finally:
+    p.dump_stats(sys.argv[1])
+sys.exit(code)"""
+"""The CLI under cProfile, its stats written however it exits: ``python -m cProfile`` writes none when the program
+calls sys.exit, as the CLI always does (the measuring split read 0 everywhere until this)."""
+
+
 def optimize_cli(
     model: Path,
     out: Path,
@@ -85,8 +99,8 @@ def optimize_cli(
     ``--json`` prints it (also on a failed check, where ``--report`` writes nothing), or None. With ``profile``,
     run under cProfile, its stats written there."""
     dim_args = [a for d, n in dims.items() for a in ("--dim", f"{d}={n}")]
-    prof = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
-    cmd = [sys.executable, *prof, "-m", "cli.main", "optimize", str(model), "-o", str(out)]
+    run = ["-c", _PROFILED, str(profile)] if profile is not None else ["-m", "cli.main"]
+    cmd = [sys.executable, *run, "optimize", str(model), "-o", str(out)]
     cmd += [*dim_args, "--device", device, "--json", *flags]
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     load = os.getloadavg()[0]
@@ -283,6 +297,8 @@ def main() -> int:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.move(t / f"{name}.cold.onnx", args.keep / f"{name}.onnx")
                 shutil.move(t / f"{name}.cold.report.json", args.keep / f"{name}.report.json")
+                if (t / f"{name}.cold.prof").exists():  # --profile: the stats, for pstats
+                    shutil.move(t / f"{name}.cold.prof", args.keep / f"{name}.prof")
             if args.export_costs:
                 args.export_costs.mkdir(parents=True, exist_ok=True)
                 runs["this"]["exported_units"] = _export_costs(
