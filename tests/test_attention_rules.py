@@ -6,14 +6,21 @@ K not transposed, a batch broadcast) are never proved, and false axioms over the
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 from conftest import ROOT
+from onnx import TensorProto, helper, numpy_helper
 
+from taso import onnx as onnx_io
+from taso.execute import Runner
 from taso.ir import parse_graph
 from taso.rules import SPECS_DIR, Rule, parse_rules
+from taso.search import apply_everywhere
 from taso.verify import Prover, check_axiom, load_specs
 
 RULES = parse_rules((ROOT / "specs" / "rules" / "attention.rules").read_text())
@@ -171,3 +178,54 @@ def test_false_axioms_over_the_4d_symbols_fail_the_spec_check(tmp_path: Path) ->
     for name, check in checked.items():
         assert check.instances > 0, name
         assert bool(check.failures) == name.startswith("planted"), (name, check.failures)
+
+
+# ---- applied to a model of an encoder layer's attention, as TorchScript exports it ----------------------------
+
+S, N, H = 7, 3, 8
+
+
+def _encoder_attention(path: Path) -> Path:
+    """x (batch, S, N*H) -> Q, K, V projections, heads split by Reshape (+ Transpose), softmax(Q K^T) V, heads
+    merged, out projection: the unscaled spelling (Whisper's encoder scales Q's projection instead), with the
+    batch symbolic as exporters leave it."""
+    rng = np.random.default_rng(0)
+    width = N * H
+    weights = [numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32) / 4, w) for w in "QKVO"]
+    weights += [
+        numpy_helper.from_array(np.array([0, S, N, H], np.int64), "split"),
+        numpy_helper.from_array(np.array([0, S, width], np.int64), "merge"),
+    ]
+    nodes = [helper.make_node("MatMul", ["x", w], [w.lower()]) for w in "QKV"]
+    nodes += [helper.make_node("Reshape", [w.lower(), "split"], [f"{w.lower()}4"]) for w in "QKV"]
+    nodes += [
+        helper.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        helper.make_node("MatMul", ["qh", "kt"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "vh"], ["o"]),
+        helper.make_node("Transpose", ["o"], ["ob"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ob", "merge"], ["m"]),
+        helper.make_node("MatMul", ["m", "O"], ["y"]),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", S, width]) for n in ("x", "y")]
+    g = helper.make_graph(nodes, "attention", io[:1], io[1:], weights)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_the_rule_rewrites_an_encoder_attention_and_onnxruntime_agrees(tmp_path: Path) -> None:
+    """One MultiHeadAttention where the spelling was (the Reshapes around it written with 0 for the symbolic
+    batch), written to ``com.microsoft`` with its head count, and onnxruntime computes what the original does."""
+    src = _encoder_attention(tmp_path / "attention.onnx")
+    g = onnx_io.load_model(src)
+    rewritten, applied = apply_everywhere(g, RULES[:1])
+    assert sum(applied.values()) == 1
+    assert Counter(n.op for n in rewritten.nodes)["MultiHeadAttention"] == 1
+    assert not {"Softmax", "Transpose"} - {n.op for n in g.nodes} and "Softmax" not in {n.op for n in rewritten.nodes}
+    out = onnx_io.save_model(rewritten, tmp_path / "fused.onnx")
+    node = next(n for n in onnx.load(str(out)).graph.node if n.op_type == "MultiHeadAttention")
+    assert node.domain == "com.microsoft" and helper.get_attribute_value(node.attribute[0]) == N
+    x = {"x": np.random.default_rng(1).standard_normal((2, S, N * H)).astype(np.float32)}
+    np.testing.assert_allclose(Runner(out)(x)["y"], Runner(src)(x)["y"], rtol=1e-4, atol=1e-5)
