@@ -3,7 +3,8 @@ it, so that a rule "spelled-out attention = MultiHeadAttention" is proved from t
 
     heads(x)  = tp4(reshape4(x, (B, S, N, H)), perm=(0, 2, 1, 3))     the query's heads split from its last axis
     scores    = bmm(smul(heads(q), r), smul(tp4(k, perm=(0, 1, 3, 2)), r))    k split already: (B, N, L, H)
-    out       = reshape3(tp4(bmm(softmax(scores, axis=3), v), perm=(0, 2, 1, 3)), (B, S, N*H))
+    biased    = add(scores, bias)                                       the bias spread as Add spreads it
+    out       = reshape3(tp4(bmm(softmax(biased, axis=3), v), perm=(0, 2, 1, 3)), (B, S, N*H))
 
 where r = ``num`` of sqrt(scale) rounded to float32, each factor left out where scale is 1: the scale as
 PyTorch's scaled_dot_product_attention applies it, to Q and K each (the form of every export in the corpus that
@@ -22,12 +23,23 @@ import math
 
 import numpy as np
 
-from taso.verify import D, Unsupported, attr_int
+from taso.ir import TensorType
+from taso.verify import D, Unsupported, attr_int, broadcasts, same_shape, spread
+
+
+def _biased(f, scores, ts, bias, tb):
+    """``scores`` (of type ``ts``) plus ``bias`` (of type ``tb``) as Add lowers them (specs/add.py)."""
+    if tb.shape == ts.shape:
+        f.fact(*same_shape(scores, bias, 4))
+        return f.add(scores, bias)
+    if broadcasts(ts, tb):
+        return f.add(scores, spread(f, bias, tb, scores, ts))
+    raise Unsupported("MultiHeadAttention's bias broadcast otherwise than along size-1 axes")
 
 
 def _lower_attention(node, args, types, f):
-    q, k, v = args
-    tq, tk, tv = (types[x] for x in node.inputs)
+    q, k, v = args[:3]
+    tq, tk, tv = (types[x] for x in node.inputs[:3])
     if tk.rank != 4 or tv.rank != 4:
         raise Unsupported("MultiHeadAttention with a key and value not split into heads")
     scale = float(node.attr["scale"])
@@ -43,6 +55,9 @@ def _lower_attention(node, args, types, f):
         root = f.num(value=attr_int(float(np.float32(math.sqrt(scale)))))
         qh, kt = f.smul(qh, root), f.smul(kt, root)
     scores = f.bmm(qh, kt)
+    if len(args) > 3:
+        ts = TensorType(tq.dtype, (tq.shape[0], tk.shape[1], tq.shape[1], tk.shape[2]))
+        scores = _biased(f, scores, ts, args[3], types[node.inputs[3]])
     out = f.bmm(f.softmax(scores, axis=3), v)
     return [f.reshape3(f.tp4(out, perm=(0, 2, 1, 3)), shape=(D(q, 0), D(q, 1), heads * D(v, 3)))]
 

@@ -6,8 +6,10 @@ from its last axis (`num_heads` of them), and a key and value either of the same
 (B, L, N*Hv), or already split into heads, both (B, N, L, H) ("BNSH", its cross-attention form,
 which its CPU and CUDA kernels both take); the output (B, S, N*Hv), the heads merged back. ``scale`` 0 is its
 default, 1/sqrt(H). ``num_heads`` 0 is the split key's N: import writes a split key's count so, and export writes
-it back, so a rewrite that hands onnxruntime split heads holds for any number of them. Left opaque: the packed QKV and KV forms, the projection bias, the key padding mask, the
-additive attention bias, past and present key/value, and the causal (``unidirectional``) form.
+it back, so a rewrite that hands onnxruntime split heads holds for any number of them. The additive attention
+bias (an encoder's mask added to the scores, T5's position bias) is modelled: onnxruntime's input 5,
+(B or 1, N or 1, S, L), the IR's input 3 (`OpDef.onnx_inputs`). Left opaque: the packed QKV and KV forms, the
+projection bias, the key padding mask, past and present key/value, and the causal (``unidirectional``) form.
 
 Why the BNSH key is modelled: exporters transpose K per head before the product (Transpose(0, 2, 3, 1) of the
 split key), so the key a rewrite hands onnxruntime is one per-head transpose of a value the model already has.
@@ -56,17 +58,19 @@ def _scale(attrs: Attrs, head: int) -> float:
 
 def _attention(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     heads = _head_count(attrs, xs[1])
-    q, k, v = (_heads(x.astype(np.float64), heads) for x in xs)
-    scores = q @ k.transpose(0, 1, 3, 2) * _scale(attrs, q.shape[-1])
+    q, k, v = (_heads(x.astype(np.float64), heads) for x in xs[:3])
+    scores = q @ k.transpose(0, 1, 3, 2) * _scale(attrs, q.shape[-1]) + (xs[3] if len(xs) > 3 else 0)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return (_merged(e / e.sum(axis=-1, keepdims=True) @ v).astype(xs[0].dtype),)
 
 
-def _scores(q: np.ndarray, k: np.ndarray, attrs: Attrs, z: ff.Ring) -> np.ndarray:
-    """Q K^T exactly, times the scale's residue in ``z``'s ring: that of the float the kernel applies, as a
-    constant of that value in a spelled-out attention is read (1/sqrt(64) is the 0.125 exporters write)."""
+def _scores(q: np.ndarray, k: np.ndarray, bias: Sequence[np.ndarray], attrs: Attrs, z: ff.Ring) -> np.ndarray:
+    """Q K^T exactly, times the scale's residue in ``z``'s ring (that of the float the kernel applies, as a
+    constant of that value in a spelled-out attention is read: 1/sqrt(64) is the 0.125 exporters write), plus the
+    bias where there is one."""
     scale = z.constant(float(_scale(attrs, q.shape[-1])))
-    return np.matmul(q, k.transpose(0, 1, 3, 2)) % z.m * scale % z.m
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2)) % z.m * scale % z.m
+    return (scores + bias[0]) % z.m if bias else scores
 
 
 def _attention_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.ndarray, ...]:
@@ -74,19 +78,20 @@ def _attention_field(xs: Arrays, attrs: Attrs, n: int, z: ff.Ring) -> tuple[np.n
     (its Z_p call reads the scores' Z_q component, made from the inputs' as the decomposition makes it), the
     product with V exactly."""
     heads = _head_count(attrs, xs[1])
-    q, k, v = (_heads(x, heads) for x in xs)
+    q, k, v = (_heads(x, heads) for x in xs[:3])
     ring = z
     if z.partner is not None:
-        pq, pk, _ = (_heads(x, heads) for x in z.partner)
-        ring = ff.Ring(int(z), z.m, (_scores(pq, pk, attrs, ff.Ring(int(z), ff.Q)),))
+        pq, pk, _ = (_heads(x, heads) for x in z.partner[:3])
+        ring = ff.Ring(int(z), z.m, (_scores(pq, pk, z.partner[3:], attrs, ff.Ring(int(z), ff.Q)),))
     assert normalisation.SOFTMAX.field is not None
-    (p,) = normalisation.SOFTMAX.field([_scores(q, k, attrs, z)], {"axis": 3}, 1, ring)  # type: ignore[arg-type]
+    (p,) = normalisation.SOFTMAX.field([_scores(q, k, xs[3:], attrs, z)], {"axis": 3}, 1, ring)  # type: ignore[arg-type]
     return (_merged(np.matmul(p, v) % z.m),)
 
 
 def _attention_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, n: int) -> tuple[TensorType, ...]:
-    """Query (B, S, N*H); key and value (B, L, N*H) and (B, L, N*Hv), or both (B, N, L, H)."""
-    q, k, v = types
+    """Query (B, S, N*H); key and value (B, L, N*H) and (B, L, N*Hv), or both (B, N, L, H); the bias
+    (B or 1, N or 1, S, L)."""
+    q, k, v = types[:3]
     dtype = same_dtype(types)
     if q.shape is None or k.shape is None or v.shape is None:
         raise OpError("MultiHeadAttention of an input of unknown rank")
@@ -105,6 +110,13 @@ def _attention_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence
         fits = [((k.shape[2],), (q.shape[2],)), (v.shape[:2], k.shape[:2])]
         width = v.shape[2]
     fits.append(((k.shape[0],), (q.shape[0],)))
+    if len(types) > 3:
+        length = k.shape[2] if k.rank == 4 else k.shape[1]
+        bias = types[3].shape
+        if bias is None or len(bias) != 4:
+            raise OpError(f"MultiHeadAttention's bias must be (B or 1, N or 1, S, L), got {types[3]}")
+        fits.append((bias[2:], (q.shape[1], length)))
+        fits += [((got,), (want,)) for got, want in zip(bias[:2], (q.shape[0], heads)) if got != 1]
     if any(isinstance(a, int) and isinstance(b, int) and a != b for got, want in fits for a, b in zip(got, want)):
         raise OpError(f"MultiHeadAttention with {heads} heads of query {q}, key {k}, value {v}")
     if isinstance(width, int) and width % heads:
@@ -136,17 +148,18 @@ def _attention_export(attrs: Attrs, in_types: Sequence[TensorType]) -> Export:
 MULTI_HEAD_ATTENTION = register(
     OpDef(
         "MultiHeadAttention",
-        (3, 3),
+        (3, 4),
         {"num_heads": 0, "scale": 0.0},
         _attention_shape,
         _attention,
-        "softmax(Q K^T * scale) V per head, the heads split from the query's last axis (num_heads of them) and "
-        "merged back; key and value as (B, L, N*H) or both split, (B, N, L, H). scale 0 is 1/sqrt(H), num_heads 0 "
-        "the split key's N.",
+        "softmax(Q K^T * scale + bias) V per head, the heads split from the query's last axis (num_heads of them) "
+        "and merged back; key and value as (B, L, N*H) or both split, (B, N, L, H). scale 0 is 1/sqrt(H), "
+        "num_heads 0 the split key's N.",
         domain=CONTRIB,
         min_opset=1,
         normalize=_attention_normalize,
         export=_attention_export,
+        onnx_inputs=(0, 1, 2, 5),
         field=_attention_field,
         tags=frozenset({ORT_ONLY, ff.EXPONENTIAL}),
     )
