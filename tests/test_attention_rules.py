@@ -85,6 +85,10 @@ PLANTED = {
         _spelled(_SCALED[1] + "\n" + _TAIL.replace("{axis=3}", "{axis=2}"), _SCALED[0]),
         _fused(_SCALE),
     ),
+    "a (1,) scale dropped": (
+        _spelled(_SCALED[1] + "\n" + _TAIL, ", %c: float32[1] = [0.3535533845424652]"),
+        _fused(1.0),
+    ),
     "K not transposed": (
         _spelled(_SCALED[1].replace("perm=[0, 2, 3, 1]", "perm=[0, 2, 1, 3]") + "\n" + _TAIL, _SCALED[0]),
         _fused(_SCALE),
@@ -229,3 +233,14 @@ def test_the_rule_rewrites_an_encoder_attention_and_onnxruntime_agrees(tmp_path:
     assert node.domain == "com.microsoft" and helper.get_attribute_value(node.attribute[0]) == N
     x = {"x": np.random.default_rng(1).standard_normal((2, S, N * H)).astype(np.float32)}
     np.testing.assert_allclose(Runner(out)(x)["y"], Runner(src)(x)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_only_a_known_number_of_shape_1_scales_as_a_scalar() -> None:
+    """A (1,) constant with data is a ``num`` and a Mul by it ``smul`` (the TorchScript scale above); a (1,)
+    weight without data stays a tensor, whose broadcasting the spec does not model."""
+    src = """graph(%x: float32[2,3], %w: float32[1] weight):
+  %y = Mul(%x, %w) : float32[2,3]
+  return %y"""
+    dst = src.replace("Mul(%x, %w)", "Mul(%w, %x)")
+    v = _prover(False).verdict(Rule(parse_graph(src), parse_graph(dst)))
+    assert v.status == "unknown" and "Mul with broadcasting" in v.detail["reason"], v.detail

@@ -50,26 +50,30 @@ def _merged(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, s, n * h)
 
 
-def _scale(attrs: Attrs, head: int) -> float:
-    """The scale the kernel applies: the attribute, or 1/sqrt(H) where it is 0 (onnxruntime's default)."""
+def _root(attrs: Attrs, head: int) -> float:
+    """r with r * r the scale: the kernel's scale is a float32 s (the attribute, or 1/sqrt(H) where it is 0, its
+    default), which exporters apply as a constant c = 64^-1/4 to Q and to K each, and s = float32(c * c) would
+    differ from c * c in its last bit. Taken as r = float32(sqrt(s)), which is c again, the op, the spelled-out
+    attention and the spec (specs/attention.py) compute one number in float64 and over Z_p; onnxruntime's own
+    float32 product by s differs from it within float32's rounding."""
     given = float(attrs["scale"])  # type: ignore[arg-type]
-    return given if given else 1 / np.sqrt(head)
+    return float(np.float32(np.sqrt(given if given else 1 / np.sqrt(head))))
 
 
 def _attention(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:
     heads = _head_count(attrs, xs[1])
     q, k, v = (_heads(x.astype(np.float64), heads) for x in xs[:3])
-    scores = q @ k.transpose(0, 1, 3, 2) * _scale(attrs, q.shape[-1]) + (xs[3] if len(xs) > 3 else 0)
+    r = _root(attrs, q.shape[-1])
+    scores = (q * r) @ (k * r).transpose(0, 1, 3, 2) + (xs[3] if len(xs) > 3 else 0)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return (_merged(e / e.sum(axis=-1, keepdims=True) @ v).astype(xs[0].dtype),)
 
 
 def _scores(q: np.ndarray, k: np.ndarray, bias: Sequence[np.ndarray], attrs: Attrs, z: ff.Ring) -> np.ndarray:
-    """Q K^T exactly, times the scale's residue in ``z``'s ring (that of the float the kernel applies, as a
-    constant of that value in a spelled-out attention is read: 1/sqrt(64) is the 0.125 exporters write), plus the
-    bias where there is one."""
-    scale = z.constant(float(_scale(attrs, q.shape[-1])))
-    scores = np.matmul(q, k.transpose(0, 1, 3, 2)) % z.m * scale % z.m
+    """Q K^T exactly, times the residue of r twice (`_root`: as a spelled-out attention's constant applied to Q
+    and to K is read), plus the bias where there is one, in ``z``'s ring."""
+    r = z.constant(_root(attrs, q.shape[-1]))
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2)) % z.m * r % z.m * r % z.m
     return (scores + bias[0]) % z.m if bias else scores
 
 
