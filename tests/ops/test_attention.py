@@ -70,13 +70,27 @@ def _spelled(b: int, s: int, heads: int, head: int, scale: float, key_split: boo
     return _graph(nodes, {"q": (b, s, heads * head), "k": kv, "v": kv, "mask": (1, heads, s, s)}, data)
 
 
-@pytest.mark.parametrize("key_split", [False, True])
-def test_the_field_rule_is_the_spelled_out_attentions(key_split: bool) -> None:
-    """Over Z_p x Z_q the fused op (with its bias) and the exporter's spelling (with its mask) agree exactly (the
-    fingerprint generation pairs them by), and a spelling scaled otherwise does not (the scale is seen)."""
-    b, s, heads, head = 2, 3, 2, 16
+_C64 = float(np.float32(64**-0.25))
+"""PyTorch's scale for heads of 64, applied to Q and to K: 0.35355338 as a float32 (1/8 is no product of two)."""
+
+
+@pytest.mark.parametrize(
+    ("key_split", "head", "c", "scale"),
+    [
+        (False, 16, 0.5, 0.0),
+        (True, 16, 0.5, 0.0),
+        (True, 64, _C64, 0.0),
+        (True, 64, _C64, float(np.float32(_C64 * _C64))),
+    ],
+    ids=["3-D key", "split key", "heads of 64, default scale", "heads of 64, its float32 square"],
+)
+def test_the_field_rule_is_the_spelled_out_attentions(key_split: bool, head: int, c: float, scale: float) -> None:
+    """Over Z_p x Z_q the fused op (with its bias) and the exporter's spelling (with its mask, Q and K^T each times
+    c) agree exactly, the fingerprint generation pairs them by, at the exporters' own constant too; a spelling
+    scaled otherwise does not (the scale is seen)."""
+    b, s, heads = 2, 3, 2
     kv = (b, heads, s, head) if key_split else (b, s, heads * head)
-    attrs = make_attrs({"num_heads": 0 if key_split else heads, "scale": 0.0})
+    attrs = make_attrs({"num_heads": 0 if key_split else heads, "scale": scale})
     fused = _graph(
         [Node("MultiHeadAttention", ("q", "k", "v", "mask"), ("out",), attrs)],
         {"q": (b, s, heads * head), "k": kv, "v": kv, "mask": (1, heads, s, s)},
@@ -84,7 +98,7 @@ def test_the_field_rule_is_the_spelled_out_attentions(key_split: bool) -> None:
     )
     inputs = random_field_inputs(fused, 0)
     want = field_eval(fused, inputs, 7)["out"]
-    assert np.array_equal(field_eval(_spelled(b, s, heads, head, 0.5, key_split), inputs, 7)["out"], want)
+    assert np.array_equal(field_eval(_spelled(b, s, heads, head, c, key_split), inputs, 7)["out"], want)
     assert not np.array_equal(field_eval(_spelled(b, s, heads, head, 1.0, key_split), inputs, 7)["out"], want)
 
 
