@@ -111,10 +111,15 @@ def main() -> int:
     rules = proved_rules()
     rows = {}
     for name in args.models:
-        rows[name] = probe(name, rules, device, args.rounds)
+        try:
+            rows[name] = probe(name, rules, device, args.rounds)
+        except Exception as e:  # noqa: BLE001 (one model's failure, onnxruntime's kernel refusing, is its row)
+            rows[name] = {"error": f"{type(e).__name__}: {e}"}
         print(name, json.dumps(rows[name]), flush=True)
         args.result.write_text(json.dumps({"device": device.key, "models": rows}, indent=1))
-    totals = Counter({k: v for row in rows.values() for k, v in row["rewritten"].items()})
+    totals: Counter = Counter()
+    for row in rows.values():
+        totals.update(row.get("rewritten", {}))
     print("blocks rewritten per rule:", json.dumps(totals), flush=True)
     return 0
 
