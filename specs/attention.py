@@ -9,8 +9,9 @@ it, so that a rule "spelled-out attention = MultiHeadAttention" is proved from t
 where r = ``num`` of sqrt(scale) rounded to float32, each factor left out where scale is 1: the scale as
 PyTorch's scaled_dot_product_attention applies it, to Q and K each (the form of every export in the corpus that
 scales at all). The attribute is a float32, as ONNX stores it, so a rule writes the exporter's constant c as
-float32(c * c), whose root rounds back to c: r * r is the scale to within float32's rounding, the approximation
-the model's own float32 product by c twice makes (each application is checked numerically). Only a
+float32(c * c), whose root rounds back to c: r * r is the scale to within float32's rounding, and the op's numpy
+and field semantics take it as r * r too (taso/ops/attention.py), so the float64 check and the fingerprint agree
+with the proof (onnxruntime's float32 kernel differs within its rounding; each application is checked). Only a
 positive, explicit scale is lowered: the default 1/sqrt(H) is a number of a symbolic size, which no term names.
 Only the split key and value are lowered (the form a rewrite hands onnxruntime; N is then the key's axis 1,
 num_heads 0 or equal to it).

@@ -24,7 +24,7 @@ import numpy as np
 from taso.ir import TensorType
 from taso.ops import field as ff
 from taso.ops import normalisation
-from taso.ops.fused import CONTRIB, _floats
+from taso.ops.fused import CONTRIB, floats_only
 from taso.ops.opdef import Arrays, Attrs, Export, OpDef, OpError, register
 from taso.ops.shapes import same_dtype
 from taso.ops.traits import ORT_ONLY
@@ -140,7 +140,7 @@ def _attention_normalize(attrs: dict, types: Sequence[TensorType | None], opset:
         attrs["num_heads"] = 0
     elif not attrs.get("num_heads"):
         return "MultiHeadAttention without num_heads (and a key not split into a known number of heads)"
-    return _floats(attrs, types, opset)
+    return floats_only(attrs, types, opset)
 
 
 def _attention_export(attrs: Attrs, in_types: Sequence[TensorType]) -> Export:
