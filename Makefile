@@ -57,7 +57,7 @@ zoo-update: setup
 # proved; a norm's 4 spellings that divide its scale by the root stay unknown); then
 # the hand-written rules (BatchNorm folded into its Conv, Mul/Add folded into a BatchNorm, grouped convs made
 # plain, Relus moved after a Concat or a MaxPool, a Split's bias Adds made one, a product by a reciprocal made a
-# quotient, onnxruntime's fused kernels); then a verdict for every rule (a few minutes on 2 cores).
+# quotient, onnxruntime's fused kernels, attention as its MultiHeadAttention); then a verdict for every rule (a few minutes on 2 cores).
 STORE_TARGETS = softmax softmax_attention gelu gelu_tanh quickgelu biasgelu fastgelu layernorm rmsnorm skip_layernorm skip_rmsnorm
 store: setup
 	rm -f build/new-store.db

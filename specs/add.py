@@ -1,10 +1,24 @@
 """Add: element-wise sum of two tensors of one shape, or of a per-channel tensor (C, 1, 1) spread over NCHW (a
 ``bias`` of its ``channels`` vector, specs/conv.py and specs/batchnorm.py), or of a vector along the last axis of
 a tensor of rank 3 or more (``bias_last``, specs/reshape.py), or of a 0-d scalar (``sadd``: GELU's 1 +
-erf(...), a norm's epsilon, each a ``num``, specs/numbers.py); other broadcasting is not modelled, and such rules
-stay unknown."""
+erf(...), a norm's epsilon, each a ``num``, specs/numbers.py), or of a tensor along its size-1 axes (``bcast``,
+specs/broadcast.py, as Mul's and Div's: attention's mask over the batch); other broadcasting is not modelled, and
+such rules stay unknown."""
 
-from taso.verify import Axiom, D, R, Symbol, Unsupported, channel_values, ints, per_channel, same_shape, tensors
+from taso.verify import (
+    Axiom,
+    D,
+    R,
+    Symbol,
+    Unsupported,
+    broadcasts,
+    channel_values,
+    ints,
+    per_channel,
+    same_shape,
+    spread,
+    tensors,
+)
 
 
 def _add(attrs, xs):
@@ -50,8 +64,14 @@ def _lower(node, args, types, f):
         return [f.sadd(*args)]
     if tx.shape == () != ty.shape:
         return [f.sadd(args[1], args[0])]
+    if broadcasts(tx, ty):  # along size-1 axes (attention's mask over the batch or the heads), as Mul's
+        return [f.add(args[0], spread(f, args[1], ty, args[0], tx))]
+    if broadcasts(ty, tx):
+        return [f.add(args[1], spread(f, args[0], tx, args[1], ty))]
     if tx.shape != ty.shape:
-        raise Unsupported("Add with broadcasting other than per channel, along the last axis or of a 0-d scalar")
+        raise Unsupported(
+            "Add with broadcasting other than per channel, along the last axis, along size-1 axes or of a 0-d scalar"
+        )
     f.fact(*same_shape(args[0], args[1], tx.rank))
     return [f.add(*args)]
 

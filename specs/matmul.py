@@ -1,21 +1,32 @@
 """MatMul: the 2-D matrix product ``mm(x, y)``; a 3-D operand times a matrix ([B, S, K] @ [K, N], a transformer's
-projection) is the product of its rows regrouped (``reshape2``/``reshape3``, specs/reshape.py). Other batched
-products are not modelled."""
+projection) is the product of its rows regrouped (``reshape2``/``reshape3``, specs/reshape.py); two 4-D operands
+of one batch and head count are ``bmm(x, y)``, the product of each pair of matrices (attention's, per head). Other
+batched products, and broadcasting batch axes, are not modelled."""
 
 from taso.verify import Axiom, D, If, Symbol, Unsupported, ints, tensors
 
-SYMBOLS = [Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)), rank=lambda a, x, y: 2, op="MatMul")]
+SYMBOLS = [
+    Symbol("mm", 2, dims=lambda i, a, x, y: If(i == 0, D(x, 0), D(y, 1)), rank=lambda a, x, y: 2, op="MatMul"),
+    Symbol("bmm", 2, dims=lambda i, a, x, y: If(i == 3, D(y, 3), D(x, i)), rank=lambda a, x, y: 4, op="MatMul"),
+]
 
 
 def _lower(node, args, types, f):
-    rx, rw = (types[v].rank for v in node.inputs)
+    tx, ty = (types[v] for v in node.inputs)
+    rx, rw = tx.rank, ty.rank
     if rx == 3 and rw == 2:  # [B, S, K] @ [K, N]: the product of the stacked rows, regrouped
         x, w = args
         f.fact(D(x, 2) == D(w, 0))
         rows = f.mm(f.reshape2(x, shape=(D(x, 0) * D(x, 1), D(x, 2))), w)
         return [f.reshape3(rows, shape=(D(x, 0), D(x, 1), D(w, 1)))]
+    if rx == 4 and rw == 4:  # [B, N, S, K] @ [B, N, K, L]: one product per (batch, head)
+        if tx.shape[:2] != ty.shape[:2]:
+            raise Unsupported("MatMul of 4-D operands whose batch axes broadcast")
+        x, y = args
+        f.fact(D(x, 0) == D(y, 0), D(x, 1) == D(y, 1), D(x, 3) == D(y, 2))
+        return [f.bmm(x, y)]
     if rx != 2 or rw != 2:
-        raise Unsupported("MatMul of operands other than 2-D, or a 3-D one times a matrix")
+        raise Unsupported("MatMul of operands other than 2-D, a 3-D one times a matrix, or two 4-D ones")
     f.fact(D(args[0], 1) == D(args[1], 0))
     return [f.mm(*args)]
 

@@ -1,6 +1,9 @@
-"""Mul: element-wise product of one shape (``mul``), by a 0-d tensor (TASO's scalar mul, ``smul(x, s)``), by
+"""Mul: element-wise product of one shape (``mul``), by a 0-d tensor or a (1,) known number (TASO's scalar mul,
+``smul(x, s)``; TorchScript writes attention's scale as a (1,) tensor), by
 a per-channel tensor (C, 1, 1) over NCHW (``chmul``, specs/batchnorm.py, of its ``channels`` vector), or by a
 tensor of the same rank with size-1 axes (``mul`` of its ``bcast``, specs/broadcast.py)."""
+
+import z3
 
 from taso.verify import (
     Axiom,
@@ -39,6 +42,11 @@ SYMBOLS = [
 ]
 
 
+def _number(term):
+    """Whether ``term`` is a known number (``num``, specs/numbers.py): what a rule's (1,) constant lowers to."""
+    return z3.is_app(term) and term.decl().name() == "num"
+
+
 def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
     sx, sy = tx.shape, ty.shape
@@ -49,9 +57,9 @@ def _lower(node, args, types, f):
     if sx == sy:
         f.fact(*same_shape(args[0], args[1], tx.rank))
         return [f.mul(*args)]
-    if sy == ():
+    if sy == () or (sy == (1,) and _number(args[1])):  # a (1,) number scales as a 0-d one: a known scalar
         return [f.smul(args[0], args[1])]
-    if sx == ():
+    if sx == () or (sx == (1,) and _number(args[0])):
         return [f.smul(args[1], args[0])]
     if broadcasts(tx, ty):
         return [f.mul(args[0], spread(f, args[1], ty, args[0], tx))]

@@ -1,5 +1,6 @@
-"""Reshape to rank 2 or 3: ``reshape2(x, shape)`` and ``reshape3(x, shape)``, the row-major reinterpretation of
-``x`` as ``shape`` (the same elements, in the same order). ``bias_last(b, x)`` spreads a vector along the last
+"""Reshape to rank 2, 3 or 4: ``reshape2(x, shape)``, ``reshape3(x, shape)`` and ``reshape4(x, shape)``, the
+row-major reinterpretation of ``x`` as ``shape`` (the same elements, in the same order); rank 4 is attention's
+heads split from the last axis (taso/ops/attention.py). ``bias_last(b, x)`` spreads a vector along the last
 axis of ``x`` at any rank (numpy broadcasting of a (N,) bias over (..., N)).
 
 A Reshape node's target is a weight whose values the lowering does not read: its result's sizes are variables,
@@ -43,6 +44,7 @@ def _symbol(rank):
 SYMBOLS = [
     _symbol(2),
     _symbol(3),
+    _symbol(4),
     Symbol("bias_last", 2, dims=lambda i, a, b, x: D(x, i), rank=lambda a, b, x: R(x), compute=_bias_last),
 ]
 
@@ -56,8 +58,8 @@ def _product(terms):
 
 def _lower(node, args, types, f):
     tx, ty = types[node.inputs[0]], types[node.outputs[0]]
-    if ty.rank not in (2, 3):
-        raise Unsupported("Reshape to a rank other than 2 or 3")
+    if ty.rank not in (2, 3, 4):
+        raise Unsupported("Reshape to a rank other than 2, 3 or 4")
     # one variable per result dim, named by the side being lowered (a name both sides may use is two values)
     (base,) = f.split_sizes(node, 0)
     shape = tuple(z3.Int(f"{base}[{i}]") for i in range(ty.rank))
@@ -69,8 +71,8 @@ LOWER = {"Reshape": _lower}
 
 
 def axioms(f):
-    x, y, b = tensors("x y b")
-    m, n, p, q, k = ints("m n p q k")
+    x, y, b, w = tensors("x y b w")
+    m, n, p, q, k, a, e, c, d = ints("m n p q k a e c d")
     rows = {"p": (1, 2, 3), "q": (1, 2), "m": (2, 3, 6), "n": (1, 3), "k": (1, 2, 3)}
     to2, to3 = dict(shape=(m, k)), dict(shape=(p, q, n))
     cube, mat = {"x": (p, q, n), "y": (p, q, n)}, {"x": (m, k), "y": (m, k)}
@@ -93,6 +95,14 @@ def axioms(f):
             {"x": (p, q, n)},
             when=(m * k == p * q * n,),
             domains=rows,
+        ),
+        Axiom(  # attention's heads merged into the last axis and split again (taso/ops/attention.py)
+            "reshape-back-4",
+            f.reshape4(f.reshape3(w, **to3), shape=(a, e, c, d)),
+            w,
+            {"w": (a, e, c, d)},
+            when=(p * q * n == a * e * c * d,),
+            domains={**rows, "a": (1, 2), "e": (1, 3), "c": (1, 2), "d": (1, 2, 3)},
         ),
         Axiom(
             "reshape-back-2",

@@ -299,14 +299,14 @@ def test_a_reshape_target_the_models_sizes_do_not_fix_is_declined(tmp_path: Path
             "C broadcasts",
         ),
         (
-            """graph(%x: float32[2,3,4], %s: int64[4] = [2, 3, 2, 2]):
-  %y = Reshape(%x, %s) {allowzero=0} : float32[2,3,2,2]
+            """graph(%x: float32[2,3,4], %s: int64[5] = [2, 3, 2, 2, 1]):
+  %y = Reshape(%x, %s) {allowzero=0} : float32[2,3,2,2,1]
   return %y""",
-            """graph(%x: float32[2,3,4], %s: int64[4] = [2, 3, 2, 2]):
+            """graph(%x: float32[2,3,4], %s: int64[5] = [2, 3, 2, 2, 1]):
   %r = Relu(%x) : float32[2,3,4]
-  %y = Reshape(%r, %s) {allowzero=0} : float32[2,3,2,2]
+  %y = Reshape(%r, %s) {allowzero=0} : float32[2,3,2,2,1]
   return %y""",
-            "rank other than 2 or 3",
+            "rank other than 2, 3 or 4",
         ),
         (  # a matrix broadcast over a batch on the left: mm would misread its shape (true here, but unmodelled)
             """graph(%w: float32[3,3] weight, %x: float32[2,3,4]):
@@ -321,7 +321,7 @@ def test_a_reshape_target_the_models_sizes_do_not_fix_is_declined(tmp_path: Path
             "MatMul of operands other than 2-D",
         ),
     ],
-    ids=["transB 2", "(1,) C", "reshape to rank 4", "matrix times a batch"],
+    ids=["transB 2", "(1,) C", "reshape to rank 5", "matrix times a batch"],
 )
 def test_what_the_specs_do_not_model_is_unknown_with_its_reason(src: str, dst: str, reason: str) -> None:
     v = _prover(precheck=False).verdict(_rule(src, dst))

@@ -398,7 +398,13 @@ def softsign(monkeypatch: pytest.MonkeyPatch) -> ops.OpDef:
             "no spec for Softsign",
         ),
         ("%a = Relu(%x) : float32[4,4]\n  %b = Relu(%a) : float32[4,4]", "%b = Relu(%x) : float32[4,4]", "no proof"),
-        ("%b = Add(%x, %v) : float32[4,4]", "%b = Add(%v, %x) : float32[4,4]", "broadcasting"),
+        (  # both operands broadcast (Add along one's size-1 axes is modelled, as attention's mask needs)
+            "%c = Add(%x, %x) : float32[4,4]\n  %w = ReduceSum(%c) {axes=[1], keepdims=1} : float32[4,1]\n"
+            "  %b = Add(%w, %v) : float32[4,4]",
+            "%c = Add(%x, %x) : float32[4,4]\n  %w = ReduceSum(%c) {axes=[1], keepdims=1} : float32[4,1]\n"
+            "  %b = Add(%v, %w) : float32[4,4]",
+            "broadcasting",
+        ),
     ],
 )
 def test_true_rules_outside_the_specs_are_unknown_with_the_reason(

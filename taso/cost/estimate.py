@@ -22,7 +22,7 @@ def _numel(t: TensorType | None) -> int:
 
 
 def flops(ug: Graph) -> float:
-    """Arithmetic of a unit: exact for the matrix ops, one op per output element otherwise."""
+    """Arithmetic of a unit: exact for the matrix ops and attention, one op per output element otherwise."""
     total = 0.0
     for n in ug.nodes:
         out = _numel(ug.types.get(n.outputs[0])) if n.outputs else 0
@@ -33,6 +33,9 @@ def flops(ug: Graph) -> float:
         elif n.op == "Conv" and not n.is_opaque:
             w = ug.types[n.inputs[1]].shape
             total += 2.0 * out * int(np.prod(w[1:]))  # type: ignore[index,arg-type]
+        elif n.op == "MultiHeadAttention" and not n.is_opaque:  # Q K^T and its product with V, per head
+            key = ug.types[n.inputs[1]].shape
+            total += 4.0 * out * (key[-2] if len(key) == 4 else key[1])  # type: ignore[arg-type,index]
         elif n.op in ("AveragePool", "MaxPool") and not n.is_opaque:
             total += out * int(np.prod(n.attr["kernel_shape"]))  # type: ignore[arg-type]
         else:

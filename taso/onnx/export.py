@@ -78,6 +78,16 @@ def _constant_node_value(n: Node) -> np.ndarray | None:
     return next((numpy_helper.to_array(a.t) for a in proto.attribute if a.name == "value"), None)
 
 
+def _placed(inputs: tuple[str, ...], positions: tuple[int, ...]) -> list[str]:
+    """``inputs`` at their ONNX positions (`OpDef.onnx_inputs`), the ones between empty; as they are without any."""
+    if not positions:
+        return list(inputs)
+    placed = [""] * (max(positions[: len(inputs)], default=-1) + 1)
+    for p, name in zip(positions, inputs):
+        placed[p] = name
+    return placed
+
+
 def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[str], known: Known) -> onnx.NodeProto:
     """The NodeProto for ``n``; constant inputs the ONNX form needs (e.g. Pad's pads) go to ``extra``, or are
     read from a value that holds them already (``known``, which gains what is written)."""
@@ -97,7 +107,7 @@ def _export_node(n: Node, g: Graph, extra: list[onnx.TensorProto], taken: set[st
         for k, v in sorted(spec.attrs.items()):
             value = numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
             proto.attribute.append(helper.make_attribute(k, value))
-        proto.input.extend(n.inputs)
+        proto.input.extend(_placed(n.inputs, d.onnx_inputs))
         for i, value in enumerate(spec.extra_inputs):
             name = known.get(_key(value))
             if name is None:

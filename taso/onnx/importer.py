@@ -75,6 +75,11 @@ def _kept_inputs(node: onnx.NodeProto, opset: int) -> tuple[str, ...]:
     """``node``'s inputs but those the catalogue reads as attributes at ``opset`` (`OpDef.attr_inputs`, always
     trailing: ReduceSum's axes)."""
     d = ops.OPS.get(node.op_type)
+    if d is not None and d.onnx_inputs:  # the positions the entry models, trailing absent ones left out
+        picked = [node.input[p] if p < len(node.input) else "" for p in d.onnx_inputs]
+        while picked and not picked[-1]:
+            picked.pop()
+        return tuple(picked)
     moved = [pos for _, pos, since in (d.attr_inputs if d else ()) if opset >= since]
     return tuple(node.input[: min(moved)] if moved else node.input)
 
@@ -151,6 +156,8 @@ def _catalogue_attrs(
     if any(v is None for v in raw_attrs.values()):
         return "attribute of a kind the catalogue does not model"
     inputs = _kept_inputs(node, opset)
+    if d.onnx_inputs and any(i for p, i in enumerate(node.input) if p not in d.onnx_inputs):
+        return f"{node.op_type} with an input at a position the catalogue does not model"
     for name, pos, since in d.attr_inputs:
         if opset >= since and len(node.input) > pos and node.input[pos]:
             value = _constant_value(node.input[pos], producers, data)

@@ -5,7 +5,8 @@ here in the order generation enumerates them (rules, their ids and their order d
 knows of the ONNX ops it does not model is `taso.ops.onnx_facts`; arithmetic over Z_p is `taso.ops.field`.
 """
 
-from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, views, select, fused  # noqa: I001 (registration order)
+from taso.ops import elementwise, products, pooling, layout, normalisation, generators, reductions, powers, views, select, fused, attention  # noqa: I001 (registration order)
+from taso.ops.attention import MULTI_HEAD_ATTENTION
 from taso.ops.elementwise import ADD, CLIP, ERF, GELU, HARD_SIGMOID, HARD_SWISH, MUL, NEG, RELU, SIGMOID, SUB, TANH
 from taso.ops.field import EXPONENTIAL, P, salt
 from taso.ops.fused import (
@@ -100,6 +101,7 @@ __all__ = [
     "MATMUL",
     "MAXPOOL",
     "MUL",
+    "MULTI_HEAD_ATTENTION",
     "NEG",
     "ONES",
     "ONNX_OPS",
@@ -140,6 +142,7 @@ __all__ = [
     "VIEW",
     "WHERE",
     "WINDOWED",
+    "attention",
     "elementwise",
     "fused",
     "generators",

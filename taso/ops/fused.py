@@ -28,7 +28,7 @@ CONTRIB = "com.microsoft"
 _FUSED = frozenset({ORT_ONLY})
 
 
-def _floats(attrs: dict[str, AttrValue], types: Sequence[TensorType | None], opset: int) -> dict | str:
+def floats_only(attrs: dict[str, AttrValue], types: Sequence[TensorType | None], opset: int) -> dict | str:
     """onnxruntime's kernels take floats only; an input of unknown type leaves the node opaque."""
     if any(t is None or not t.dtype.startswith(("float", "bfloat")) for t in types):
         return "fused kernel of other than floats (or of an untyped input)"
@@ -99,7 +99,7 @@ FAST_GELU = register(
         elementwise=True,
         domain=CONTRIB,
         min_opset=1,
-        normalize=_floats,
+        normalize=floats_only,
         field=_gelu("tanh")[1],  # type: ignore[arg-type]
         tags=_FUSED | {BATCH_POLYMORPHIC},
     )
@@ -115,7 +115,7 @@ BIAS_GELU = register(
         elementwise=True,
         domain=CONTRIB,
         min_opset=1,
-        normalize=_floats,
+        normalize=floats_only,
         field=_gelu("none")[1],  # type: ignore[arg-type]
         tags=_FUSED | {BATCH_POLYMORPHIC},
     )
@@ -145,7 +145,7 @@ QUICK_GELU = register(
         elementwise=True,
         domain=CONTRIB,
         min_opset=1,
-        normalize=_floats,
+        normalize=floats_only,
         field=_quick_gelu_field,
         tags=_FUSED | {BATCH_POLYMORPHIC},
     )
@@ -189,7 +189,7 @@ SKIP_LAYERNORM = register(
         "3): the residual Add fused with the norm after it. Only output 0 is modelled.",
         domain=CONTRIB,
         min_opset=1,
-        normalize=_floats,
+        normalize=floats_only,
         field=_SKIP_LAYERNORM[1],
         tags=_FUSED,
     )
@@ -209,7 +209,7 @@ def _rmsnorm_shape(types: Sequence[TensorType], attrs: Attrs, consts: Sequence, 
 def _rmsnorm_normalize(attrs: dict, types: Sequence[TensorType | None], opset: int) -> dict | str:
     """LayerNormalization's attributes (`normalisation.norm_normalize`), of floats only."""
     out = normalisation.norm_normalize("SimplifiedLayerNormalization", attrs, types)
-    return out if isinstance(out, str) else _floats(out, types, opset)
+    return out if isinstance(out, str) else floats_only(out, types, opset)
 
 
 SIMPLIFIED_LAYERNORM = register(
@@ -240,7 +240,7 @@ SKIP_SIMPLIFIED_LAYERNORM = register(
         "onnxruntime's kernels disagree on whether it enters the sum. Only output 0 is modelled.",
         domain=CONTRIB,
         min_opset=1,
-        normalize=_floats,
+        normalize=floats_only,
         field=_SKIP_RMSNORM[1],
         tags=_FUSED,
     )
@@ -286,7 +286,7 @@ def _fused_matmul_normalize(attrs: dict, types: Sequence[TensorType | None], ops
         return "FusedMatMul with transA or transB other than 0 or 1"
     if any(t is None or t.rank is None or t.rank < 2 for t in types):
         return "FusedMatMul with a 1-D or unranked operand"
-    return _floats(attrs, types, opset)
+    return floats_only(attrs, types, opset)
 
 
 def _fused_matmul(xs: Arrays, attrs: Attrs, n: int) -> tuple[np.ndarray, ...]:

@@ -88,6 +88,10 @@ class OpDef:
     """Attributes ONNX moved to a constant input from some opset on: (name, input position, opset). Import
     reads the constant into the attribute (the node keeps only the inputs before it), export writes it back as
     that input, so the IR has one form whatever opset the file was written at."""
+    onnx_inputs: tuple[int, ...] = ()
+    """The ONNX input position of each IR input, where they differ: import reads those positions (refusing a node
+    with an input elsewhere) and export writes there, the positions between left empty (MultiHeadAttention's
+    attention bias is its input 5, after two optional inputs subst does not model). Empty: the same positions."""
     opaque: OnnxOp | None = None
     """What the check must know of the ONNX node where import leaves it opaque (a computed attribute input:
     Gather's token ids), as `ONNX_OPS` says it of the ops outside the catalogue."""

@@ -188,7 +188,8 @@ def instantiate(g: Graph, match: Match) -> tuple[list[Node], dict[str, WeightDat
             types[sizes_name] = TensorType("int64", (len(n.outputs),))
             in_types[1], consts[1] = types[sizes_name], sizes
         elif (k := _target_input(n, dst)) is not None:
-            target = _reshape_target(dst.types[n.outputs[0]], out_type.get(n.outputs[0]), dims)
+            copied = (dst.types[n.inputs[0]], in_types[0]) if not attrs.get("allowzero") else None
+            target = _reshape_target(dst.types[n.outputs[0]], out_type.get(n.outputs[0]), dims, copied)
             target_name = next(fresh)  # the rule's target is its example's; this one is the model's
             inputs[k] = target_name
             data[target_name] = WeightData(target)
@@ -237,16 +238,29 @@ def _target_input(n: Node, rule_side: Graph) -> int | None:
     return where[0] if where is not None and n.inputs[where[0]] in rule_side.data else None
 
 
-def _reshape_target(example: TensorType, output: TensorType | None, dims: Mapping[int, int | None]) -> np.ndarray:
+def _reshape_target(
+    example: TensorType,
+    output: TensorType | None,
+    dims: Mapping[int, int | None],
+    copied: tuple[TensorType, TensorType | None] | None = None,
+) -> np.ndarray:
     """A Reshape's target at the model's sizes: the matched output's shape where it makes one, else its example
     result's sizes mapped to the model's (`_dim_map`), the one size no input has left for onnxruntime to infer
-    (the product of a batch's rows). The proof read its result's sizes as variables (specs/reshape.py), so any
-    target that type-checks is one it covers; one that cannot be written is declined."""
+    (the product of a batch's rows). A size the model knows only at run time (a symbolic batch) is 0 where the
+    Reshape keeps it in place (``copied``: its example input and its input at the model's sizes, given where
+    allowzero is 0, which makes 0 copy the input's dim). The proof read its result's sizes as variables
+    (specs/reshape.py), so any target that type-checks is one it covers; one that cannot be written is declined."""
     if output is not None:
         shape = output.shape or ()
         if all(isinstance(d, int) for d in shape):
             return np.array(shape, np.int64)
     mapped = [dims.get(d, -1) if isinstance(d, int) else None for d in example.shape or ()]
+    if copied is not None and copied[1] is not None:
+        was, now = copied[0].shape or (), copied[1].shape or ()
+        mapped = [
+            0 if m is None and i < min(len(was), len(now)) and was[i] == d and not isinstance(now[i], int) else m
+            for i, (m, d) in enumerate(zip(mapped, example.shape or ()))
+        ]
     if None in mapped or mapped.count(-1) > 1:
         raise Unfit(f"the rewrite needs a Reshape target the model's sizes do not fix: {example}")
     return np.array(mapped, np.int64)

@@ -110,16 +110,17 @@ def _inputs(rule: Rule) -> list[tuple[str, TensorType]]:
 
 
 def _number(rule: Rule, name: str, specs: Specs) -> z3.ExprRef | None:
-    """A 0-d float constant of the rule (GELU's 0.5 and sqrt 2, a norm's epsilon, a Pow's exponent) as the
+    """A 0-d or one-element (1,) float constant of the rule (GELU's 0.5 and sqrt 2, a norm's epsilon, a Pow's
+    exponent; the TorchScript exporter writes attention's 64^-1/4 as a (1,) tensor, specs/mul.py) as the
     ``num`` term of the number `taso.ops.numbers` reads it as (specs/numbers.py), named by the very integer
     `attr_int` makes of an attribute of that value: LayerNormalization's epsilon and the 1e-5 its spelling adds
     are one term, as QuickGelu's alpha and a constant 1.702 are. The matcher binds it only to a constant read as
     the same number (`taso.rules.match`). None for any other weight (a free tensor), a nan or an infinity, or
     where the specs have no ``num``."""
     data = rule.src.data.get(name) or rule.dst.data.get(name)
-    if data is None or data.dtype.kind != "f" or data.shape != () or "num" not in specs.symbols:
+    if data is None or data.dtype.kind != "f" or data.shape not in ((), (1,)) or "num" not in specs.symbols:
         return None
-    c = float(data.array)
+    c = float(data.array.reshape(()))
     return specs.symbols["num"](value=attr_int(c)) if math.isfinite(c) else None
 
 

@@ -26,3 +26,14 @@ def test_estimates_without_measuring(cpu, calibration) -> None:
     model = CostModel(cpu, None, measure=False, calibration=calibration)
     c = model.graph_cost(g)
     assert model.measured == 0 and c.estimated == len(units(g)) and c.total_ms > calibration.run_ms
+
+
+def test_attention_is_estimated_by_its_two_products() -> None:
+    """MultiHeadAttention's arithmetic is Q K^T and the product with V (4 * B*S*N*H * L), not one op per output
+    element: an estimated unit must not make it look free beside the MatMuls it replaces."""
+    g = with_weights(
+        """graph(%q: float32[2,16,64], %k: float32[2,4,32,16], %v: float32[2,4,32,16]):
+  %y = MultiHeadAttention(%q, %k, %v) {num_heads=0, scale=0.25} : float32[2,16,64]
+  return %y"""
+    )
+    assert flops(g) == 4 * (2 * 16 * 64) * 32

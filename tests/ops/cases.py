@@ -108,6 +108,14 @@ CASES: dict[str, list[tuple]] = {
         ([(2, 4, 3), (4, 5)], {"alpha": 1.0, "transA": 1, "transB": 0}, {}, 1),
         ([(2, 3, 4), (4, 5)], {"alpha": -2.0, "transA": 0, "transB": 0}, {}, 1),
     ],
+    # onnxruntime's MultiHeadAttention (taso/ops/attention.py): key and value as (B, L, N*H) and as split heads,
+    # with an attention bias broadcast over the batch or the heads (its input 5)
+    "MultiHeadAttention": [
+        ([(2, 3, 8), (2, 5, 8), (2, 5, 12)], {"num_heads": 2, "scale": 0.0}, {}, 1),
+        ([(2, 3, 8), (2, 4, 5, 2), (2, 4, 5, 2)], {"num_heads": 0, "scale": 0.25}, {}, 1),
+        ([(2, 3, 8), (2, 4, 5, 2), (2, 4, 5, 2), (1, 4, 3, 5)], {"num_heads": 0, "scale": 1.0}, {}, 1),
+        ([(2, 3, 8), (2, 5, 8), (2, 5, 8), (2, 1, 3, 5)], {"num_heads": 2, "scale": 0.0}, {}, 1),
+    ],
     "Unsqueeze": [([(3, 4)], {"axes": (0, 3)}, {}, 1), ([(2, 3)], {"axes": (1,)}, {}, 1)],
     "Squeeze": [([(1, 3, 1, 4)], {"axes": (0, 2)}, {}, 1), ([(3, 1)], {"axes": (1,)}, {}, 1)],
     "Expand": [

@@ -23,6 +23,7 @@ FAMILIES = (
     ops.views,
     ops.select,
     ops.fused,
+    ops.attention,
 )
 
 
