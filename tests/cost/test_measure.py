@@ -65,6 +65,28 @@ def test_a_unit_onnxruntime_fuses_only_when_read_on_is_timed_read_on(
     assert timed == [4, 2]  # read on, five copies of it, the sinks alone and five copies; else one and five
 
 
+def test_a_units_copies_run_on_its_own_draw_each_in_its_own_buffer(
+    cpu: profiler.Device, calibration: Calibration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inputs of a unit's copies are its single copy's draw, not drawn again for each (a draw of five copies
+    of a mobilenet_v2 unit's activations was most of 9 ms), each copy's in an array of its own."""
+    drawn: list[Graph] = []
+    fed: list[dict[str, np.ndarray]] = []
+    draw, timing = measure.check.random_inputs, measure.time_models
+    monkeypatch.setattr(measure.check, "random_inputs", lambda g, **k: drawn.append(g) or draw(g, **k))
+    monkeypatch.setattr(
+        measure, "time_models", lambda runs, *a, **k: fed.extend(f for _, f in runs) or timing(runs, *a, **k)
+    )
+    gelu = parse_graph(GELU)
+    measure_marginal(gelu, cpu, calibration.run_ms)
+    assert len(drawn) == 2 and len(fed) == 4  # read on and the sinks drawn; their five copies not
+    for one, many in ((fed[0], fed[1]), (fed[2], fed[3])):
+        copies = [many[f"{v}#{c}"] for v in one for c in range(measure.COPIES)]
+        assert len(many) == len(copies) == measure.COPIES * len(one)
+        assert all(np.array_equal(a, one[v]) for a, v in zip(copies, [v for v in one for _ in range(measure.COPIES)]))
+        assert len({id(a) for a in copies} | {id(a) for a in one.values()}) == len(copies) + len(one)
+
+
 def test_a_units_fusion_is_asked_of_onnxruntime_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A unit settled is measured three times; whether it fuses only when read on is asked once (two sessions),
     and a unit that differs where a fusion's pattern looks (Sigmoid for Tanh) is asked anew."""
