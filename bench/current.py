@@ -224,6 +224,19 @@ def _versus(column: str, against: str) -> Callable[[dict], Value]:
     return read
 
 
+def _attention_probe(d: dict) -> Value:
+    """probe_attention: MultiHeadAttention where the proved rules put it, over the prepared graph: geomean and range,
+    without and under capture (models that capture)."""
+    rows = list(d["models"].values())
+    plain = [r["speedup_over_prepared"] for r in rows]
+    graph = [r["speedup_graph_over_prepared"] for r in rows if "speedup_graph_over_prepared" in r]
+    g = _geomean(plain)
+    return g, (
+        f"{g:.3f}x over {len(plain)} ({min(plain):.3f}-{max(plain):.3f}x); under capture {_geomean(graph):.3f}x over "
+        f"{len(graph)}; blocks rewritten {sum(r['attention_nodes'] for r in rows)}"
+    )
+
+
 def _predictions_hold(d: dict) -> Value:
     """How many of a corpus run's subst outputs had a predicted speed-up within 10 % of the measured one."""
     offs = [r["prediction"]["subst"]["off"] for r in d["rows"] if "subst" in r.get("prediction", {})]
@@ -647,6 +660,14 @@ METRICS: list[Metric] = [
         None,
         "2026-11-29/corpus-h200-tf.json",
         _predictions_hold,
+    ),
+    Metric(
+        "attention as onnxruntime's MultiHeadAttention where the proved rules match (7 corpus transformers), H200: "
+        "over the same graph unfused",
+        48,
+        None,
+        "2026-11-29/attention-h200.json",
+        _attention_probe,
     ),
     Metric(
         "fresh exports outside the corpus (bench_fresh, 12 of 44 run), H200: subst over the best peer per export",
