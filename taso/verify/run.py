@@ -44,7 +44,7 @@ from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Tracked, lower_rule
 from taso.verify.precheck import refute
 from taso.verify.premises import premises_check
-from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
+from taso.verify.spec import Axiom, Specs, Unsupported, assert_all, load_specs
 from taso.verify.speccheck import check_specs
 from taso.verify.workers import SHARDS, SMALL, decide_shards
 
@@ -89,7 +89,10 @@ class Prover:
     proofs). Each axiom is guarded by a literal of its own; a check assumes the literals of the axioms it may
     use, so the unsat core names the axioms a proof used. Nothing is ever popped: one solver for every rule
     made a rule's time depend on the rules before it (a 0.2 s proof took 120 s in its shard), and z3's pop
-    after a check that ran away in E-matching took longer than any timeout.
+    after a check that ran away in E-matching took longer than any timeout. Each rule's checks also run in a z3
+    context of its own, its terms and axioms translated there in a fixed order: in the shared one the terms
+    earlier rules left decided which instances z3 made first, so a rule near its budget's edge was proved after
+    some rules and not after others; now a verdict is a function of the rule and the specs alone.
     """
 
     def __init__(
@@ -99,8 +102,7 @@ class Prover:
         self.budget = budget
         self.timeout = timeout
         self.precheck = precheck  # without it z3 alone decides: an audit that no proof leans on the pre-check
-        self.literals = {a.name: z3.Bool(f"axiom {a.name}") for a in specs.axioms}
-        self.guarded = {a.name: z3.Implies(self.literals[a.name], a.formula) for a in specs.axioms}
+        self.guarded = {a.name: z3.Implies(z3.Bool(f"axiom {a.name}"), a.formula) for a in specs.axioms}
         self.shape = {name: sym.shape_axioms() for name, sym in specs.symbols.items()}
         self.axioms = {a.name: a for a in specs.axioms}
 
@@ -134,7 +136,8 @@ class Prover:
         sizes = {"sizes": "symbolic", "reversible": low.reversible}
         depth = max((t.rank or 0 for g in (rule.src, rule.dst) for t in g.types.values()), default=0)
         premises = [*low.facts, *(t.fact for t in low.tracked)]
-        typed = premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS)
+        ctx = z3.Context()
+        typed = premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS, ctx)
         if typed != z3.sat:
             # no model of the premises: every goal would follow from them, true or not
             reason = (
@@ -150,7 +153,7 @@ class Prover:
             return Verdict("proved", {**detail, "seconds": _since(t0)})
         own = _own_symbols(low.used, self.specs.axioms)
         relevant = [a for a in self.specs.axioms if a.symbols <= own]
-        left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout)
+        left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout, ctx)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
@@ -192,7 +195,7 @@ class Prover:
         given = reachable(session.symbols, axioms)
         session.give(given, self)
         facts_on = [session.facts_on[id(t)] for t in assumable]
-        assumed = [self.literals[a.name] for a in given] + facts_on
+        assumed = [z3.Bool(f"axiom {a.name}", session.ctx) for a in given] + facts_on
         core: set[str] = set()
         session.solver.set("core.minimize", bool(assumable))  # only the facts a proof needs: they restrict it
         for i, goal in session.goals:
@@ -259,18 +262,20 @@ class _Session:
         tracked: Sequence[Tracked],
         used: set[str],
         deadline: float,
+        ctx: z3.Context,
     ) -> None:
         self.budget = prover.budget
         self.deadline = deadline
-        self.solver = z3.Solver()
+        self.ctx = ctx
+        self.solver = z3.Solver(ctx=ctx)
         self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
         self.solver.set("smt.qi.max_instances", max(1, self.budget // INSTANCE_UNITS))
-        self.solver.add(*facts)
         self.index = {id(t): k for k, t in enumerate(tracked)}
-        self.facts_on = {id(t): z3.Bool(f"fact {k}") for k, t in enumerate(tracked)}
-        self.solver.add(*(z3.Implies(self.facts_on[id(t)], t.fact) for t in tracked))
-        self.goals = [(i, z3.Bool(f"goal {i}")) for i, _, _ in goals]
-        self.solver.add(*(z3.Implies(on, a != b) for (_, on), (_, a, b) in zip(self.goals, goals)))
+        on = [z3.Implies(z3.Bool(f"fact {k}"), t.fact) for k, t in enumerate(tracked)]
+        on += [z3.Implies(z3.Bool(f"goal {i}"), a != b) for i, a, b in goals]
+        assert_all(self.solver, [*facts, *on])
+        self.facts_on = {id(t): z3.Bool(f"fact {k}", ctx) for k, t in enumerate(tracked)}
+        self.goals = [(i, z3.Bool(f"goal {i}", ctx)) for i, _, _ in goals]
         self.symbols = set(used)  # every symbol the lowering applied, in the terms or the facts
         self.shaped: set[str] = set()
         self.given: set[str] = set()
@@ -279,10 +284,10 @@ class _Session:
 
     def give(self, axioms: Sequence[Axiom], prover: Prover) -> None:
         """Assert ``axioms`` (behind their literals) and the shape rules of every symbol now in play, once each."""
-        self.solver.add(*(prover.guarded[a.name] for a in axioms if a.name not in self.given))
+        new = [prover.guarded[a.name] for a in axioms if a.name not in self.given]
+        new += [q for name in sorted(self.symbols - self.shaped) for q in prover.shape[name]]
+        assert_all(self.solver, new)
         self.given.update(a.name for a in axioms)
-        for name in sorted(self.symbols - self.shaped):
-            self.solver.add(*prover.shape[name])
         self.shaped |= self.symbols
 
     def check(self, assumed: list[z3.BoolRef]) -> z3.CheckSatResult | str:
@@ -319,7 +324,7 @@ class _Session:
 
 
 def _units(s: z3.Solver) -> int:
-    """z3's resource count so far in this process (it only grows; a check's cost is the difference)."""
+    """z3's resource count so far in the rule's context (it only grows; a check's cost is the difference)."""
     return int(s.statistics().get_key_value("rlimit count"))
 
 
