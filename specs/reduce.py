@@ -7,15 +7,12 @@ Axioms: both are linear (a sum of adds, a scalar factor), commute with a concat 
 each other (a sum and a mean along different axes too), move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
 axis; a sum over a concat along its own axis is the sum of the sums. Along a size-1 axis either is the
 identity; a mean ignores the order of a concat (and within a part of it), a copy of its input and an element equal
-to it, and over two parts of one size it is half the mean of their sum; a mean of ones is
-ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
+to it; a mean of ones is ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
 need the count, a constant the vocabulary has no term for, so such rules stay unknown rather than risk one that
-drops it (the halves' 1/2 is a count ratio, the same at every size).
+drops it.
 """
 
-from fractions import Fraction
-
-from taso.ops import OPS, numbers
+from taso.ops import OPS
 from taso.verify import Axiom, D, If, R, Symbol, attr_int, ints, tensors
 from taso.verify.spec import Shape
 
@@ -41,8 +38,6 @@ def _symbol(name, op, compute):
     rank = lambda a, x: If(a.keepdims == 1, R(x), R(x) - 1)  # noqa: E731
     return Symbol(name, 1, dims=_dims, rank=rank, attrs=("axis", "keepdims"), op=op, compute=compute)
 
-
-_HALF = numbers.Number(Fraction(1, 2))
 
 SYMBOLS = [_symbol("rsum", "ReduceSum", _sum), _symbol("rmean", "ReduceMean", _mean)]
 
@@ -207,16 +202,6 @@ def axioms(f):
             {"x": (m, n), "y": (m, n), "z": (m, n)},
             domains={"a": (0, 1), "kd": (0, 1)},
             generic=True,
-        ),
-        Axiom(  # two halves of one size: the mean of their sum, halved (the count is twice theirs)
-            "rmean-cat-halves",
-            f.rmean(f.cat(x, y, axis=a), axis=a, keepdims=kd),
-            f.smul(f.rmean(f.add(x, y), axis=a, keepdims=kd), f.num(value=_HALF.bits)),
-            {"x": (m, n), "y": (m, n)},
-            when=(D(x, a) == D(y, a),),
-            domains={"a": (0, 1), "kd": (0, 1)},
-            generic=True,
-            oriented=True,
         ),
         Axiom(  # nor one more element equal to the mean
             "rmean-cat-mean",

@@ -34,17 +34,6 @@ def axioms(f):
             f.rmean(f.cat(x, f.cat(w, y, axis=1), axis=0), axis=0, keepdims=1),
             {"x": (m, 2), "y": (m, 1), "w": (m, 1)},
         ),
-        # two halves' mean taken for the mean of their sum: the halving dropped
-        Axiom(
-            "planted-rmean-cat-halves-unhalved",
-            f.rmean(f.cat(x, y, axis=a), axis=a, keepdims=1),
-            f.rmean(f.add(x, y), axis=a, keepdims=1),
-            {"x": (m, n), "y": (m, n)},
-            when=(D(x, a) == D(y, a),),
-            domains={"a": (0, 1)},
-            generic=True,
-            oriented=True,
-        ),
         # a reduction dropped along an axis of any size, not only of size 1
         Axiom("planted-rsum-any", f.rsum(x, axis=a, keepdims=1), x, {"x": (m, n)}, domains=dom, generic=True),
         # a sum of x concatenated with itself is twice its sum, not its sum (only the mean keeps it)
