@@ -184,6 +184,12 @@ class _Recorder:
         the rule's output types tie to the other side's."""
         return [z3.Int(f"size of {self._sizes.side} {o}") for o in node.outputs]
 
+    def reaches(self, name: str) -> None:
+        """Note that the node's term becomes one of the symbol ``name`` by an axiom (x - x is zeros: sub-self),
+        so the axioms over it are among the rule's relevant ones (`taso.verify.run`), not left to the last stage,
+        where every other axiom's instances crowd them out."""
+        self._used.add(name)
+
     def witness(self, name: str, rank: int) -> z3.ExprRef:
         """A tensor of rank ``rank`` named for the value ``name`` on this side, standing for a shape no operand has:
         a fresh constant, whose values no proof can use, so what it proves holds at every tensor of its shape."""
