@@ -1,7 +1,9 @@
 """Div and Reciprocal, of floats (integer Div stays opaque): ``div(x, y)`` is ``x`` times ``recip(y)``, over
 the reals where ``y`` is not zero. Both are element-wise, so a reciprocal moves through a broadcast, a transpose,
 a concat and a slice. ``sdiv(x, s)`` divides by a 0-d scalar (GELU's x / sqrt 2; specs/numbers.py makes it the
-product by the reciprocal where ``s`` is a known number).
+product by the reciprocal where ``s`` is a known number). Where neither operand has the quotient's shape (a norm's
+scale [D] over its per-row root [N, 1], as the fusion targets spell it), both are spread over a tensor of that
+shape (`taso.verify.spread_both`); the quotient is still ``div``, so the same axioms hold.
 
 Why they are modelled: the dynamo exporter writes RMSNorm's rsqrt as ``Mul(x, Reciprocal(Sqrt(v)))``, a form
 onnxruntime's SimplifiedLayerNormFusion does not match, where it fuses ``Div(x, Sqrt(v))`` (and the TorchScript
@@ -14,12 +16,12 @@ from taso.verify import (
     D,
     R,
     Symbol,
-    Unsupported,
     broadcasts,
     elementwise_axioms,
     ints,
     same_shape,
     spread,
+    spread_both,
     tensors,
 )
 
@@ -63,7 +65,7 @@ def _lower(node, args, types, f):
         return [f.div(args[0], spread(f, args[1], ty, args[0], tx))]
     if ty.shape == ():
         return [f.sdiv(*args)]
-    raise Unsupported("Div with broadcasting other than of the divisor along its size-1 axes or by a 0-d scalar")
+    return [f.div(*spread_both(f, node, args, types))]
 
 
 LOWER = {"Div": _lower}

@@ -6,8 +6,8 @@ over several axes is the mean of the means over each, every group being the same
 Axioms: both are linear (a sum of adds, a scalar factor), commute with a concat along another axis and with
 each other (a sum and a mean along different axes too), move through a 2-D transpose to the other axis and into a matmul's operand that owns the reduced
 axis; a sum over a concat along its own axis is the sum of the sums. Along a size-1 axis either is the
-identity; a mean ignores the order of a concat, a copy of its input and an element equal to it; a mean of ones is
-ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
+identity; a mean ignores the order of a concat (and within a part of it), a copy of its input and an element equal
+to it; a mean of ones is ones, and a row (column) of ones times a matrix is its sum. None relates a mean to a sum: that would
 need the count, a constant the vocabulary has no term for, so such rules stay unknown rather than risk one that
 drops it.
 """
@@ -155,7 +155,7 @@ def _linear(f, r):
 
 
 def axioms(f):
-    x, y = tensors("x y")
+    x, y, z = tensors("x y z")
     m, n, k, p, a, b, kd = ints("m n k p a b kd")
     return [
         *_linear(f, "rsum"),
@@ -192,6 +192,14 @@ def axioms(f):
             f.rmean(f.cat(x, y, axis=a), axis=a, keepdims=kd),
             f.rmean(f.cat(y, x, axis=a), axis=a, keepdims=kd),
             {"x": (m, n), "y": (m, n)},
+            domains={"a": (0, 1), "kd": (0, 1)},
+            generic=True,
+        ),
+        Axiom(  # nor the order within a part of it
+            "rmean-cat-inner-swap",
+            f.rmean(f.cat(x, f.cat(y, z, axis=a), axis=a), axis=a, keepdims=kd),
+            f.rmean(f.cat(x, f.cat(z, y, axis=a), axis=a), axis=a, keepdims=kd),
+            {"x": (m, n), "y": (m, n), "z": (m, n)},
             domains={"a": (0, 1), "kd": (0, 1)},
             generic=True,
         ),

@@ -4,7 +4,8 @@ Its definition, exp(x) / sum(exp(x)) along the axis (``softmax-def``), proves a 
 (`subst generate --target Softmax`); the other axioms hold for any function of each element and the elements
 along its axis. So softmax moves through a 2-D transpose to the
 other axis, and through a concat or a slice along another axis (each row is normalised on its own). A row sums to
-1, so its mean is that of a softmax of ones, and a row of one element is 1 (``ones2``). Over the
+1, so its mean is that of a softmax of ones, and a row of one element is 1 (``ones2``); a bias, constant down
+each column, is invisible to a softmax along the rows. Over the
 field it is a keyed function of (element, its row) (`taso.ops.normalisation`), which keeps the same identities.
 """
 
@@ -22,7 +23,7 @@ LOWER = {"Softmax": _lower}
 
 
 def axioms(f):
-    x, y = tensors("x y")
+    x, y, g = tensors("x y g")
     m, n, a, b, s, k = ints("m n a b s k")
     same = {"x": (m, n), "y": (m, n)}
     dom = {"a": (0, 1), "b": (0, 1), "s": (0, 1), "k": (1, 2)}
@@ -64,6 +65,15 @@ def axioms(f):
             {"x": (m, n)},
             when=(a >= 0, a <= 1, D(x, a) == 1),
             domains={**dom, "m": (1, 2), "n": (1, 3)},
+            oriented=True,
+        ),
+        # a bias (a value per column) is constant down each column: a softmax along the rows does not see it
+        # (LayerNorm's shift under a softmax over the tokens)
+        Axiom(
+            "softmax-bias-rows",
+            f.softmax(f.add(x, f.bias(g, y)), axis=0),
+            f.softmax(x, axis=0),
+            {"x": (m, n), "y": (m, n), "g": (n,)},
             oriented=True,
         ),
         Axiom(

@@ -40,6 +40,8 @@ SYMBOLS = [
 
 def _lower(node, args, types, f):
     tx, ty = (types[v] for v in node.inputs)
+    if node.inputs[0] == node.inputs[1] and tx.rank in _RANKS:
+        f.reaches(f"zeros{tx.rank}")
     if broadcasts(tx, ty):  # x - mean(x): the (rows, 1) mean spread over the rows
         return [f.sub(args[0], spread(f, args[1], ty, args[0], tx))]
     if tx.shape != ty.shape:

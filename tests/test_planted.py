@@ -414,7 +414,7 @@ def test_premises_of_shipped_rules_have_a_model(specs: Specs) -> None:
     for rule in TRUE_RULES.values():
         low = lower_rule(rule, specs)
         premises = [*low.facts, *(t.fact for t in low.tracked)]
-        assert premises_check([*low.src, *low.dst], premises, specs, 2, CONSISTENCY_UNITS) == z3.sat
+        assert premises_check([*low.src, *low.dst], premises, specs, 2, CONSISTENCY_UNITS, z3.Context()) == z3.sat
 
 
 def test_an_attribute_no_lowering_reads_makes_the_op_unsupported(specs: Specs, z3_alone: Prover) -> None:

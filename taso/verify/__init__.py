@@ -11,6 +11,7 @@ from taso.verify.lowering import (
     per_channel,
     same_shape,
     spread,
+    spread_both,
 )
 from taso.verify.precheck import refute, run_graph
 from taso.verify.run import (
@@ -80,6 +81,7 @@ __all__ = [
     "run_graph",
     "same_shape",
     "spread",
+    "spread_both",
     "tensors",
     "verify_rows",
     "window",

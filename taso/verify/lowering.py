@@ -185,6 +185,19 @@ class _Recorder:
         the rule's output types tie to the other side's."""
         return [z3.Int(f"size of {self._sizes.side} {o}") for o in node.outputs]
 
+    def reaches(self, name: str) -> None:
+        """Note that the node's term becomes one of the symbol ``name`` by an axiom (x - x is zeros: sub-self),
+        so the axioms over it are among the rule's relevant ones (`taso.verify.run`), not left to the last stage,
+        where every other axiom's instances crowd them out."""
+        self._used.add(name)
+
+    def witness(self, name: str, rank: int) -> z3.ExprRef:
+        """A tensor of rank ``rank`` named for the value ``name`` on this side, standing for a shape no operand has:
+        a fresh constant, whose values no proof can use, so what it proves holds at every tensor of its shape."""
+        w = z3.Const(f"shape of {self._sizes.side} {name}", T)
+        self._facts.append(R(w) == rank)
+        return w
+
     def size_of(self, n: int) -> IntExpr:
         """An example size a constant generator's shape holds: in the source the size itself (the matcher
         binds the shape literally); in the target the source's dims of that example size (all equal where the
@@ -271,6 +284,47 @@ def spread(f: _Recorder, y: z3.ExprRef, ty: TensorType, x: z3.ExprRef, tx: Tenso
     an instance broadcasts the same way (which `taso.search.rewrite` checks)."""
     f.fact(*(D(y, i) == (1 if b == 1 != a else D(x, i)) for i, (a, b) in enumerate(zip(tx.shape, ty.shape))))
     return f.bcast(y, x)
+
+
+def spread_both(f: _Recorder, node: Node, args: list[z3.ExprRef], types: dict[str, TensorType]) -> list[z3.ExprRef]:
+    """A binary element-wise node's operands spread to its output's shape as numpy broadcasts them (LayerNorm's
+    scale [D] over a per-row root [N, 1]): each is itself where it has that shape, ``bcast`` of it where it has
+    that rank with size-1 axes (`spread`), ``trail`` of it where it has the output's trailing shape, each over the
+    operand of the output's shape, else over a `_Recorder.witness` of that shape (specs/expand.py's
+    ``expand-bcast`` axioms make a spread one over any tensor of that shape). Refuses (`Unsupported`) other
+    broadcasting."""
+    out = types[node.outputs[0]]
+    assert out.shape is not None
+    operands = [(x, types[v]) for x, v in zip(args, node.inputs)]
+    like = next((x for x, t in operands if t.shape == out.shape), None)
+    if like is None:
+        like = f.witness(node.outputs[0], len(out.shape))
+        for i, n in enumerate(out.shape):
+            sizes = [D(x, i - len(out.shape) + len(t.shape)) for x, t in operands if _aligned(t, out, i) == n != 1]
+            f.fact(D(like, i) == (sizes[0] if sizes else 1))
+    terms = []
+    for x, t in operands:
+        if t.shape == out.shape:
+            f.fact(*same_shape(x, like, out.rank))
+            terms.append(x)
+        elif broadcasts(out, t):
+            terms.append(spread(f, x, t, like, out))
+        elif t.shape and t.shape == out.shape[len(out.shape) - len(t.shape) :]:
+            f.fact(*(D(x, j) == D(like, len(out.shape) - len(t.shape) + j) for j in range(len(t.shape))))
+            terms.append(f.trail(x, like))
+        else:
+            raise Unsupported(
+                f"{node.op} of shapes {t.shape} and {out.shape}: broadcasting other than along size-1 "
+                "axes or of a trailing shape"
+            )
+    return terms
+
+
+def _aligned(t: TensorType, out: TensorType, i: int) -> int | None:
+    """``t``'s size at the output's axis ``i`` as numpy aligns shapes (from the right); None before its first."""
+    assert t.shape is not None and out.shape is not None
+    j = i - len(out.shape) + len(t.shape)
+    return int(t.shape[j]) if j >= 0 else None
 
 
 def normed(

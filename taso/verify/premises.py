@@ -17,20 +17,28 @@ from types import SimpleNamespace
 
 import z3
 
-from taso.verify.spec import D, R, Specs, applications
+from taso.verify.spec import D, R, Specs, applications, assert_all, translated
 
 
 def premises_check(
-    terms: Iterable[z3.ExprRef], premises: list[z3.BoolRef], specs: Specs, depth: int, units: int
+    terms: Iterable[z3.ExprRef],
+    premises: list[z3.BoolRef],
+    specs: Specs,
+    depth: int,
+    units: int,
+    ctx: z3.Context,
 ) -> z3.CheckSatResult:
     """z3's answer for ``premises`` with the shape axioms of every application in ``terms`` (and in the
-    premises) instantiated at dimensions ``0 .. depth - 1``, within ``units`` resource units."""
-    s = z3.Solver()
-    s.set("rlimit", units)
+    premises) instantiated at dimensions ``0 .. depth - 1``, within ``units`` resource units, decided in the
+    rule's own context ``ctx`` (`taso.verify.run.Prover`)."""
+    shapes = []
     for t in applications([*terms, *premises], specs.symbols):
         sym = specs.symbols[t.decl().name()]
         args = t.children()
         a = SimpleNamespace(**sym.group(args[: sym.n_ints]))
         xs = args[sym.n_ints :]
-        s.add(R(t) == sym.rank(a, *xs), *(D(t, i) == sym.dims(i, a, *xs) for i in range(depth)))
-    return s.check(*premises)
+        shapes += [R(t) == sym.rank(a, *xs), *(D(t, i) == sym.dims(i, a, *xs) for i in range(depth))]
+    s = z3.Solver(ctx=ctx)
+    s.set("rlimit", units)
+    assert_all(s, shapes)
+    return s.check(*translated(premises, ctx))

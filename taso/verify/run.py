@@ -10,6 +10,12 @@ Sizes and free attributes are variables (`taso.lowering`): each search is tried 
 example, then its equal sizes, then its sizes and free values; the facts a proof used are stored with it as
 conditions the rewrite enforces.
 
+That ladder (phases of facts, each over stages of axioms) is climbed first in one solver on `CHEAP_UNITS`,
+where nearly every rule is decided as it would be on the whole budget. A rule that spends them gets each phase's
+widest stage alone, in a solver of its own, on `SLICE_UNITS` each, and only where one of those spends its
+slice too, the whole ladder again on the whole budget: what used to decide it, so no proof is lost, while the
+rules whose narrow stages ran away in E-matching are proved in a second instead of spending 20 M units.
+
 No goal is tried before the rule's premises (its facts, the example's, the shape rules at its terms) have a
 model (`taso.verify.premises`): from a contradiction z3 proves anything, with a core naming no axiom. A rule
 whose text is not what the catalogue makes of it (`taso.verify.admit`) is unknown, and so is one the verifier
@@ -41,9 +47,10 @@ from taso.errors import CheckFailed
 from taso.rules import Rule, condition_to_json, provenance, signing, store
 from taso.verify.admit import normalised
 from taso.verify.basis import Basis, files_key
-from taso.verify.lowering import Tracked, lower_rule
+from taso.verify.lowering import Lowered, Tracked, lower_rule
 from taso.verify.precheck import refute
 from taso.verify.premises import premises_check
+from taso.verify.session import INSTANCE_UNITS, Session
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
 from taso.verify.workers import SHARDS, SMALL, decide_shards
@@ -52,6 +59,14 @@ DEFAULT_BUDGET = 20_000_000
 """z3 resource units (its deterministic ``rlimit`` count, plus `INSTANCE_UNITS` per quantifier instance) per
 rule, spread over the rule's checks. With z3 5.4.1 the costliest shipped proof spends 11.2 M, so no shipped
 proof sits at the budget's edge; 20 M units take 5-50 s on the 2-core reference machine."""
+CHEAP_UNITS = 2_000_000
+"""The budget of a rule's first climb of its ladder (stages of axioms, phases of facts), in one solver: nearly
+every proof and every saturated search ends within it, as it would on the whole budget (the checks are the
+same, and the budget only stops them)."""
+SLICE_UNITS = 3_000_000
+"""Where the first climb spends `CHEAP_UNITS`, each phase's widest stage gets this much alone, in a solver of
+its own: the incremental climb spent the whole budget in a narrow stage (E-matching on Conv and Enlarge or Concat
+axioms) on rules the widest stage alone proves within 0.2-2.7 M units (2f2098f5a2, d5656f562e, ...)."""
 CONSISTENCY_UNITS = 2_000_000
 """z3 resource units for finding a model of a rule's premises (`taso.verify.premises`): milliseconds where they
 are linear; the bound keeps a non-linear set from running away (no model found: no proof)."""
@@ -59,13 +74,6 @@ DEFAULT_TIMEOUT = 120.0
 """Wall-clock seconds per rule, a safety net only: the budget ends nearly every check first on any machine up to
 many times slower than the 2-core reference one. A rule that reaches it is unknown with a reason that says the
 verdict then depends on the machine."""
-INSTANCE_UNITS = 200
-"""What one quantifier instance costs of a rule's budget (`_Session`), beside z3's own resource count: 20 M
-units allow 100 k instances. E-matching is what that count barely sees: Eye,Mul,MatMul => Eye,Mul,Mul (rule id
-08936cbe23, mul-assoc and mul-comm) made 200 k instances in 5 M units and 120 s, and the arith pool's x - x and
-x / y rules ran to 100 k instances in a few seconds, then on for minutes with z3's count all but still; all now
-end at this bound. The costliest shipped proof (Conv,Concat,Concat,Concat, 44 k instances and 2.3 M units)
-spends 11.2 M."""
 SAFETY_NET = "wall-clock safety net"
 """The reason kind of a rule stopped by --timeout rather than by its budget."""
 Z3_VERSION_KEY = "z3_version"
@@ -81,7 +89,7 @@ class Verdict:
 
 
 class Prover:
-    """Decides rules against one set of specs, each rule in a z3 solver of its own (`_Session`).
+    """Decides rules against one set of specs, each rule in a z3 solver of its own (`Session`).
 
     A rule's solver is given only the axioms its checks may use that its terms can ever trigger (`reachable`),
     and the shape rules of the symbols those terms and axioms hold: z3 instantiates an axiom only on terms it
@@ -89,7 +97,10 @@ class Prover:
     proofs). Each axiom is guarded by a literal of its own; a check assumes the literals of the axioms it may
     use, so the unsat core names the axioms a proof used. Nothing is ever popped: one solver for every rule
     made a rule's time depend on the rules before it (a 0.2 s proof took 120 s in its shard), and z3's pop
-    after a check that ran away in E-matching took longer than any timeout.
+    after a check that ran away in E-matching took longer than any timeout. Each rule's checks also run in a z3
+    context of its own, its terms and axioms translated there in a fixed order: in the shared one the terms
+    earlier rules left decided which instances z3 made first, so a rule near its budget's edge was proved after
+    some rules and not after others; now a verdict is a function of the rule and the specs alone.
     """
 
     def __init__(
@@ -99,8 +110,7 @@ class Prover:
         self.budget = budget
         self.timeout = timeout
         self.precheck = precheck  # without it z3 alone decides: an audit that no proof leans on the pre-check
-        self.literals = {a.name: z3.Bool(f"axiom {a.name}") for a in specs.axioms}
-        self.guarded = {a.name: z3.Implies(self.literals[a.name], a.formula) for a in specs.axioms}
+        self.guarded = {a.name: z3.Implies(z3.Bool(f"axiom {a.name}"), a.formula) for a in specs.axioms}
         self.shape = {name: sym.shape_axioms() for name, sym in specs.symbols.items()}
         self.axioms = {a.name: a for a in specs.axioms}
 
@@ -133,8 +143,7 @@ class Prover:
             return Verdict("unknown", {"reason": str(e), "seconds": _since(t0)})
         sizes = {"sizes": "symbolic", "reversible": low.reversible}
         depth = max((t.rank or 0 for g in (rule.src, rule.dst) for t in g.types.values()), default=0)
-        premises = [*low.facts, *(t.fact for t in low.tracked)]
-        typed = premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS)
+        ctx, typed = self._context(low, depth)
         if typed != z3.sat:
             # no model of the premises: every goal would follow from them, true or not
             reason = (
@@ -150,7 +159,6 @@ class Prover:
             return Verdict("proved", {**detail, "seconds": _since(t0)})
         own = _own_symbols(low.used, self.specs.axioms)
         relevant = [a for a in self.specs.axioms if a.symbols <= own]
-        left = _Session(self, goals, low.facts, low.tracked, low.used, t0 + self.timeout)
         first = [a for a in relevant if not a.last_resort]
         stages = [("relevant axioms", first)]
         if len(first) < len(relevant):
@@ -160,21 +168,39 @@ class Prover:
             stages.append(("all axioms", everything))
         # a proof for every size first; then one that may assume the example's equal sizes, then its values too
         phases = [[], [t for t in low.tracked if t.general], low.tracked]
-        for assumable in phases:
-            for stage, axioms in stages:
-                outcome = self._prove(left, axioms, assumable)
-                if outcome[0] == "proved":
-                    names, needed = outcome[1]  # type: ignore[misc]
-                    conditions = [condition_to_json(t.condition) for t in needed]
-                    symbols = sorted(low.used.union(*(self.axioms[a].symbols for a in names)))
-                    detail = {"axioms": names, "symbols": symbols, "stage": stage, **sizes, "conditions": conditions}
-                    if not names:  # equal by the facts alone: sound only because the premises have a model
-                        detail["flag"] = "no axiom in the proof: the sides differ, and the facts alone equate them"
-                    return Verdict("proved", {**detail, **left.costs(), "seconds": _since(t0)})
-                if outcome[0] != "open":
+        ladder = [(assumable, stage, axioms) for assumable in phases for stage, axioms in stages]
+        deadline = t0 + self.timeout
+        outcome, stage, left = self._climb(low, goals, ladder, min(self.budget, CHEAP_UNITS), deadline, ctx)
+        sessions = [left]
+        if outcome[0] == "budget" and self.budget > CHEAP_UNITS:
+            # each phase's widest stage alone, in a context of its own, on a slice of the budget; then, only where
+            # a slice was spent and none proved, the whole ladder again on the whole budget, as it always ran
+            for step in [(assumable, *stages[-1]) for assumable in phases]:
+                outcome, stage, left = self._climb(
+                    low, goals, [step], min(self.budget, SLICE_UNITS), deadline, z3.Context()
+                )
+                sessions.append(left)
+                if outcome[0] not in ("open", "budget"):
                     break
-            if outcome[0] != "open":
-                break
+            if any(x.spent >= x.budget for x in sessions[1:]) and outcome[0] in ("open", "budget"):
+                outcome, stage, left = self._climb(
+                    low, goals, ladder, self.budget, deadline, self._context(low, depth)[0]
+                )
+                sessions.append(left)
+        costs = {
+            "units": sum(x.units for x in sessions),
+            "instances": sum(x.instances for x in sessions),
+            "given": len(left.given),
+            "passes": len(sessions),
+        }
+        if outcome[0] == "proved":
+            names, needed = outcome[1]  # type: ignore[misc]
+            conditions = [condition_to_json(t.condition) for t in needed]
+            symbols = sorted(low.used.union(*(self.axioms[a].symbols for a in names)))
+            detail = {"axioms": names, "symbols": symbols, "stage": stage, **sizes, "conditions": conditions}
+            if not names:  # equal by the facts alone: sound only because the premises have a model
+                detail["flag"] = "no axiom in the proof: the sides differ, and the facts alone equate them"
+            return Verdict("proved", {**detail, **costs, "seconds": _since(t0)})
         reasons = {
             "budget": f"budget spent: {self.budget} z3 resource units (--budget), quantifier instances counted at "
             f"{INSTANCE_UNITS} each, without a proof",
@@ -183,16 +209,45 @@ class Prover:
             "contradiction": f"the premises and axioms contradict each other without output {outcome[1]}'s goal "
             "(an unsound axiom or shape rule?): no proof",
         }
-        return Verdict("unknown", {"reason": reasons[outcome[0]], **left.costs(), "seconds": _since(t0)})
+        return Verdict("unknown", {"reason": reasons[outcome[0]], **costs, "seconds": _since(t0)})
 
-    def _prove(self, session: _Session, axioms: Sequence[Axiom], assumable: Sequence[Tracked]) -> tuple[str, object]:
+    def _context(self, low: Lowered, depth: int) -> tuple[z3.Context, z3.CheckSatResult]:
+        """A fresh z3 context for the rule, and whether its premises (its facts, the example's, the shape rules
+        at its terms up to rank ``depth``) have a model, checked in it first: each climb of the whole ladder
+        starts from such a context, so the last decides as the first would have on the whole budget."""
+        ctx = z3.Context()
+        premises = [*low.facts, *(t.fact for t in low.tracked)]
+        return ctx, premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS, ctx)
+
+    def _climb(
+        self,
+        low: Lowered,
+        goals: list[tuple[int, z3.ExprRef, z3.ExprRef]],
+        ladder: Sequence[tuple[Sequence[Tracked], str, Sequence[Axiom]]],
+        budget: int,
+        deadline: float,
+        ctx: z3.Context,
+    ) -> tuple[tuple[str, object], str, Session]:
+        """`_prove`'s outcome at the first step of ``ladder`` (the facts it may assume, its stage's name and
+        axioms) that is not "open", else at its last, in one solver of ``budget`` units in ``ctx``; and that
+        step's stage name and the solver's session."""
+        session = Session(self, budget, goals, low.facts, low.tracked, low.used, deadline, ctx)
+        outcome: tuple[str, object] = ("open", None)
+        step = ladder[0]
+        for step in ladder:
+            outcome = self._prove(session, step[2], step[0])
+            if outcome[0] != "open":
+                break
+        return outcome, step[1], session
+
+    def _prove(self, session: Session, axioms: Sequence[Axiom], assumable: Sequence[Tracked]) -> tuple[str, object]:
         """("proved", (axiom names, the tracked facts used)) | ("budget" | "timeout", None) | ("open" |
         "contradiction", the output not proved). Each tracked fact is guarded by a literal of its own, so the unsat core names those a proof
         assumed, as it names the axioms."""
         given = reachable(session.symbols, axioms)
         session.give(given, self)
         facts_on = [session.facts_on[id(t)] for t in assumable]
-        assumed = [self.literals[a.name] for a in given] + facts_on
+        assumed = [z3.Bool(f"axiom {a.name}", session.ctx) for a in given] + facts_on
         core: set[str] = set()
         session.solver.set("core.minimize", bool(assumable))  # only the facts a proof needs: they restrict it
         for i, goal in session.goals:
@@ -240,87 +295,6 @@ def reachable(symbols: set[str], axioms: Sequence[Axiom]) -> list[Axiom]:
                 symbols |= a.symbols
                 grew = True
     return sorted(out, key=lambda a: a.name)
-
-
-class _Session:
-    """One rule's z3 solver, its limits and what its checks spent.
-
-    The facts are asserted plainly; each tracked fact, output goal and axiom behind a literal a check assumes,
-    so nothing is ever retracted (no pop). The budget is z3's resource count plus `INSTANCE_UNITS` per
-    quantifier instance: E-matching that z3's count barely sees (some 45 k instances in 1.3 M units, 3 s) is
-    charged as well, through z3's own limit on instances (``smt.qi.max_instances``, counted per solver, so per
-    rule). A wall-clock deadline remains as the safety net."""
-
-    def __init__(
-        self,
-        prover: Prover,
-        goals: Sequence[tuple[int, z3.ExprRef, z3.ExprRef]],
-        facts: list[z3.BoolRef],
-        tracked: Sequence[Tracked],
-        used: set[str],
-        deadline: float,
-    ) -> None:
-        self.budget = prover.budget
-        self.deadline = deadline
-        self.solver = z3.Solver()
-        self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
-        self.solver.set("smt.qi.max_instances", max(1, self.budget // INSTANCE_UNITS))
-        self.solver.add(*facts)
-        self.index = {id(t): k for k, t in enumerate(tracked)}
-        self.facts_on = {id(t): z3.Bool(f"fact {k}") for k, t in enumerate(tracked)}
-        self.solver.add(*(z3.Implies(self.facts_on[id(t)], t.fact) for t in tracked))
-        self.goals = [(i, z3.Bool(f"goal {i}")) for i, _, _ in goals]
-        self.solver.add(*(z3.Implies(on, a != b) for (_, on), (_, a, b) in zip(self.goals, goals)))
-        self.symbols = set(used)  # every symbol the lowering applied, in the terms or the facts
-        self.shaped: set[str] = set()
-        self.given: set[str] = set()
-        self.units = 0
-        self.instances = 0
-
-    def give(self, axioms: Sequence[Axiom], prover: Prover) -> None:
-        """Assert ``axioms`` (behind their literals) and the shape rules of every symbol now in play, once each."""
-        self.solver.add(*(prover.guarded[a.name] for a in axioms if a.name not in self.given))
-        self.given.update(a.name for a in axioms)
-        for name in sorted(self.symbols - self.shaped):
-            self.solver.add(*prover.shape[name])
-        self.shaped |= self.symbols
-
-    def check(self, assumed: list[z3.BoolRef]) -> z3.CheckSatResult | str:
-        """z3's answer, or "budget" / "timeout" when that limit ended the check (or left nothing to start it)."""
-        ms = int((self.deadline - time.perf_counter()) * 1000)
-        if self.spent >= self.budget:
-            return "budget"
-        if ms <= 0:
-            return "timeout"
-        s = self.solver
-        s.set("rlimit", self.budget - self.spent)
-        s.set("timeout", ms)
-        before = _units(s)
-        result = s.check(*assumed)
-        stats = s.statistics()
-        self.units += _units(s) - before
-        self.instances = (
-            int(stats.get_key_value("quant instantiations")) if "quant instantiations" in stats.keys() else 0
-        )
-        if result == z3.unknown and self.spent >= self.budget:
-            return "budget"
-        if result == z3.unknown and s.reason_unknown() in ("timeout", "canceled"):
-            return "timeout"
-        return result
-
-    @property
-    def spent(self) -> int:
-        """The budget spent: resource units and instances at their price."""
-        return self.units + self.instances * INSTANCE_UNITS
-
-    def costs(self) -> dict[str, int]:
-        """What the rule's checks spent and how many axioms they were given, for its verdict's detail."""
-        return {"units": self.units, "instances": self.instances, "given": len(self.given)}
-
-
-def _units(s: z3.Solver) -> int:
-    """z3's resource count so far in this process (it only grows; a check's cost is the difference)."""
-    return int(s.statistics().get_key_value("rlimit count"))
 
 
 def _since(t0: float) -> float:

@@ -20,12 +20,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 SHARDS = 8
-"""Rules are proved in this many fixed shards, each in a fresh process in id order. z3's quantifier
-instantiation depends on every term built before in the process, so a proof near the edge of what the axioms
-reach can come and go with the rules proved before it (and with where an earlier check stopped). Fixed shards
-and a budget in resource units make the verdicts a function of the rules decided in one run, the specs and the
-z3 version alone, whatever the number of workers, the machine or its load (candidates verified apart from the
-rest of a store fill other shards, and a rule at the budget's edge can then go the other way)."""
+"""Rules are proved in this many fixed shards, each in a fresh process in id order. Each rule's checks run in
+a z3 context of their own (`taso.verify.run.Prover`), so a verdict no longer depends on the rules a process
+decided before it; fixed shards keep what a killed worker costs (the rest of its shard, retried) the same
+whatever the number of workers, the machine or its load."""
 SMALL = 64
 """Fewer rules than this are proved in this process, in id order (tests and small stores)."""
 

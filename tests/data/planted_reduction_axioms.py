@@ -19,6 +19,21 @@ def axioms(f):
             {"s": (c,), "x": img, "w": ()},
             domains={"b": (1,), "c": (1, 2), "h": (1, 2), "k": (1, 2)},
         ),
+        # a bias taken for invisible to a softmax along the columns, where it varies: only down them is it constant
+        Axiom(
+            "planted-softmax-bias-columns",
+            f.softmax(f.add(x, f.bias(s, y)), axis=1),
+            f.softmax(x, axis=1),
+            {"x": (m, n), "y": (m, n), "s": (n,)},
+            oriented=True,
+        ),
+        # the order within a part taken for invisible where that part is joined along another axis than the mean's
+        Axiom(
+            "planted-rmean-cat-inner-swap-across",
+            f.rmean(f.cat(x, f.cat(y, w, axis=1), axis=0), axis=0, keepdims=1),
+            f.rmean(f.cat(x, f.cat(w, y, axis=1), axis=0), axis=0, keepdims=1),
+            {"x": (m, 2), "y": (m, 1), "w": (m, 1)},
+        ),
         # a reduction dropped along an axis of any size, not only of size 1
         Axiom("planted-rsum-any", f.rsum(x, axis=a, keepdims=1), x, {"x": (m, n)}, domains=dom, generic=True),
         # a sum of x concatenated with itself is twice its sum, not its sum (only the mean keeps it)
