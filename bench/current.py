@@ -388,6 +388,13 @@ METRICS: list[Metric] = [
         _cold_within,
     ),
     Metric(
+        "optimize: the 7 attention-matched transformers cold on the H200 with its shipped table (179bc5c)",
+        49,
+        Target("<=", 30, "<= 30 s"),
+        "2026-11-29/cold-h200-transformers-s9.json",
+        _cold_within,
+    ),
+    Metric(
         "optimize: a 2-node model, cost table (report total, max of runs)",
         31,
         Target("<=", 1, "<= 1 s"),
@@ -668,6 +675,18 @@ METRICS: list[Metric] = [
         None,
         "2026-11-29/attention-h200.json",
         _attention_probe,
+    ),
+    Metric(
+        "MultiHeadAttention alone against its spelled-out form, H200 (one unit per session, 4 sizes)",
+        48,
+        None,
+        "2026-11-29/mha-unit-h200.json",
+        lambda d: (
+            min(r["speedup"] for r in d["rows"].values()),
+            "{:.2f}-{:.2f}x faster fused".format(
+                min(r["speedup"] for r in d["rows"].values()), max(r["speedup"] for r in d["rows"].values())
+            ),
+        ),
     ),
     Metric(
         "fresh exports outside the corpus (bench_fresh, 12 of 44 run), H200: subst over the best peer per export",
