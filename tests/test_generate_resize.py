@@ -5,7 +5,10 @@ not be dropped by sizes their constants were not made for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from conftest import subst
 
 from taso.generate import resize
 from taso.generate.fingerprint import fingerprint
@@ -153,3 +156,19 @@ def test_save_drops_the_size_dependent_pairs_and_counts_them(tmp_path: Path) -> 
     assert saved == (2, 0, 2, 1)
     stored = {(str(r.src), str(r.dst)) for r in store.load_rules(store.open_store(path))}
     assert stored == {(str(MEAN_LINEAR.src), str(MEAN_LINEAR.dst)), (str(GATHER.src), str(GATHER.dst))}
+
+
+def test_generate_reports_the_pairs_grown_sizes_drop(tmp_path: Path) -> None:
+    """Over [2, 4]: a mean of a doubled matrix along its 2 rows and its sum are one fingerprint, twice
+    (ReduceMean(Add(x0, x0)) and Add(ReduceMean(x0), ReduceMean(x0)) against ReduceSum(x0)); neither is stored."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        'max_ops = 2\nops = ["reducesum0", "reducemean0", "add"]\n'
+        'inputs = [{prefix = "x", shape = [2, 4], kind = "activation", count = 1}]\n'
+    )
+    db = tmp_path / "s.db"
+    r = subst("generate", "--config", config, "--store", db, "--workers", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["rules"], d["size_dependent"], d["added"]) == (2, 2, 0)
+    assert store.open_store(db)["rules"].count == 0
