@@ -7,16 +7,15 @@ itself equals the sum over it at [2, 4] and nowhere else; z3 can never prove suc
 sizes), and it would cost `subst verify` its time and read as a missing axiom. So each candidate is evaluated
 once more with its sizes grown: every size n of its inputs, of a generator's ``shape`` attribute, of a Slice's
 bounds and of a sizing input's data (`OpDef.static_inputs`: a Split's sizes, an Expand's target) becomes
-n * `GROW`, shapes
-are inferred again, and the two sides' exact fingerprints (`taso.generate.fingerprint`) must still agree.
+n * `GROW`, shapes are inferred again, and the two sides' exact fingerprints (`taso.generate.fingerprint`)
+must still agree, output by output.
 
 Growing a size 1 too catches a mean over a size-1 axis passed for a sum; where that does not type-check (a
 row broadcast over a matrix) or the sides' shapes part, sizes of 1 stay 1 and the rest grow. Every size grows
 alike, so sizes equal at the example stay equal and sums of them stay sums: a proof may rest on those (a
 proved rule's `SameSize` conditions; a softmax's mean over a square weight), and growing one axis apart
-would drop such rules. A rule no instantiation fits (a Reshape target that is a
-product of sizes, a Gather's indices, a convolution) keeps the one check it had: it is counted as not
-resized, and stored as before.
+would drop such rules. A rule no instantiation fits (a Reshape target that is a product of sizes, a Gather's
+indices, a convolution) keeps the one check it had: it is counted as not resized, and stored as before.
 """
 
 from __future__ import annotations
