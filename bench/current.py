@@ -309,6 +309,17 @@ def _generated(d: dict) -> Value:
     )
 
 
+def _grown_sizes(d: dict) -> Value:
+    """Candidates the grown-size check drops that the shipped store had proved (checked: 0), with how many it
+    dropped, the rules left, their unknown count after verify, and the generation's wall before and after."""
+    c, w = d["compare"], {r["code"]: r["wall_s"] for r in d["rows"]}
+    walls = " / ".join(f"{k} {_minutes(v)}" for k, v in w.items())
+    return c["dropped_proved_in_shipped"], (
+        f"{c['dropped_proved_in_shipped']} proved of {c['dropped']} dropped; {c['after']:,} rules,"
+        f" {d['verify']['unknown']} unknown after verify (was {d['verify']['unknown_before']}); {walls}"
+    )
+
+
 def _validation_cost(d: dict) -> Value:
     """The largest ratio of optimize's CPU seconds with the pass validation to without, by model."""
     ratios = {r["model"]: r["optimize_cpu_s"] / r["baseline_cpu_s"] for r in d["rows"]}
@@ -470,6 +481,13 @@ METRICS: list[Metric] = [
         None,
         "2026-11-27/generate-cpu16-5ops-ray.json",
         _generated,
+    ),
+    Metric(
+        "generate, make store's generation half: candidates dropped at grown sizes that the shipped store proved",
+        47,
+        Target("==", 0, "0"),
+        "2026-11-29/generate-meansum.json",
+        _grown_sizes,
     ),
     Metric(
         "verify TASO's 3-op set: unknown",

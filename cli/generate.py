@@ -21,6 +21,7 @@ from taso.generate import FORMS, Executor, LocalExecutor, Result, Settings, load
 from taso.generate import generate as run_generate
 from taso.generate.ray_executor import RayExecutor
 from taso.generate.spool import default_folder, discard, stopped_at
+from taso.generate.storing import Saved
 from taso.ir import IRError
 from taso.rules import ID_LENGTH, REVERSE, SPECS_DIR, STATUSES, Rule, parse_rules, store
 from taso.verify import Unsupported, load_specs
@@ -183,12 +184,12 @@ def _generate_and_save(job: _Job, runner: Executor) -> dict:
             click.echo(f"\nthe levels up to {done} ops are kept in {job.work}: --resume takes them up", err=True)
         raise
     try:
-        added, kept = save(result, job.store_path)
+        saved = save(result, job.store_path)
     except (OSError, sqlite3.OperationalError) as e:
         msg = getattr(e, "strerror", None) or e
         raise BadInput(f"{job.store_path}: cannot write the store ({msg}); --resume judges the pairs again") from None
     discard(job.work)
-    return _summary(result, time.perf_counter() - start, job.store_path, added, kept)
+    return _summary(result, time.perf_counter() - start, job.store_path, saved)
 
 
 def _apart(job: _Job, runner: RayExecutor) -> dict:
@@ -262,7 +263,7 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> dict:
+def _summary(result: Result, wall: float, path: Path, saved: Saved) -> dict:
     return {
         "settings": result.settings.as_dict(),
         "graphs": {f"{n} ops": g for n, g in enumerate(result.graphs)},
@@ -272,8 +273,10 @@ def _summary(result: Result, wall: float, path: Path, added: int, kept: int) -> 
         "rules": len(result.rules),
         "pruned": dict(result.pruned.most_common()),
         "store": str(path),
-        "added": added,
-        "already_in_store": kept,
+        "added": saved.added,
+        "already_in_store": saved.already,
+        "size_dependent": saved.size_dependent,
+        "not_resized": saved.not_resized,
         "wall_s": round(wall, 2),
         "resumed_after_ops": result.resumed_after if result.resumed_after >= 0 else None,
     }
@@ -289,6 +292,8 @@ def _summary_lines(d: dict) -> list[str]:
         f"candidates  {d['candidates']:,} pairs of equal fingerprint",
         f"rules       {d['rules']:,} after pruning; {d['added']:,} added to {d['store']}"
         + (f" ({d['already_in_store']:,} already there)" if d["already_in_store"] else ""),
+        f"sizes       {d['size_dependent']:,} dropped: they differ at grown sizes; "
+        f"{d['not_resized']:,} stored on one check: their sizes cannot grow",
         f"time        {d['wall_s']:.1f} s"
         + (f" (resumed after {d['resumed_after_ops']} ops)" if d["resumed_after_ops"] is not None else ""),
         "pruned:",

@@ -50,7 +50,7 @@ def _one(target: Target, n: int, executor: str, workers: int | None, address: st
         "field_prime": P,
     }
     try:
-        added, kept = save_rules(found.rules, prov, store_path)
+        saved = save_rules(found.rules, prov, store_path)
     except (OSError, sqlite3.OperationalError) as e:
         raise BadInput(f"{store_path}: cannot write the store ({getattr(e, 'strerror', None) or e})") from None
     return {
@@ -60,8 +60,10 @@ def _one(target: Target, n: int, executor: str, workers: int | None, address: st
         "graphs": found.graphs,
         "spellings": len(found.spellings),
         "rules": len(found.rules),
-        "added": added,
-        "already_in_store": kept,
+        "added": saved.added,
+        "already_in_store": saved.already,
+        "size_dependent": saved.size_dependent,
+        "not_resized": saved.not_resized,
         "seconds": round(time.perf_counter() - start, 2),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "store": str(store_path),
@@ -74,6 +76,7 @@ def target_lines(data: dict) -> list[str]:
         out += [
             f"{d['target']} ({d['op']}), up to {d['max_ops']} ops: {sum(d['graphs'])} graphs grown, "
             f"{d['spellings']} spellings of its expression, {d['rules']} with its fingerprint",
-            f"{d['added']} rules added to {d['store']} ({d['already_in_store']} already there) in {d['seconds']} s",
+            f"{d['added']} rules added to {d['store']} ({d['already_in_store']} already there) in {d['seconds']} s; "
+            f"{d['size_dependent']} dropped as they differ at grown sizes, {d['not_resized']} not resized",
         ]
     return [*out, "run `subst verify` to prove them"]

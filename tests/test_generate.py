@@ -468,13 +468,13 @@ def test_save_is_atomic_and_keeps_verdicts(tmp_path: Path) -> None:
     s = Settings(2, ("matmul", "transpose"), (x, W))
     result = generate(s, workers=1)
     path = tmp_path / "r.db"
-    added, kept = save(result, path)
+    added, kept, _, _ = save(result, path)
     assert added == len(result.rules) > 0 and kept == 0
     db = store.open_store(path)
     first = next(store.load_rules(db))
     store.set_verdict(db, first.row, "proved", {"by": "test"})
     db.close()
-    assert save(result, path) == (0, len(result.rules))
+    assert save(result, path)[:2] == (0, len(result.rules))
     again = list(store.load_rules(store.open_store(path)))
     assert len(again) == len(result.rules) and again[0].status == "proved"
     assert not list(tmp_path.glob(".*tmp"))

@@ -195,9 +195,8 @@ def test_planted_false_targets_are_never_paired_nor_proved(tmp_path: Path, case:
     assert found.spellings and found.rules == []
     dst = parse_graph(target.graph_text())
     forced = [("0", normalised(Rule(parse_graph(s), dst))) for s in found.spellings]
-    db_path = tmp_path / "planted.db"
-    save_rules(forced, {"tool": "test"}, db_path)
-    db = store.open_store(db_path)
+    db = store.create(tmp_path / "planted.db")  # by force: `save_rules` would drop them (they differ grown too)
+    store.add_rules(db, [r for _, r in forced], "0", {"tool": "test"})
     summary = verify_rows(db, list(db["rules"].rows_where(order_by="id")), load_specs(SPECS_DIR))
     assert summary.counts.get("proved", 0) == 0 and summary.counts["refuted"] == len(forced)
 

@@ -27,6 +27,9 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
   rule over that input; rules are read as schemas over shapes of the same rank); when it is a special case
   of the pair with one input's uses split over two inputs; or when it repeats a pair up to renaming inputs.
   Last, `taso.fold` drops rules that strictly smaller kept rules derive in one rewrite from each side.
+- *Grown sizes.* A fingerprint is exact at the example's sizes only: before a rule is stored (`storing`, the
+  one way into a store for every path, targets' too) it is fingerprinted again with its sizes grown (`resize`)
+  and dropped if its sides differ there (a mean over a size-2 axis passed for half a sum).
 
 Derivability of every dropped pair from the kept rules is checked by tests/test_generate.py on small settings.
 The pool's tensors and the op forms are data (`Settings`); graph outputs are the values no op consumes.
@@ -34,9 +37,9 @@ The pool's tensors and the op forms are data (`Settings`); graph outputs are the
 The modules, in the order a run goes through them: `forms` (op forms, input pool, `Settings`), `config` (settings
 from flags and files), `evaluate` (a graph's values), `extend` (children and their fingerprints), `driver` (the
 levels), `spool` (the levels on disk), `columns` (classes by sorting), `pairs` (judging and pruning pairs,
-rules), `storing` (into a store); the parallel work runs on an `executor` (local processes, or Ray:
-`ray_executor`). Patterns beyond exhaustive sizes (LayerNorm's 9 ops) are generated toward one target op instead
-(`target`, with `targets` and `abstract`: ``subst generate --target OP``).
+rules), `resize` (the rules at grown sizes), `storing` (into a store); the parallel work runs on an `executor`
+(local processes, or Ray: `ray_executor`). Patterns beyond exhaustive sizes (LayerNorm's 9 ops) are generated
+toward one target op instead (`target`, with `targets` and `abstract`: ``subst generate --target OP``).
 """
 
 from __future__ import annotations

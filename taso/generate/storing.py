@@ -1,4 +1,6 @@
-"""A run's rules into a store, atomically, with the provenance that regenerates them."""
+"""A run's rules into a store, atomically, with the provenance that regenerates them. Every generation path
+(exhaustive, a pool, a target) stores through `save_rules`, so this is where a candidate is tried at grown
+sizes (`taso.generate.resize`) and dropped when it holds only at its example's."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import importlib.metadata
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
+from taso.generate import resize
 from taso.generate.driver import Result
 from taso.generate.forms import Settings
 from taso.ir import format_graph
@@ -27,15 +31,29 @@ def provenance(settings: Settings) -> dict:
     return {"tool": "subst generate", "version": version(), "settings": settings.as_dict(), "field_prime": P}
 
 
-def save(result: Result, path: str | Path) -> tuple[int, int]:
-    """Add the result's rules to the store at ``path``: (added, already there)."""
+class Saved(NamedTuple):
+    """What storing a run's rules did with them."""
+
+    added: int
+    already: int
+    """Already in the store (same source and target text): left with their verdicts."""
+    size_dependent: int
+    """Dropped: the sides differ at grown sizes (`resize.Verdict.DIFFERS`), so no proof can hold."""
+    not_resized: int
+    """Stored on the one check: their sizes cannot grow (`resize.Verdict.FIXED`)."""
+
+
+def save(result: Result, path: str | Path) -> Saved:
+    """Add the result's rules to the store at ``path``."""
     return save_rules(result.rules, provenance(result.settings), path)
 
 
-def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> tuple[int, int]:
-    """Add (fingerprint, rule) pairs to the store at ``path`` with provenance ``prov``: (added, already there).
-    Written to a temporary copy renamed into place, so an interrupted run leaves the store as it was. Rules
-    already in the store (same source and target text) keep their verdicts."""
+def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> Saved:
+    """Add (fingerprint, rule) pairs that hold at grown sizes too to the store at ``path`` with provenance
+    ``prov``. Written to a temporary copy renamed into place, so an interrupted run leaves the store as it was.
+    Rules already in the store (same source and target text) keep their verdicts."""
+    verdicts = [resize.check(rule) for _, rule in rules]
+    rules = [r for r, v in zip(rules, verdicts) if v is not resize.Verdict.DIFFERS]
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -58,6 +76,6 @@ def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> t
         added = sum(store.add_rules(db, rules, fp, prov) for fp, rules in groups.items())
         db.close()
         os.replace(tmp, path)
-        return added, kept
+        return Saved(added, kept, verdicts.count(resize.Verdict.DIFFERS), verdicts.count(resize.Verdict.FIXED))
     finally:
         tmp.unlink(missing_ok=True)
