@@ -9,11 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from taso import onnx as onnx_io
-from taso.cost import capture
+from taso.cost import capture, profiler
 from taso.cost.model import CostModel
+from taso.cost.profiler import DEFAULT_MODE
 from taso.errors import BadInput
 from taso.ir import parse_graph
 from taso.optimize import capture as passes
@@ -49,7 +51,8 @@ def test_a_session_that_replays_no_captured_graph_is_not_taken_for_captured(tmp_
     path = str(onnx_io.save_model(parse_graph(TWO_OPS), tmp_path / "m.onnx"))
     feeds = {"x": np.ones((2, 8), np.float32)}
     assert not capture.replays(path, feeds, cpu)
-    assert capture._refusal(path, feeds, cpu) == capture.NOT_REPLAYED
+    assert capture._refusal(path, feeds, cpu) == (capture.NOT_REPLAYED, None)  # no session to time as captured
+    assert capture.probe(path, parse_graph(TWO_OPS), feeds, cpu, {"batch": 2})[1] is None
 
 
 def test_costs_timed_under_capture_are_filed_apart(tmp_path: Path) -> None:
@@ -118,3 +121,63 @@ def test_capture_facts_reach_the_guard_and_the_report_for_the_output_written(tmp
     plain = passes.what_capture_gives(_run(tmp_path, cpu, cuda_graph=False)).report.cost["cuda_graph"]
     assert not plain["requested"] and not plain["capturable"] and "with_ms" not in plain
     assert any("(Sigmoid)" in b for b in plain["output"])
+
+
+class _Counted(ort.InferenceSession):
+    """onnxruntime's session, counted by the provider it runs on: what a pass opens on a GPU is what it costs
+    there (seconds each, cuDNN's algorithm search included)."""
+
+    opened: list[str] = []
+
+    def __init__(self, *args: object, providers: list, **kwargs: object) -> None:
+        first = providers[0]
+        type(self).opened.append(first if isinstance(first, str) else first[0])
+        super().__init__(*args, providers=providers, **kwargs)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> type[_Counted]:
+    """Sessions opened from here on, counted (`_Counted`): the reference run timings keep, opened first."""
+    for device in {profiler.pick_device("cpu"), profiler.pick_device("auto")}:
+        profiler._reference_runner(device, DEFAULT_MODE)
+    monkeypatch.setattr(ort, "InferenceSession", _Counted)
+    monkeypatch.setattr(_Counted, "opened", [])
+    return _Counted
+
+
+def test_the_session_the_replay_check_ran_is_timed_without_opening_another(tmp_path: Path, cpu, counted) -> None:
+    path = str(onnx_io.save_model(parse_graph(TWO_OPS), tmp_path / "m.onnx"))
+    _, session = capture.replaying(path, {"x": np.ones((2, 8), np.float32)}, cpu)
+    (timing,) = profiler.time_sessions([session], cpu, warmup=2, samples=3)
+    assert timing.median_ms > 0 and len(timing.values) == 3
+    assert counted.opened == [profiler.CPU]  # its profiling ended: later runs are timed as any session's
+
+
+def test_the_time_without_capture_is_the_guards_for_the_output_it_kept_in_this_run(tmp_path: Path, cpu) -> None:
+    run = _run(tmp_path, cpu, cuda_graph=False)
+    timed = {"before_ms": 2.0, "after_ms": 1.5, "itself_ms": 2.0}
+    assert passes.guard_timed(run) is None  # the guard did not run
+    assert passes.guard_timed(run.reporting(cost={"measured": timed})) == 1.5  # the rewrite kept
+    kept = run.reporting(cost={"measured": {**timed, "after_ms": 2.5, "kept_original": True}})
+    assert passes.guard_timed(kept) == 2.0
+    recalled = run.reporting(cost={"measured": {**timed, "cached": True}})
+    assert passes.guard_timed(recalled) is None  # timed by another run, under another load: timed again
+
+
+@pytest.mark.skipif(not profiler.cuda_works(), reason="capture replays only on a GPU (run on the H200)")
+@pytest.mark.parametrize("guarded", [True, False])
+def test_what_capture_gives_opens_one_session_where_the_guard_timed_the_output(
+    tmp_path: Path, counted, guarded: bool
+) -> None:
+    """On a GPU: the replay check's session is the one timed under capture, and the guard's median is the time
+    without where it timed the output; only where it did not is a session opened to time it without."""
+    gpu = profiler.pick_device("cuda")
+    run = _run(tmp_path, gpu, cuda_graph=False)
+    run = replace(run, model=CostModel(gpu, None, measure=False, dims={"batch": 2}))
+    if guarded:
+        run = run.reporting(cost={"measured": {"before_ms": 2.0, "after_ms": 1.5, "itself_ms": 2.0}})
+    facts = passes.what_capture_gives(run).report.cost["cuda_graph"]
+    assert facts["capturable"] and facts["with_ms"] > 0
+    assert facts["without_ms"] == 1.5 if guarded else facts["without_ms"] > 0
+    cuda = [p for p in counted.opened if p == profiler.CUDA]  # the CPU's: the inputs drawn, as before
+    assert len(cuda) == (1 if guarded else 2)  # three before: a plain and a captured one besides the check
