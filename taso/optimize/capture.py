@@ -11,6 +11,8 @@ the output can be captured at the costed dims, or what prevents it (`taso.cost.c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from taso.cost import capture, profiler
 from taso.errors import BadInput
 from taso.execute import check
@@ -34,19 +36,24 @@ def on_gpu(run: Run) -> bool:
     return run.model is not None and run.model.measure and run.model.device.is_cuda
 
 
-def _feeds(run: Run) -> dict:
-    """The inputs the guard times on (the user's, else the first draw the original runs on at the costed dims)."""
+def timed_on(run: Run) -> Run:
+    """The run with the inputs the guard and these passes time on (`Run.timed_on`): the user's, else the first
+    draw the original runs on at the costed dims, drawn here where no pass drew them yet."""
+    if run.timed_on is not None:
+        return run
     if run.inputs is not None and run.inputs.given:
-        return dict(run.inputs.sets[0])
+        return replace(run, timed_on=dict(run.inputs.sets[0]))
     dims = run.model.dims
-    return dict(check.choose_inputs(run.original, guard.fed_at(run.imported, dims), (0,), dims).sets[0])
+    drawn = check.choose_inputs(run.original, guard.fed_at(run.imported, dims), (0,), dims).sets[0]
+    return replace(run, timed_on=dict(drawn))
 
 
 def check_capture(run: Run) -> Run:
     """Asked to capture: what prevents capturing the original and, where the run staged a rewrite, the rewrite, at
     the costed dims (an empty list: nothing), in the report's ``cost`` as ``cuda_graph``, for the guard to time
     each as it runs (`captured`)."""
-    model, feeds = run.model, _feeds(run)
+    run = timed_on(run)
+    model, feeds = run.model, run.timed_on
     facts: dict[str, object] = {
         "requested": True,
         "original": capture.blockers(str(run.original), run.imported, feeds, model.device, model.dims),
@@ -79,7 +86,8 @@ def what_capture_gives(run: Run) -> Run:
     if facts["requested"]:
         facts["output"] = facts["original"] if run.graph is run.imported else facts["rewrite"]
         return run.reporting(cost={**run.report.cost, "cuda_graph": {**facts, "capturable": not facts["output"]}})
-    feeds = _feeds(run)
+    run = timed_on(run)
+    feeds = run.timed_on
     blocked, session = capture.probe(str(run.staged), run.graph, feeds, model.device, model.dims)
     facts["output"], facts["capturable"] = blocked, not blocked
     if session is not None:

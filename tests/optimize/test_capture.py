@@ -17,6 +17,7 @@ from taso.cost import capture, profiler
 from taso.cost.model import CostModel
 from taso.cost.profiler import DEFAULT_MODE
 from taso.errors import BadInput
+from taso.execute import check
 from taso.ir import parse_graph
 from taso.optimize import capture as passes
 from taso.optimize import pipeline
@@ -181,3 +182,15 @@ def test_what_capture_gives_opens_one_session_where_the_guard_timed_the_output(
     assert facts["without_ms"] == 1.5 if guarded else facts["without_ms"] > 0
     cuda = [p for p in counted.opened if p == profiler.CUDA]  # the CPU's: the inputs drawn, as before
     assert len(cuda) == (1 if guarded else 2)  # three before: a plain and a captured one besides the check
+
+
+def test_the_inputs_timed_on_are_drawn_once_for_every_pass_that_times(tmp_path: Path, cpu, monkeypatch) -> None:
+    """Each draw opens a CPU session of the original and runs it: the capture check, the guard and the capture
+    estimate time on the first pass's draw."""
+    drawn: list[int] = []
+    choose = check.choose_inputs
+    monkeypatch.setattr(check, "choose_inputs", lambda *a, **k: drawn.append(1) or choose(*a, **k))
+    asked = passes.check_capture(_run(tmp_path, cpu, cuda_graph=True))
+    assert len(drawn) == 1 and set(asked.timed_on) == {"x"} and asked.timed_on["x"].shape == (1, 8)
+    passes.what_capture_gives(replace(asked, report=replace(asked.report, cost={})))
+    assert len(drawn) == 1
