@@ -138,7 +138,8 @@ class _Counted(ort.InferenceSession):
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> type[_Counted]:
-    """Sessions opened from here on, counted (`_Counted`): the reference run timings keep, opened first."""
+    """Sessions opened from here on, by provider (`_Counted`); the reference runs a timing keeps from call to call
+    are opened first, so they are not counted."""
     for device in {profiler.pick_device("cpu"), profiler.pick_device("auto")}:
         profiler._reference_runner(device, DEFAULT_MODE)
     monkeypatch.setattr(ort, "InferenceSession", _Counted)
@@ -184,7 +185,9 @@ def test_what_capture_gives_opens_one_session_where_the_guard_timed_the_output(
     assert len(cuda) == (1 if guarded else 2)  # three before: a plain and a captured one besides the check
 
 
-def test_the_inputs_timed_on_are_drawn_once_for_every_pass_that_times(tmp_path: Path, cpu, monkeypatch) -> None:
+def test_the_inputs_timed_on_are_drawn_once_for_every_pass_that_times(
+    tmp_path: Path, cpu, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each draw opens a CPU session of the original and runs it: the capture check, the guard and the capture
     estimate time on the first pass's draw."""
     drawn: list[int] = []
