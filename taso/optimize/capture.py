@@ -4,8 +4,9 @@ more than subst's rewrites gave them): a deployment that captures must be costed
 that does not should know the lever exists.
 
 With `Settings.cuda_graph` the cost model times units under capture and the guard times the original and the
-result each under capture where it can be captured (`check_capture`); without it, the output is timed once more
-captured, and the report says what capture would give (`what_capture_gives`). Either way the report says whether
+result each under capture where it can be captured (`check_capture`); without it, the output is timed once more,
+with and without capture in the one session that found it replays, and the report says what capture would give
+(`what_capture_gives`). Either way the report says whether
 the output can be captured at the costed dims, or what prevents it (`taso.cost.capture.blockers`).
 """
 
@@ -77,37 +78,19 @@ def captured(run: Run) -> tuple[bool, bool]:
 
 def what_capture_gives(run: Run) -> Run:
     """What prevents capturing the output the run writes (`check_capture`'s, where it ran) and, where the run was
-    not asked to capture and nothing does, the output timed without and with capture, so a user knows the lever
-    exists: the session that replayed it under capture (`taso.cost.capture.probe`) is the one timed, and the
-    time without is the guard's where it timed the output in this run (`guard_timed`), else a session's beside
-    it. One session in all where the guard ran, where three were opened before (ghostnet_100 on the H200: 10.3 s)."""
+    not asked to capture and nothing does, the output timed side by side without and with capture, so a user
+    knows the lever exists: in the session that replayed it under capture (`taso.cost.capture.probe`), its runs
+    without capture and its replays in turn. One session in all, where three were opened before (ghostnet_100 on
+    the H200: 10.3 s)."""
     model = run.model
     facts = dict(run.report.cost.get("cuda_graph") or {"requested": False})
     if facts["requested"]:
         facts["output"] = facts["original"] if run.graph is run.imported else facts["rewrite"]
         return run.reporting(cost={**run.report.cost, "cuda_graph": {**facts, "capturable": not facts["output"]}})
     run = timed_on(run)
-    feeds = run.timed_on
-    blocked, session = capture.probe(str(run.staged), run.graph, feeds, model.device, model.dims)
+    blocked, sessions = capture.probe(str(run.staged), run.graph, run.timed_on, model.device, model.dims)
     facts["output"], facts["capturable"] = blocked, not blocked
-    if session is not None:
-        plain_ms = guard_timed(run)
-        sessions = (
-            [session]
-            if plain_ms is not None
-            else [profiler.runner(str(run.staged), feeds, model.device, model.mode), session]
-        )
-        *plain, graph = profiler.time_sessions(sessions, model.device, budget_s=guard.GUARD_BUDGET_S)
-        facts["without_ms"] = plain_ms if plain_ms is not None else plain[0].median_ms
-        facts["with_ms"] = graph.median_ms
+    if sessions is not None:
+        plain, graph = profiler.time_sessions(sessions, model.device, budget_s=guard.GUARD_BUDGET_S)
+        facts["without_ms"], facts["with_ms"] = plain.median_ms, graph.median_ms
     return run.reporting(cost={**run.report.cost, "cuda_graph": facts})
-
-
-def guard_timed(run: Run) -> float | None:
-    """The median the end-to-end guard timed the output at in this run, without capture: the result's where it
-    kept it, the original's where it kept the original; None where it did not time them here (no rewrite, or
-    its verdict recalled from another run, on another load)."""
-    measured = run.report.cost.get("measured")
-    if not measured or measured.get("cached"):
-        return None
-    return measured["before_ms"] if measured.get("kept_original") else measured["after_ms"]
