@@ -67,9 +67,9 @@ def probe(
     each node it runs on another provider than CUDA's, each Memcpy node, each input or output whose shape the
     dims leave open (a captured graph replays one shape), else onnxruntime's own refusal."""
     if device.is_cuda:
-        refusal, session = _refusal(model, feeds, device)
+        refusal, sessions = _refusal(model, feeds, device)
         if refusal is None:
-            return [], session
+            return [], sessions
     found = [
         f"{name} ({op}) on {provider}" if provider != CUDA else f"{name} ({op}) copies between host and device"
         for name, op, provider in placement(model, feeds, device)
