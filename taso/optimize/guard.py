@@ -71,6 +71,7 @@ def confirm_speedup(
     progress: Callable[[str, int, int], None],
     inputs: Mapping[str, np.ndarray] | None = None,
     captured: tuple[bool, bool] = (False, False),
+    drawn: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, object]:
     """Time the original, the original again and the result (``files``, those the run writes anyway: re-saving
     them took BERT-base 4 s) end to end on the device, interleaved, on ``inputs`` (the user's) or on the first
@@ -80,11 +81,16 @@ def confirm_speedup(
     it can no longer be `FASTER`); all are taken otherwise, as every round narrows or widens the band.
     ``captured`` says whether the original and the result each run under CUDA graph capture (where the cost
     model times so, `taso.optimize.capture`): one that cannot be captured is timed as it runs, without, so a
-    rewrite that makes a model capturable is credited with what capture gives it."""
+    rewrite that makes a model capturable is credited with what capture gives it. ``drawn``: that first draw,
+    where the run drew it already (`taso.optimize.capture.timed_on`)."""
     graphs = [fed_at(graph, model.dims), fed_at(graph, model.dims), fed_at(result, model.dims)]
-    drawn = inputs is None
+    given = inputs is not None
     if inputs is None:
-        inputs = check.choose_inputs(files[0], graphs[0], seeds=(0,), dims=model.dims or {}).sets[0]
+        inputs = (
+            drawn
+            if drawn is not None
+            else check.choose_inputs(files[0], graphs[0], seeds=(0,), dims=model.dims or {}).sets[0]
+        )
     progress("timing end to end", 0, GUARD_ROUNDS)
     before, itself, after = cost.medians(
         cost.interleaved_timings(
@@ -108,7 +114,7 @@ def confirm_speedup(
         "itself_ms": statistics.median(itself),
         **judged,
         "rounds": len(before),
-        "measured_on": measured_on(model, drawn),
+        "measured_on": measured_on(model, not given),
         **({"captured": list(captured)} if model.mode.cuda_graph else {}),
     }
     return measured if judged["verdict"] == FASTER else {**measured, "kept_original": True}

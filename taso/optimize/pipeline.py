@@ -252,9 +252,12 @@ def time_end_to_end(run: Run) -> Run:
     it was measured on (replacing any earlier one: ``refresh`` re-times)."""
     if run.report.upgrade is not None and run.upgraded is None:
         run = save_upgrade(run)
+    run = capture.timed_on(run)
     given = run.inputs.sets[0] if run.inputs is not None and run.inputs.given else None
     files, captured = (run.original, run.staged), capture.captured(run)
-    measured = guard.confirm_speedup(files, run.imported, run.graph, run.guarded, run.tell, given, captured)
+    measured = guard.confirm_speedup(
+        files, run.imported, run.graph, run.guarded, run.tell, given, captured, drawn=run.timed_on
+    )
     run.guarded.record_verdict(guard.verdict_key(run.imported, run.graph, run.guarded.dims), measured)
     return run.reporting(cost={**run.report.cost, "measured": measured})
 

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from taso import cost
 from taso.execute import check, feeds
 from taso.ir import Graph
@@ -123,6 +125,10 @@ class Run:
     """The pass applications whose validation failed, not made: the pass's name and where its graphs differ."""
     validator: Validator | None = None
     """Runs the pass steps' graphs, once each; made at the first step, on input sets drawn for the model."""
+    timed_on: dict[str, np.ndarray] | None = None
+    """The inputs the guard and the CUDA graph passes time the models on (`taso.optimize.capture.timed_on`), drawn
+    by the first of them: each draw opened a CPU session of the original and ran it (Swin-T on the 2-core CPU:
+    2.8 s), and each pass drew again."""
 
     @property
     def original(self) -> Path:

@@ -99,6 +99,20 @@ def test_a_units_fusion_is_asked_of_onnxruntime_once(monkeypatch: pytest.MonkeyP
     assert not fused_when_read(parse_graph(gelu.replace("Tanh(", "Sigmoid("))) and len(asked) == 4
 
 
+def test_a_unit_that_runs_as_one_kernel_alone_is_asked_of_in_one_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a unit on can only fuse it into fewer kernels: one that onnxruntime runs as one kernel alone (a
+    Conv and its Relu: FusedConv) needs no second session, and is not fused when read; a GELU chain still is."""
+    asked: list[int] = []
+    ops_of = measure.optimized_ops
+    monkeypatch.setattr(measure, "optimized_ops", lambda *a, **k: asked.append(1) or ops_of(*a, **k))
+    conv = with_weights("""graph(%x: float32[1,4,8,8], %w: float32[24,4,3,3] weight):
+  %c = Conv(%x, %w) {dilations=[1,1], group=1, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]} : float32[1,24,8,8]
+  %r = Relu(%c) : float32[1,24,8,8]
+  return %r""")  # no other test asks of this one
+    assert not fused_when_read(conv) and len(asked) == 1
+    assert fused_when_read(parse_graph(GELU.replace("[4,64]", "[4,80]"))) and len(asked) == 3
+
+
 def test_a_unit_whose_shapes_follow_the_values_it_reads_is_told_apart() -> None:
     """An Expand to a shape the unit reads follows those values, inside a unit as well as at its output (the
     Reshape after it to a constant shape hides it there); to a constant shape, or reading only floats, or
