@@ -16,7 +16,7 @@ from taso.generate import LocalExecutor
 from taso.generate import abstract as ab
 from taso.generate.found import findings
 from taso.generate.storing import save_rules
-from taso.generate.target import Problem, generate_target
+from taso.generate.target import Problem, generate_target, graph_text
 from taso.generate.targets import Target, load_targets
 from taso.ir import format_graph, parse_graph
 from taso.rules import SPECS_DIR, Rule, parse_rules, store
@@ -83,8 +83,8 @@ def _findings(names: list[str]) -> dict[int, tuple[bool, bool]]:
 def test_hand_written_attention_rules_are_found_by_generation() -> None:
     """Split heads unscaled, dynamo's masked form (the bias added on either side: the generator writes Add(m,
     s), the file Add(s, m)) are found; torchvision's ViT, whose file writes a (1,) constant per operand, is found
-    but for that form (the generator's pool has one scalar per number) and reported apart; TorchScript's layout is
-    another target's."""
+    by a target with one scalar for both only but for that form, reported apart (its `_per_operand` target finds
+    it); TorchScript's layout is another target's."""
     got = _findings(["attention_split", "attention_dynamo_masked", "attention_split_kt_seq_first_scaled"])
     assert got[2] == got[7] == (True, False)
     assert got[9] == (False, True)
@@ -99,13 +99,15 @@ _FOUND = [
     ("attention_dynamo", [4], []),
     ("attention_dynamo_scaled", [5], []),
     ("attention_ts_masked", [6], []),
+    ("attention_split_kt_seq_first_scaled_per_operand", [9], []),  # a (1,) weight per operand, as the file has
+    ("attention_split_scaled_per_operand", [8], []),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", bounded(_FOUND, ci=1), ids=lambda c: c[0])
 def test_each_attention_target_finds_its_hand_written_rules(case: tuple) -> None:
-    """Every hand-written rule is found, exactly (eight) or but for its constants' form (two); 2-5 s a target."""
+    """Every hand-written rule is found, by the target of its layout and constants' form; 1-10 s a target."""
     name, found, but_constants = case
     got = _findings([name])
     assert [i for i, (f, _) in got.items() if f] == found
@@ -213,6 +215,21 @@ def test_a_right_side_that_is_no_graph_is_refused(tmp_path: Path, rhs: str, says
     entry = _entry("t", [2, 4, 3, 5], [2, 4, 6, 5], _SPLIT.format(scale="", axis=3), 1.0).split("rhs =")[0]
     with pytest.raises(BadInput, match=says):
         _targets(tmp_path, entry + f"rhs = {rhs}\n")
+
+
+def test_a_constant_per_use_of_the_shape_asked(tmp_path: Path) -> None:
+    """``constant_per_use``: the scale twice in the pool, as timm writes a weight for Q and one for K, each (1,)
+    as ``constant_shape`` asks (the rule format's ``float32[1] = [c]``); anything but 1s is refused."""
+    target = load_targets()["attention_split_kt_seq_first_scaled_per_operand"]
+    assert [v for _, v in target.pool_constants()].count(0.3535533845424652) == 2
+    problem = Problem(target, 4)
+    mul = next(i for i, m in enumerate(problem.moves) if m.op == "Mul")
+    c = [i for i, v in enumerate(problem.leaves) if v.constant == 0.3535533845424652]
+    text = graph_text(problem, ((mul, (0, c[0])), (mul, (1, c[1]))))
+    assert text.count("float32[1] = [0.3535533845424652]") == 2
+    entry = _entry("t", [2, 4, 3, 5], [2, 4, 6, 5], _SPLIT.format(scale="", axis=3), 1.0)
+    with pytest.raises(BadInput, match="constant_shape is a list of 1s"):
+        _targets(tmp_path, entry + "constant_shape = [2]\n")
 
 
 def test_a_transpose_by_no_permutation_is_refused(tmp_path: Path) -> None:

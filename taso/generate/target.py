@@ -122,7 +122,7 @@ class Problem:
         for name, shape, _ in t.inputs:
             self.leaves.append(Value(ab.leaf(name), shape, name))
         for name, v in t.pool_constants():
-            self.leaves.append(Value(ab.const(v), (), name, constant=v))
+            self.leaves.append(Value(ab.const(v), t.constant_shape, name, constant=v))
         scalars = [ab.const(w) for v in t.numbers() for w in (v, 1 / v if v else v)]
         self.allowed = ab.pieces(self.goal, tuple(scalars))
         self.moves = _moves(t)
@@ -286,7 +286,7 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
     t = problem.target
     heads = [t.input_text(name) for name, _, _ in t.inputs]
     heads += [
-        f"%{v.key}: float32[] = {_number(v.constant)}"
+        f"%{v.key}: float32[{','.join(map(str, v.shape))}] = {_data(v)}"
         for i, v in enumerate(problem.leaves)
         if v.constant is not None and i in read
     ]
@@ -304,6 +304,12 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
 
 def _name(problem: Problem, values: list[Value], a: int, n: int) -> str:
     return values[a].key if a < n else f"t{a - n}"
+
+
+def _data(v: Value) -> str:
+    """A pool constant's data in the rule format: a number, or one in brackets per axis of size 1."""
+    assert v.constant is not None
+    return "[" * len(v.shape) + _number(v.constant) + "]" * len(v.shape)
 
 
 def _number(v: float) -> str:

@@ -105,6 +105,10 @@ class Target:
     max_ops: int
     rhs: str = ""
     """The right side where it is more than the op alone (attention's Reshape -> MultiHeadAttention -> Reshape)."""
+    constant_shape: Shape = ()
+    """The pool constants' shape: () a scalar, (1,) as TorchScript writes attention's scale."""
+    per_use: bool = False
+    """One pool constant per use of a number in the expression (timm's scale: a (1,) weight for Q, one for K)."""
 
     def expression(self) -> ab.Term:
         """The defining expression's normal form."""
@@ -121,6 +125,10 @@ class Target:
 
     def numbers(self) -> list[float]:
         """The expression's numbers, in order of first appearance; an axis or a perm is an attribute, not one."""
+        return list(dict.fromkeys(self.uses()))
+
+    def uses(self) -> list[float]:
+        """The expression's numbers, once per use, in order."""
         tree = _parsed(self.expr)
         attrs = {
             id(a)
@@ -131,22 +139,22 @@ class Target:
             for arg in n.args[1:]
             for a in ast.walk(arg)
         }
-        out: list[float] = []
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Constant) and id(n) not in attrs and float(n.value) not in out:
-                out.append(float(n.value))
-        return out
+        return [float(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in attrs]
 
     def pool_constants(self) -> list[tuple[str, float]]:
         """The generator's constants: each number of the expression, its reciprocal (a division by it) and 2 (a
         square written as Pow), each once, named ``c0``, ``c1``, ..., as the numbers `taso.ops.numbers` reads
-        their float32 roundings as (the reciprocal of 1.4142135 is 1/sqrt 2, whose float32 is 0.70710677)."""
+        their float32 roundings as (the reciprocal of 1.4142135 is 1/sqrt 2, whose float32 is 0.70710677); with
+        ``per_use``, a number the expression uses twice is there twice (an exporter's weight per operand)."""
         values: list[float] = []
         for v in [*self.numbers(), 2.0]:
             n = numbers.read(float(np.float32(v)))
             for w in (n.value, n.inverse().value if v else None):
                 if w is not None and all(ab.const(w) != ab.const(u) for u in values):
                     values.append(w)
+        if self.per_use:
+            uses = self.uses()
+            values += [numbers.read(float(np.float32(v))).value for i, v in enumerate(uses) if v in uses[:i]]
         return [(f"c{i}", v) for i, v in enumerate(values)]
 
     def input_text(self, name: str) -> str:
@@ -254,10 +262,12 @@ def _target(path: Path, name: str, e: object) -> Target:
     where = f"{path}: target {name!r}"
     if (
         not isinstance(e, dict)
-        or set(e) - {"op", "attrs", "inputs", "expr", "max_ops", "rhs"}
+        or set(e) - {"op", "attrs", "inputs", "expr", "max_ops", "rhs", "constant_shape", "constant_per_use"}
         or not {"op", "inputs", "expr"} <= set(e)
     ):
-        raise BadInput(f"{where}: give op, inputs, expr and optionally attrs, max_ops and rhs")
+        raise BadInput(
+            f"{where}: give op, inputs, expr and optionally attrs, max_ops, rhs, constant_shape and constant_per_use"
+        )
     if e["op"] not in ops.OPS:
         raise BadInput(f"{where}: {e['op']!r} is not a catalogue op")
     inputs = []
@@ -274,8 +284,11 @@ def _target(path: Path, name: str, e: object) -> Target:
     max_ops = e.get("max_ops", 6)
     if not isinstance(attrs, dict) or not isinstance(max_ops, int) or not 1 <= max_ops <= 12:
         raise BadInput(f"{where}: attrs is a table, max_ops an integer 1..12")
+    shape, per_use = e.get("constant_shape", []), e.get("constant_per_use", False)
+    if not isinstance(shape, list) or len(shape) > 4 or any(d != 1 for d in shape) or not isinstance(per_use, bool):
+        raise BadInput(f"{where}: constant_shape is a list of 1s (one number), constant_per_use true or false")
     target = Target(name, e["op"], tuple(sorted(attrs.items())), tuple(inputs), str(e["expr"]), max_ops)
-    return _with_rhs(where, target, e.get("rhs", ""))
+    return _with_rhs(where, dataclasses.replace(target, constant_shape=tuple(shape), per_use=per_use), e.get("rhs", ""))
 
 
 def _with_rhs(where: str, target: Target, rhs: object) -> Target:
