@@ -131,7 +131,7 @@ def _constants_agree(src: Graph, consts: dict[str, np.ndarray], values: dict[str
         have = consts.get(values.get(rv, ""))
         if have is None or have.size != 1:
             return False
-        if not np.allclose(float(have.reshape(())), float(np.asarray(data.array)), rtol=1e-3):
+        if not np.allclose(float(have.reshape(())), float(np.asarray(data.array).reshape(())), rtol=1e-3):
             return False
     return True
 
