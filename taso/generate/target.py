@@ -14,13 +14,13 @@ Rules are written in the catalogue's normal form (`taso.verify.admit.normalised`
 the form `subst verify` admits.
 
 The vocabulary is the catalogue ops with a meaning (`OpDef.meaning`, read by `taso.generate.targets.read`): adding
-an op to it touches its entry alone; a reduction runs along each axis the target's expression reduces, a
-Softmax along each axis it takes one, a Transpose by each perm it names (a perm spelled as two transposes is not
-found: the first is no piece of the expression), a Pow's exponent is a pool constant. Every constant of the target's
+an op to it touches its entry alone; a reduction runs along each axis the target's expression reduces, a Softmax
+along each axis it takes one, a Transpose by each perm it names (a perm spelled as two transposes is not found:
+the first is no piece of the expression), a Pow's exponent is a pool constant. Every constant of the target's
 expression, and its reciprocal (a division by it), and 2 (a square as Pow) are in the pool as weights with
-their data. A target's right side may be a small graph around its op (attention's Reshapes, `Target.rhs`). A level's graphs are sharded over the executor's workers (`Executor.map`, as the exhaustive driver
-does); children are merged in job order and deduplicated by structure, so the rules do not depend on how many
-workers ran them."""
+their data. A target's right side may be a small graph around its op (attention's Reshapes, `Target.rhs`). A
+level's graphs are sharded over the executor's workers (`Executor.map`, as the exhaustive driver does); children
+are merged in job order and deduplicated by structure, so the rules do not depend on how many workers ran them."""
 
 from __future__ import annotations
 

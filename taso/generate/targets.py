@@ -37,6 +37,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "specs" / "targets.toml"
 Shape = tuple[int, ...]
 _BUILT_IN = frozenset({"recip", "sum", "mean", "matmul", "transpose"})
 _WITH_ATTRIBUTE = frozenset({"sum", "mean", "transpose"})
+"""Built-in functions whose arguments after the first are attributes (an axis, a perm), not numbers."""
 ATTRIBUTES = frozenset({"axis", "perm"})
 """The attribute names an op's meaning may read (a reduction's or Softmax's axis, a Transpose's perm)."""
 
@@ -76,9 +77,10 @@ def parametrised() -> frozenset[str]:
     out = set()
     for d in ops.OPS.values():
         tree = _parsed(d.meaning) if d.meaning else None
-        if isinstance(tree, ast.Call) and len(tree.args) == 2 and isinstance(tree.args[1], ast.Name):
-            out.add(called(d.meaning) if tree.args[1].id in ATTRIBUTES else None)
-    return frozenset(out - _BUILT_IN - {None})
+        if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and len(tree.args) == 2:
+            if isinstance(tree.args[1], ast.Name) and tree.args[1].id in ATTRIBUTES:
+                out.add(tree.func.id)
+    return frozenset(out - _BUILT_IN)
 
 
 def read(
