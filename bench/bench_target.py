@@ -11,6 +11,13 @@ largest resident set of that process and its workers, by GNU time's %M) into a f
 `taso.rules.match.find_matches`; a match counts only where every constant of the spelling binds a model
 constant of the same value (the matcher itself does not compare constants). Writes
 bench/results/<today>/target-cpu.json.
+
+    PYTHONPATH=. python bench/bench_target.py --attention --no-ray    # the MultiHeadAttention targets
+
+With --attention: every target of MultiHeadAttention, generated on 1 and on 2 workers (and Ray) with identical
+rules required, proved into a fresh store, and each hand-written rule of specs/rules/attention.rules found or
+not (`taso.generate.found`); the corpus is matched at the targets' own 4-D inputs. Writes
+bench/results/<today>/target-attention.json.
 """
 
 from __future__ import annotations
@@ -35,11 +42,12 @@ import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
 from taso.generate import LocalExecutor  # noqa: E402
+from taso.generate.found import findings  # noqa: E402
 from taso.generate.target import generate_target  # noqa: E402
 from taso.generate.targets import SHIPPED, Target, load_targets  # noqa: E402
 from taso.ir import Graph, format_graph, parse_graph  # noqa: E402
 from taso.onnx import concretize, load_model  # noqa: E402
-from taso.rules import Rule, store  # noqa: E402
+from taso.rules import Rule, parse_rules, store  # noqa: E402
 from taso.rules.match import Census, find_matches  # noqa: E402
 
 
@@ -53,7 +61,7 @@ def _cli(*args: str) -> dict:
 def _generate(name: str, executor: str, workers: int, tmp: Path) -> tuple[dict, list[str]]:
     """One run of ``subst generate --target``: its summary (with the largest RSS of it or a worker) and the
     source texts of the rules it stored."""
-    db = tmp / f"{name}-{executor}.db"
+    db = tmp / f"{name}-{executor}-{workers}.db"
     cmd = [
         "generate",
         "--target",
@@ -79,8 +87,7 @@ def _generate(name: str, executor: str, workers: int, tmp: Path) -> tuple[dict, 
     return summary, rules
 
 
-def _verify(name: str, tmp: Path) -> dict:
-    db = tmp / f"{name}-local.db"
+def _verify(db: Path) -> dict:
     _cli("verify", "--store", str(db), "--json")
     statuses = Counter(r.status for r in store.load_rules(store.open_store(db)))
     reasons = Counter(
@@ -124,15 +131,17 @@ def _constants_agree(src: Graph, consts: dict[str, np.ndarray], values: dict[str
         have = consts.get(values.get(rv, ""))
         if have is None or have.size != 1:
             return False
-        if not np.allclose(float(have.reshape(())), float(np.asarray(data.array)), rtol=1e-3):
+        if not np.allclose(float(have.reshape(())), float(np.asarray(data.array).reshape(())), rtol=1e-3):
             return False
     return True
 
 
-def _occurrences(t: Target, models: dict[str, Model]) -> list[dict]:
-    """For each spelling of ``t`` (on rank-3 activations): the corpus models it occurs in, and how often."""
-    found = generate_target(_rank3(t), t.max_ops, LocalExecutor(1))
-    dst = parse_graph(_rank3(t).graph_text())
+def _occurrences(t: Target, models: dict[str, Model], lift: bool = True) -> list[dict]:
+    """For each spelling of ``t`` (on rank-3 activations where ``lift``): the corpus models it occurs in, and how
+    often."""
+    t = _rank3(t) if lift else t
+    found = generate_target(t, t.max_ops, LocalExecutor(1))
+    dst = parse_graph(t.graph_text())
     out = []
     for text in found.spellings:
         rule = Rule(parse_graph(text), dst)
@@ -149,22 +158,51 @@ def _occurrences(t: Target, models: dict[str, Model]) -> list[dict]:
     return out
 
 
+def _attention(names: list[str], workers: int, ray: bool, models: dict[str, Model], tmp: Path) -> dict:
+    """The attention targets' runs: time and memory on 1 and ``workers`` workers (and Ray), identical rules,
+    verdicts, occurrences in the corpus, and which hand-written rules were found."""
+    out: dict = {"targets": {}}
+    for name in names:
+        runs = {f"local_{w}": _generate(name, "local", w, tmp) for w in sorted({1, workers})}
+        if ray:
+            runs["ray"] = _generate(name, "ray", workers, tmp)
+        first = runs["local_1"][1]
+        row = {k: {**summary, "identical_rules": rules == first} for k, (summary, rules) in runs.items()}
+        row.update(_verify(tmp / f"{name}-local-1.db"))
+        row["spellings_in_corpus"] = _occurrences(load_targets(SHIPPED)[name], models, lift=False) if models else []
+        out["targets"][name] = row
+        print(f"{name}: {row['local_1']['rules']} rules, {row['statuses']}, {row['local_1']['wall_s']} s", flush=True)
+    generated = [r for name in names for r in store.load_rules(store.open_store(tmp / f"{name}-local-1.db"))]
+    written = parse_rules((ROOT / "specs" / "rules" / "attention.rules").read_text())
+    out["hand_written"] = [dataclasses.asdict(f) for f in findings(written, generated)]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", default=",".join(load_targets(SHIPPED)))
+    ap.add_argument("--targets", default=None, help="comma-separated target names (default: all, or --attention's)")
+    ap.add_argument("--attention", action="store_true", help="the MultiHeadAttention targets, against the hand rules")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--models", default=",".join(corpus.NAMES), help="corpus models to look in")
+    ap.add_argument("--models", default=",".join(corpus.NAMES), help="corpus models to look in ('' for none)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray runs")
     ap.add_argument("--result", type=Path, default=None)
     args = ap.parse_args()
     targets = load_targets(SHIPPED)
-    record: dict = {"meta": layout.meta(), "targets": {}}
+    mha = [n for n, t in targets.items() if t.op == "MultiHeadAttention"]
+    names = args.targets.split(",") if args.targets else mha if args.attention else list(targets)
+    record: dict = {"meta": layout.meta()}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        models = _models(tmp, args.models.split(","))
-        for name in args.targets.split(","):
+        models = _models(tmp, args.models.split(",")) if args.models else {}
+        if args.attention:
+            record |= _attention(names, args.workers, not args.no_ray, models, tmp)
+            layout.write(path := args.result or layout.result_path("target", "attention"), record)
+            print(path)
+            return 0
+        record["targets"] = {}
+        for name in names:
             local, local_rules = _generate(name, "local", args.workers, tmp)
-            row = {"local": local, **_verify(name, tmp)}
+            row = {"local": local, **_verify(tmp / f"{name}-local-{args.workers}.db")}
             if not args.no_ray:
                 ray, ray_rules = _generate(name, "ray", args.workers, tmp)
                 row["ray"] = {**ray, "identical_rules": ray_rules == local_rules}

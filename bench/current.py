@@ -237,6 +237,22 @@ def _attention_probe(d: dict) -> Value:
     )
 
 
+def _attention_found(d: dict) -> Value:
+    """bench_target --attention: the hand-written attention rules found by generation, the rules paired and proved,
+    and the generation's time, memory and agreement across executors."""
+    rows = list(d["targets"].values())
+    found = sum(f["found"] for f in d["hand_written"])
+    rules = sum(r["local_1"]["added"] for r in rows)
+    proved = sum(r["statuses"].get("proved", 0) for r in rows)
+    wall = sum(r["local_1"]["wall_s"] for r in rows)
+    same = all(run["identical_rules"] for r in rows for k, run in r.items() if k.startswith(("local", "ray")))
+    return found, (
+        f"{found} of {len(d['hand_written'])} found; {proved} of {rules} rules proved; "
+        f"{wall:.0f} s on 1 worker over {len(rows)} targets, at most {max(r['local_1']['peak_rss_mb'] for r in rows)}"
+        f" MB; {'identical' if same else '**different**'} rules on 2 workers and Ray"
+    )
+
+
 def _predictions_hold(d: dict) -> Value:
     """How many of a corpus run's subst outputs had a predicted speed-up within 10 % of the measured one."""
     offs = [r["prediction"]["subst"]["off"] for r in d["rows"] if "subst" in r.get("prediction", {})]
@@ -712,6 +728,14 @@ METRICS: list[Metric] = [
                 min(r["speedup"] for r in d["rows"].values()), max(r["speedup"] for r in d["rows"].values())
             ),
         ),
+    ),
+    Metric(
+        "attention found by generation, not written: hand-written MultiHeadAttention rules found by `subst generate "
+        "--target MultiHeadAttention` (CPU)",
+        48,
+        Target("==", 10, "all 10"),
+        "2026-11-29/target-attention.json",
+        _attention_found,
     ),
     Metric(
         "fresh exports outside the corpus (bench_fresh, 12 of 44 run), H200: subst over the best peer per export",

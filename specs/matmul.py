@@ -35,13 +35,17 @@ LOWER = {"MatMul": _lower}
 
 
 def axioms(f):
-    x, y, z, w = tensors("x y z w")
-    m, k, n, p, ln = ints("m k n p l")
+    x, y, z, w, s = tensors("x y z w s")
+    m, k, n, p, ln, b, h = ints("m k n p l b h")
+    heads = {"x": (b, h, m, k), "y": (b, h, k, n), "s": ()}
     chain = {"x": (m, k), "y": (k, n), "z": (n, p)}
     right = {"x": (m, k), "y": (k, n), "z": (k, n)}
     left = {"x": (m, k), "y": (m, k), "z": (k, n)}
     return [
         Axiom("mm-assoc", f.mm(f.mm(x, y), z), f.mm(x, f.mm(y, z)), chain),
+        # attention's scale applied to Q, to K^T or to the scores (target-directed generation finds all three)
+        Axiom("smul-bmm-left", f.bmm(f.smul(x, s), y), f.smul(f.bmm(x, y), s), heads, generic=True),
+        Axiom("smul-bmm-right", f.bmm(x, f.smul(y, s)), f.smul(f.bmm(x, y), s), heads, generic=True),
         Axiom("mm-add-right", f.mm(x, f.add(y, z)), f.add(f.mm(x, y), f.mm(x, z)), right, generic=True),
         Axiom("mm-add-left", f.mm(f.add(x, y), z), f.add(f.mm(x, z), f.mm(y, z)), left, generic=True),
         Axiom(

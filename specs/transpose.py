@@ -35,7 +35,7 @@ def _is_perm(p):
 
 
 def axioms(f):
-    x, y = tensors("x y")
+    x, y, c = tensors("x y c")
     m, k, n, s, ln = ints("m k n s l")
     two = {"x": (m, n), "y": (m, n)}
     slices = {"s": (0, 1), "l": (1, 2)}
@@ -61,6 +61,14 @@ def axioms(f):
             generic=True,
         ),
         Axiom("tp4-id", f.tp4(x, perm=(0, 1, 2, 3)), x, {"x": (m, k, n, s)}),
+        Axiom(  # attention's scale applied to K before or after its heads move
+            "smul-tp4",
+            f.tp4(f.smul(x, c), perm=p4),
+            f.smul(f.tp4(x, perm=p4), c),
+            {"x": (m, k, n, s), "c": ()},
+            when=_is_perm(p4),
+            domains={str(v): (0, 1, 2, 3) for v in p4},
+        ),
         Axiom(
             "tp4-tp4",
             f.tp4(f.tp4(x, perm=p4), perm=r4),

@@ -46,9 +46,10 @@ def test_the_normal_form_equates_the_exporters_spellings() -> None:
 def test_the_vocabulary_is_the_catalogue_ops_with_a_meaning() -> None:
     """Each op's meaning lives in its entry (`OpDef.meaning`) and is read by the targets' language; the
     generator spells targets in exactly those ops, and a unary one's ``f(a)`` makes ``f`` a function of the
-    language (erf by Erf's entry; Relu has none, so no target may say relu)."""
+    language (erf by Erf's entry; Relu has none, so no target may say relu). An op with an attribute (Softmax's
+    axis, Transpose's perm) comes once per value the target's expression applies it with: none for LayerNorm."""
     problem = Problem(load_targets()["layernorm"], 3)
-    assert {m.op for m in problem.moves} == {n for n, d in ops.OPS.items() if d.meaning}
+    assert {m.op for m in problem.moves} == {n for n, d in ops.OPS.items() if d.meaning} - {"Softmax", "Transpose"}
     assert {"erf", "tanh", "sigmoid", "sqrt", "exp"} <= functions() and "relu" not in functions()
     x, y = ab.leaf("x"), ab.leaf("y")
     assert meaning(Move("Div", 2), [x, y]) == ab.mul(x, ab.inv(y))

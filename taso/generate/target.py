@@ -14,12 +14,13 @@ Rules are written in the catalogue's normal form (`taso.verify.admit.normalised`
 the form `subst verify` admits.
 
 The vocabulary is the catalogue ops with a meaning (`OpDef.meaning`, read by `taso.generate.targets.read`): adding
-an op to it touches its entry alone; a reduction runs along each axis the target's expression reduces, a Pow's
-exponent is a pool constant. Every constant of the target's
+an op to it touches its entry alone; a reduction runs along each axis the target's expression reduces, a Softmax
+along each axis it takes one, a Transpose by each perm it names (a perm spelled as two transposes is not found:
+the first is no piece of the expression), a Pow's exponent is a pool constant. Every constant of the target's
 expression, and its reciprocal (a division by it), and 2 (a square as Pow) are in the pool as weights with
-their data. A level's graphs are sharded over the executor's workers (`Executor.map`, as the exhaustive driver
-does); children are merged in job order and deduplicated by structure, so the rules do not depend on how many
-workers ran them."""
+their data. A target's right side may be a small graph around its op (attention's Reshapes, `Target.rhs`). A
+level's graphs are sharded over the executor's workers (`Executor.map`, as the exhaustive driver does); children
+are merged in job order and deduplicated by structure, so the rules do not depend on how many workers ran them."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ from taso.generate import abstract as ab
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
 from taso.generate.fingerprint import fingerprint
 from taso.generate.forms import InputClass, Settings
-from taso.generate.targets import Target, read, variables
-from taso.ir import parse_graph
+from taso.generate.targets import ATTRIBUTES, Target, called, read, variables
+from taso.ir import TensorType, parse_graph
 from taso.rules import Rule
 from taso.verify.admit import normalised
 
@@ -60,17 +61,25 @@ class Move:
 def meaning(move: Move, args: Sequence[ab.Term]) -> ab.Term:
     """The abstract expression of ``move`` on arguments of expressions ``args``: its entry's `OpDef.meaning`."""
     where = f"{move.op}'s meaning"
-    return read(where, ops.OPS[move.op].meaning, dict(zip("ab", args)), move.shape, move.reduces)
+    attrs = {"axis": move.reduces} if move.reduces is not None else dict(move.attrs)
+    return read(where, ops.OPS[move.op].meaning, dict(zip("ab", args)), move.shape, attrs)
 
 
-def _moves(axes: Sequence[int], shape: Shape) -> list[Move]:
-    """The vocabulary for a target whose expression reduces along ``axes`` of ``shape``: the catalogue ops with a
-    meaning, a reduction once per axis."""
+def _moves(target: Target) -> list[Move]:
+    """The vocabulary for ``target``: the catalogue ops with a meaning, a reduction once per axis the target's
+    expression reduces along, an op with an attribute (Softmax's axis, Transpose's perm) once per value the
+    expression applies its function with."""
+    shape = target.inputs[0][1]
     out = []
     for name, d in ops.OPS.items():
         names = variables(d.meaning) if d.meaning else frozenset()
-        if "axis" in names:
+        (attr,) = names & ATTRIBUTES or {None}
+        if attr and called(d.meaning) in ("sum", "mean"):
+            axes = target.axes()
             out += [Move(name, 1, (("axes", (a,)), ("keepdims", 1)), reduces=a, shape=shape) for a in axes]
+        elif attr:
+            values = target.params(called(d.meaning) or "")
+            out += [Move(name, 1, ((attr, v),), shape=shape) for v in values]
         elif names:
             out.append(Move(name, 2 if "b" in names else 1, commutative=d.commutative))
     return out
@@ -110,12 +119,13 @@ class Problem:
     def __post_init__(self) -> None:
         t = self.target
         self.goal = t.expression()
-        self.allowed = ab.pieces(self.goal)
         for name, shape, _ in t.inputs:
             self.leaves.append(Value(ab.leaf(name), shape, name))
         for name, v in t.pool_constants():
-            self.leaves.append(Value(ab.const(v), (), name, constant=v))
-        self.moves = _moves(t.axes(), t.inputs[0][1])
+            self.leaves.append(Value(ab.const(v), t.constant_shape, name, constant=v))
+        scalars = [ab.const(w) for v in t.numbers() for w in (v, 1 / v if v else v)]
+        self.allowed = ab.pieces(self.goal, tuple(scalars))
+        self.moves = _moves(t)
 
     def values(self, nodes: tuple[Node, ...]) -> list[Value]:
         out = list(self.leaves)
@@ -134,8 +144,8 @@ class Problem:
         if move.op == "Pow" and args[1].constant is None:
             return None
         try:
-            shape = np.broadcast_shapes(*(a.shape for a in args))
-        except ValueError:
+            shape = _shape(move, [a.shape for a in args])
+        except (ValueError, ops.OpError):
             return None
         if move.reduces is not None:
             if move.reduces >= len(shape) or shape[move.reduces] == 1:
@@ -146,6 +156,16 @@ class Problem:
             keys.sort()
         key = f"{move.op}{dict(move.attrs) or ''}({','.join(keys)})"
         return Value(meaning(move, [a.term for a in args]), tuple(shape), key)
+
+
+def _shape(move: Move, shapes: list[Shape]) -> Shape:
+    """The shape ``move`` gives arguments of ``shapes``: broadcast for an element-wise op or a reduction (which
+    keeps its axis), the catalogue's shape rule for the others (MatMul, Transpose, Softmax)."""
+    d = ops.OPS[move.op]
+    if d.elementwise or move.reduces is not None:
+        return np.broadcast_shapes(*shapes)
+    (out,) = ops.infer(move.op, [TensorType("float32", s) for s in shapes], dict(move.attrs))
+    return tuple(out.shape)  # type: ignore[arg-type]
 
 
 # ---- extending a level: what the workers run --------------------------------------------------------------------
@@ -266,7 +286,7 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
     t = problem.target
     heads = [t.input_text(name) for name, _, _ in t.inputs]
     heads += [
-        f"%{v.key}: float32[] = {_number(v.constant)}"
+        f"%{v.key}: float32[{','.join(map(str, v.shape))}] = {_data(v)}"
         for i, v in enumerate(problem.leaves)
         if v.constant is not None and i in read
     ]
@@ -284,6 +304,12 @@ def graph_text(problem: Problem, nodes: tuple[Node, ...]) -> str:
 
 def _name(problem: Problem, values: list[Value], a: int, n: int) -> str:
     return values[a].key if a < n else f"t{a - n}"
+
+
+def _data(v: Value) -> str:
+    """A pool constant's data in the rule format: a number, or one in brackets per axis of size 1."""
+    assert v.constant is not None
+    return "[" * len(v.shape) + _number(v.constant) + "]" * len(v.shape)
 
 
 def _number(v: float) -> str:

@@ -131,6 +131,7 @@ TRANSPOSE = register(
         "Permute axes.",
         normalize=_transpose_normalize,
         tags=frozenset({REARRANGES, FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
+        meaning="transpose(a, perm)",
     )
 )
 

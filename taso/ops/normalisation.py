@@ -262,5 +262,6 @@ SOFTMAX = register(
         normalize=_axis_normalize,
         field=_softmax_field,
         tags=frozenset({BATCH_POLYMORPHIC, PRODUCT_EPILOGUE, ff.EXPONENTIAL}),
+        meaning="softmax(a, axis)",
     )
 )

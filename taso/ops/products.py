@@ -55,6 +55,7 @@ MATMUL = register(
         normalize=_matmul_normalize,
         tags=frozenset({FIELD_EXACT, BATCH_POLYMORPHIC, TASO}),
         fuses=frozenset({EPILOGUE, PRODUCT_EPILOGUE}),
+        meaning="matmul(a, b)",
     )
 )
 
