@@ -15,7 +15,7 @@ bench/results/<today>/target-cpu.json.
     PYTHONPATH=. python bench/bench_target.py --attention --no-ray    # the MultiHeadAttention targets
 
 With --attention: every target of MultiHeadAttention, generated on 1 and on 2 workers (and Ray) with identical
-rules required, proved into a fresh store, and each hand-written rule of specs/rules/attention.rules found or
+rules required, proved into a fresh store, and each hand-written rule of tests/data/attention-hand-written.rules found or
 not (`taso.generate.found`); the corpus is matched at the targets' own 4-D inputs. Writes
 bench/results/<today>/target-attention.json.
 """
@@ -173,7 +173,7 @@ def _attention(names: list[str], workers: int, ray: bool, models: dict[str, Mode
         out["targets"][name] = row
         print(f"{name}: {row['local_1']['rules']} rules, {row['statuses']}, {row['local_1']['wall_s']} s", flush=True)
     generated = [r for name in names for r in store.load_rules(store.open_store(tmp / f"{name}-local-1.db"))]
-    written = parse_rules((ROOT / "specs" / "rules" / "attention.rules").read_text())
+    written = parse_rules((ROOT / "tests" / "data" / "attention-hand-written.rules").read_text())
     out["hand_written"] = [dataclasses.asdict(f) for f in findings(written, generated)]
     return out
 

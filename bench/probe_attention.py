@@ -1,7 +1,7 @@
 """Does onnxruntime's MultiHeadAttention pay where subst's proved attention rules put it (issue 48)? Each corpus
 model is read as `subst optimize` reads it (weight-only nodes precomputed, shape arithmetic folded at the corpus's
 dims, repeats merged, idle operations dropped, chains of axis moves composed: "prepared"), then every attention
-block a rule of specs/rules/attention.rules matches is rewritten ("attention"; each rule proved by z3 here first,
+block a rule of tests/data/attention-hand-written.rules matches is rewritten ("attention"; each rule proved by z3 here first,
 so a stale rule cannot slip in); the outputs are compared on the device, and original, prepared, prepared again
 and attention are timed side by side as bench_corpus.py times them, without and under CUDA graph capture. The
 row says how many blocks each rule rewrote, of how many softmaxes the model has.
@@ -39,7 +39,7 @@ from taso.rules import SPECS_DIR, Rule, parse_rules  # noqa: E402
 from taso.search import apply_everywhere  # noqa: E402
 from taso.verify import Prover, load_specs  # noqa: E402
 
-RULES = ROOT / "specs" / "rules" / "attention.rules"
+RULES = ROOT / "tests" / "data" / "attention-hand-written.rules"  # the generated store rules include each
 
 
 def proved_rules() -> list[Rule]:

@@ -1,5 +1,5 @@
 """Issue 48: attention as onnxruntime's MultiHeadAttention. z3 proves the exporters' spellings
-(specs/rules/attention.rules) equal to it from specs/attention.py's lowering and the 4-D axioms (tp4, bmm,
+(tests/data/attention-hand-written.rules, the spellings first written by hand) equal to it from specs/attention.py's lowering and the 4-D axioms (tp4, bmm,
 reshape4) at every size, with no condition; false variants (the scale dropped, the softmax over the wrong axis,
 K not transposed, a batch broadcast) are never proved, and false axioms over the new symbols fail the spec check."""
 
@@ -23,7 +23,7 @@ from taso.rules import SPECS_DIR, Rule, parse_rules
 from taso.search import apply_everywhere
 from taso.verify import Prover, check_axiom, load_specs
 
-RULES = parse_rules((ROOT / "specs" / "rules" / "attention.rules").read_text())
+RULES = parse_rules((ROOT / "tests" / "data" / "attention-hand-written.rules").read_text())
 
 
 @cache

@@ -1,6 +1,6 @@
 """Attention found by generation (issue 48's "found, not written"): the abstract language's matrix product,
 Transpose and Softmax; targets whose right side is the graph MultiHeadAttention sits in; the hand-written rules
-of specs/rules/attention.rules found among the generated ones; planted false attention targets never paired nor
+of tests/data/attention-hand-written.rules found among the generated ones; planted false attention targets never paired nor
 proved (real z3); the same rules on 1 or 2 workers."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _findings(names: list[str]) -> dict[int, tuple[bool, bool]]:
     for name in names:
         found = generate_target(targets[name], targets[name].max_ops, LocalExecutor(1))
         generated += [r for _, r in found.rules]
-    written = parse_rules((ROOT / "specs" / "rules" / "attention.rules").read_text())
+    written = parse_rules((ROOT / "tests" / "data" / "attention-hand-written.rules").read_text())
     return {i: (f.found, f.found_but_constants) for i, f in enumerate(findings(written, generated))}
 
 
