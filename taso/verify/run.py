@@ -49,7 +49,7 @@ from taso.verify.admit import normalised
 from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Lowered, Tracked, lower_rule
 from taso.verify.precheck import refute
-from taso.verify.premises import premises_check
+from taso.verify.premises import ShapeInstances, premises_check
 from taso.verify.session import INSTANCE_UNITS, Session
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
@@ -113,6 +113,7 @@ class Prover:
         self.guarded = {a.name: z3.Implies(z3.Bool(f"axiom {a.name}"), a.formula) for a in specs.axioms}
         self.shape = {name: sym.shape_axioms() for name, sym in specs.symbols.items()}
         self.axioms = {a.name: a for a in specs.axioms}
+        self.instances = ShapeInstances(specs)
 
     def verdict(self, rule: Rule) -> Verdict:
         """The rule's verdict, its detail carrying the provenance (`taso.rules.provenance`); a proof's lists the
@@ -217,7 +218,7 @@ class Prover:
         starts from such a context, so the last decides as the first would have on the whole budget."""
         ctx = z3.Context()
         premises = [*low.facts, *(t.fact for t in low.tracked)]
-        return ctx, premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS, ctx)
+        return ctx, premises_check([*low.src, *low.dst], premises, self.instances, depth, CONSISTENCY_UNITS, ctx)
 
     def _climb(
         self,
