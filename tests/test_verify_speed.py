@@ -1,22 +1,25 @@
 """The verifier's shortcuts change no term and no order: z3 terms built and walked through its C API, or
-substituted into shape instances made once, are the ones its Python API builds and meets, and the shards start
-heaviest first."""
+substituted into shape instances made once, are the ones its Python API builds and meets; the shards start
+heaviest first, and a worker decides shard after shard."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import z3
 
-from taso.rules import SPECS_DIR, Rule
+from taso.rules import SPECS_DIR, Rule, store
 from taso.verify import D, Prover, R, Specs, load_specs
 from taso.verify.lowering import lower_rule
 from taso.verify.premises import ShapeInstances
 from taso.verify.session import Session
 from taso.verify.spec import DIM, RANK, T, applications, subterms, translated
-from taso.verify.workers import SHARDS, heaviest_first
+from taso.verify.workers import SHARDS, decide_shards, heaviest_first
 
 RULE = Rule.from_row(
     {
@@ -149,3 +152,45 @@ def test_guarded_facts_and_goals_are_the_terms_the_python_api_builds(specs: Spec
     literals = [*session.facts_on.values(), *(b for _, b in session.goals)]
     names = [f"fact {k}" for k in range(len(low.tracked))] + [f"goal {i}" for i, _, _ in goals]
     assert [b.eq(z3.Bool(n, ctx)) for b, n in zip(literals, names)] == [True] * len(names)
+
+
+def _pid(row: dict) -> tuple[int, object]:
+    return row["id"], os.getpid()
+
+
+def _nothing() -> None:
+    """A worker's start (nothing to load here)."""
+
+
+def _never(row: dict, why: str) -> tuple[int, object]:
+    raise AssertionError(why)
+
+
+@pytest.mark.slow  # two worker processes started (about 1.5 s)
+def test_a_worker_decides_shard_after_shard_in_one_process() -> None:
+    """Starting a worker (imports, the specs) is paid once per worker, not once per shard: two workers decide
+    every shard between them, each in one process."""
+    rows = [{"id": k} for k in range(2 * SHARDS)]
+    got = dict(decide_shards(rows, _nothing, (), _pid, _never, 2, 60.0))
+    assert sorted(got) == list(range(2 * SHARDS)) and len(set(got.values())) <= 2
+
+
+def test_verdicts_written_in_one_statement_are_the_rows_set_verdict_writes(tmp_path: Path) -> None:
+    """`store.set_verdicts` writes each row as `store.set_verdict` does, and only the rows it is given."""
+    rows = {}
+    for batched in (False, True):
+        path = tmp_path / f"{batched}.db"
+        shutil.copy(store.DEFAULT_PATH, path)
+        db = store.open_store(path)
+        verdicts = [(k, "unknown", {"reason": f"row {k}", "seconds": 0.5}) for k in (3, 1, 7)]
+        with db.conn:
+            if batched:
+                store.set_verdicts(db, verdicts)
+            else:
+                for k, status, detail in verdicts:
+                    store.set_verdict(db, k, status, detail)
+        rows[batched] = list(db["rules"].rows_where(order_by="id"))
+    changed = [
+        r for r, s in zip(rows[True], store.open_store(store.DEFAULT_PATH)["rules"].rows_where(order_by="id")) if r != s
+    ]
+    assert rows[True] == rows[False] and [r["id"] for r in changed] == [1, 3, 7]

@@ -469,8 +469,7 @@ def verify_rows(
 def _store(db: sqlite_utils.Database, batch: list[tuple[int, Verdict]]) -> None:
     """Write verdicts in one transaction (a commit per rule would cost more than most proofs)."""
     with db.conn:
-        for rule_id, v in batch:
-            store.set_verdict(db, rule_id, v.status, v.detail)
+        store.set_verdicts(db, [(rule_id, v.status, v.detail) for rule_id, v in batch])
     batch.clear()
 
 
