@@ -5,6 +5,7 @@ heaviest first, and a worker decides shard after shard."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 from pathlib import Path
@@ -13,13 +14,14 @@ from types import SimpleNamespace
 import pytest
 import z3
 
+from taso.errors import BadInput
 from taso.rules import SPECS_DIR, Rule, store
-from taso.verify import D, Prover, R, Specs, load_specs
+from taso.verify import SMALL, D, Prover, R, Specs, load_specs, pending, verify_rows
 from taso.verify.lowering import lower_rule
 from taso.verify.premises import ShapeInstances
 from taso.verify.session import Session
 from taso.verify.spec import DIM, RANK, T, applications, subterms, translated
-from taso.verify.workers import SHARDS, decide_shards, heaviest_first
+from taso.verify.workers import SHARDS, Shards, heaviest_first
 
 RULE = Rule.from_row(
     {
@@ -171,7 +173,8 @@ def test_a_worker_decides_shard_after_shard_in_one_process() -> None:
     """Starting a worker (imports, the specs) is paid once per worker, not once per shard: two workers decide
     every shard between them, each in one process."""
     rows = [{"id": k} for k in range(2 * SHARDS)]
-    got = dict(decide_shards(rows, _nothing, (), _pid, _never, 2, 60.0))
+    with Shards(_nothing, (), _pid, _never, 2, 60.0) as pool:
+        got = dict(pool.decide(rows))
     assert sorted(got) == list(range(2 * SHARDS)) and len(set(got.values())) <= 2
 
 
@@ -194,3 +197,19 @@ def test_verdicts_written_in_one_statement_are_the_rows_set_verdict_writes(tmp_p
         r for r, s in zip(rows[True], store.open_store(store.DEFAULT_PATH)["rules"].rows_where(order_by="id")) if r != s
     ]
     assert rows[True] == rows[False] and [r["id"] for r in changed] == [1, 3, 7]
+
+
+def test_workers_started_before_the_rows_are_read_are_stopped_when_a_row_is_refused(tmp_path: Path) -> None:
+    """The worker processes start before the rows are parsed (they load while the parent reads), so a refused
+    row (its id not its content's) must stop them too, with nothing written."""
+    path = tmp_path / "tampered.db"
+    shutil.copy(store.DEFAULT_PATH, path)
+    db = store.open_store(path)
+    db.execute("UPDATE rules SET rule_id = '0000000000' WHERE id = 5")
+    db.conn.commit()
+    before = list(db["rules"].rows_where(order_by="id"))
+    rows = pending(db, force=True)
+    assert len(rows) >= SMALL
+    with pytest.raises(BadInput, match="is not its content's"):
+        verify_rows(db, rows, load_specs(SPECS_DIR), workers=2)
+    assert multiprocessing.active_children() == [] and list(db["rules"].rows_where(order_by="id")) == before
