@@ -113,6 +113,18 @@ def _unknown_pct(d: dict) -> Value:
     return pct, f"{pct:.2f} % ({r['unknown']} of {r['total']:,})"
 
 
+def _verify_pair(d: dict) -> Value:
+    """A verifier against the one before it in one run on one machine (`bench/bench_verify.py --baseline`): the
+    ratio of CPU seconds, which the machine's load distorts less than the wall."""
+    this, base = d["rows"]
+    ratio = base["cpu_s"] / this["cpu_s"]
+    return ratio, (
+        f"{ratio:.2f}x CPU ({this['cpu_s']:.0f} s vs {base['cpu_s']:.0f} s; wall {this['wall_s']:.0f} s vs "
+        f"{base['wall_s']:.0f} s at load {this['load_before']}-{base['load_before']}); "
+        f"{len(d['verdicts_changed'])} verdicts moved"
+    )
+
+
 def _planted(kind: str, verdict: Callable[[dict], bool]) -> Callable[[dict], Value]:
     def read(d: dict) -> Value:
         rows = [r for r in d["rules"] if r["kind"] == kind]
@@ -539,6 +551,13 @@ METRICS: list[Metric] = [
         Target("<=", 60, "<= 60 s"),
         "2026-11-29/verify-cpu-store-s8-make.json",
         lambda d: (_one(d)["wall_s"], _minutes(_one(d)["wall_s"])),
+    ),
+    Metric(
+        "verify the shipped store: this verifier's CPU against the one before it, in one run (2 workers)",
+        47,
+        None,
+        "2026-11-29/verify-cpu-vspeed.json",
+        _verify_pair,
     ),
     Metric(
         "planted false rules refuted (random pre-check)",

@@ -14,7 +14,7 @@ import pytest
 from taso.rules import SPECS_DIR, parse_rules
 from taso.verify import Prover, Specs, Verdict, load_specs
 from taso.verify.run import CHEAP_UNITS, INSTANCE_UNITS, SAFETY_NET, SLICE_UNITS, reachable
-from taso.verify.workers import SHARDS, decide_shards
+from taso.verify.workers import SHARDS, Shards
 
 EXP_OF_ZERO = """
 rule exp of x - x
@@ -221,7 +221,8 @@ def test_a_worker_stuck_on_a_rule_is_killed_and_the_rest_of_its_shard_is_decided
     fresh worker."""
     rows = [{"id": k} for k in (0, _HANG, SHARDS, _HANG + SHARDS)]
     t0 = time.perf_counter()
-    got = dict(decide_shards(rows, _init, ("",), _step, _killed, 2, 1.0))  # type: ignore[arg-type]
+    with Shards(_init, ("",), _step, _killed, 2, 1.0) as pool:  # type: ignore[arg-type]
+        got = dict(pool.decide(rows))
     assert time.perf_counter() - t0 < 30
     assert sorted(got) == sorted(r["id"] for r in rows)
     assert got[_HANG].status == "unknown" and "killed after 1 s" in got[_HANG].detail["reason"]  # type: ignore[attr-defined]

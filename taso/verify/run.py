@@ -49,11 +49,11 @@ from taso.verify.admit import normalised
 from taso.verify.basis import Basis, files_key
 from taso.verify.lowering import Lowered, Tracked, lower_rule
 from taso.verify.precheck import refute
-from taso.verify.premises import premises_check
+from taso.verify.premises import ShapeInstances, premises_check
 from taso.verify.session import INSTANCE_UNITS, Session
 from taso.verify.spec import Axiom, Specs, Unsupported, load_specs
 from taso.verify.speccheck import check_specs
-from taso.verify.workers import SHARDS, SMALL, decide_shards
+from taso.verify.workers import SHARDS, SMALL, Shards
 
 DEFAULT_BUDGET = 20_000_000
 """z3 resource units (its deterministic ``rlimit`` count, plus `INSTANCE_UNITS` per quantifier instance) per
@@ -113,6 +113,7 @@ class Prover:
         self.guarded = {a.name: z3.Implies(z3.Bool(f"axiom {a.name}"), a.formula) for a in specs.axioms}
         self.shape = {name: sym.shape_axioms() for name, sym in specs.symbols.items()}
         self.axioms = {a.name: a for a in specs.axioms}
+        self.instances = ShapeInstances(specs)
 
     def verdict(self, rule: Rule) -> Verdict:
         """The rule's verdict, its detail carrying the provenance (`taso.rules.provenance`); a proof's lists the
@@ -217,7 +218,7 @@ class Prover:
         starts from such a context, so the last decides as the first would have on the whole budget."""
         ctx = z3.Context()
         premises = [*low.facts, *(t.fact for t in low.tracked)]
-        return ctx, premises_check([*low.src, *low.dst], premises, self.specs, depth, CONSISTENCY_UNITS, ctx)
+        return ctx, premises_check([*low.src, *low.dst], premises, self.instances, depth, CONSISTENCY_UNITS, ctx)
 
     def _climb(
         self,
@@ -431,36 +432,37 @@ def verify_rows(
     Refuses (`CheckFailed`, nothing written) specs whose axioms fail `taso.speccheck`: a wrong axiom proves
     wrong rules."""
     t0 = time.perf_counter()
-    # refused before any write: a row that does not parse, or whose id is not its content's (a proof binds it)
-    rules = {r["id"]: store.rule_of(r) for r in rows}
-    key = signing.user_key(create=True) if rows else b""  # signs each proof; refused before any work (none: no rows)
-    if rows:
-        require_sound(specs)
-    if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
-        store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
-    summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
-    # digested here, not in the provers: their z3 state (and so which proofs they find) stays their own
-    basis = Basis.of(specs)
-    batch: list[tuple[int, Verdict]] = []
-    flushed = time.perf_counter()
-    try:
-        for rule_id, v in _run(rows, specs, budget, timeout, workers):
-            if v.status == "proved":
-                rule = rules[rule_id]
-                digest = basis.digest(rule.ops, v.detail["symbols"], v.detail["axioms"])
-                v = Verdict(v.status, {**v.detail, "proof": provenance.seal(rule, v.detail, digest, key)})
-            batch.append((rule_id, v))
-            summary.counts[v.status] += 1
-            if v.status == "unknown":
-                summary.reasons[_reason_kind(v.detail["reason"])] += 1
-                summary.unspecified.update(v.detail.get("unspecified", ()))
-            if time.perf_counter() - flushed > FLUSH_SECONDS:
-                _store(db, batch)
-                flushed = time.perf_counter()
-            if progress is not None:
-                progress(1)
-    finally:  # Ctrl-C keeps every verdict reached so far
-        _store(db, batch)
+    with _deciders(len(rows), specs, budget, timeout, workers) as decide:  # workers load while the rows are read
+        # refused before any write: a row that does not parse, or whose id is not its content's (a proof binds it)
+        rules = {r["id"]: store.rule_of(r) for r in rows}
+        key = signing.user_key(create=True) if rows else b""  # signs each proof; refused before any work
+        if rows:
+            require_sound(specs)
+        if rows:  # verdicts hold for this z3 only: another version's E-matching finds other proofs
+            store.set_meta(db, Z3_VERSION_KEY, z3.get_full_version())
+        summary = Summary(skipped=db["rules"].count - len(rows), workers=workers)
+        # digested here, not in the provers: their z3 state (and so which proofs they find) stays their own
+        basis = Basis.of(specs)
+        batch: list[tuple[int, Verdict]] = []
+        flushed = time.perf_counter()
+        try:
+            for rule_id, v in decide(rows):
+                if v.status == "proved":
+                    rule = rules[rule_id]
+                    digest = basis.digest(rule.ops, v.detail["symbols"], v.detail["axioms"])
+                    v = Verdict(v.status, {**v.detail, "proof": provenance.seal(rule, v.detail, digest, key)})
+                batch.append((rule_id, v))
+                summary.counts[v.status] += 1
+                if v.status == "unknown":
+                    summary.reasons[_reason_kind(v.detail["reason"])] += 1
+                    summary.unspecified.update(v.detail.get("unspecified", ()))
+                if time.perf_counter() - flushed > FLUSH_SECONDS:
+                    _store(db, batch)
+                    flushed = time.perf_counter()
+                if progress is not None:
+                    progress(1)
+        finally:  # Ctrl-C keeps every verdict reached so far
+            _store(db, batch)
     summary.seconds = time.perf_counter() - t0
     return summary
 
@@ -468,8 +470,7 @@ def verify_rows(
 def _store(db: sqlite_utils.Database, batch: list[tuple[int, Verdict]]) -> None:
     """Write verdicts in one transaction (a commit per rule would cost more than most proofs)."""
     with db.conn:
-        for rule_id, v in batch:
-            store.set_verdict(db, rule_id, v.status, v.detail)
+        store.set_verdicts(db, [(rule_id, v.status, v.detail) for rule_id, v in batch])
     batch.clear()
 
 
@@ -478,15 +479,19 @@ KILL_GRACE = 5.0
 itself stops at the timeout, and tearing its solver down may take as long again."""
 
 
-def _run(rows: list[dict], specs: Specs, budget: int, timeout: float, workers: int) -> Iterator[tuple[int, Verdict]]:
+@contextlib.contextmanager
+def _deciders(
+    n: int, specs: Specs, budget: int, timeout: float, workers: int
+) -> Iterator[Callable[[list[dict]], Iterator[tuple[int, Verdict]]]]:
+    """What decides ``n`` rows: this process where they are few (`SMALL`), else worker processes, started now."""
     global _WORKER
-    if len(rows) < SMALL:
+    if n < SMALL:
         _WORKER = Prover(specs, budget, timeout)
-        yield from map(_decide, rows)
+        yield lambda rows: map(_decide, rows)
         return
     init = (str(specs.root), budget, timeout)
-    limit = timeout + KILL_GRACE
-    yield from decide_shards(rows, _init_worker, init, _decide, _killed, min(workers, SHARDS), limit)  # type: ignore[misc]
+    with Shards(_init_worker, init, _decide, _killed, min(workers, SHARDS), timeout + KILL_GRACE) as pool:
+        yield pool.decide  # type: ignore[misc]
 
 
 def _killed(row: dict, why: str) -> tuple[int, Verdict]:

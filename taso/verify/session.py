@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import z3
+from z3 import z3core
 
 from taso.verify.lowering import Tracked
 from taso.verify.spec import Axiom, assert_all
@@ -50,11 +51,10 @@ class Session:
         self.solver.set("smt.mbqi", False)  # E-matching on the axioms' patterns only: saturate or stop, never guess
         self.solver.set("smt.qi.max_instances", max(1, self.budget // INSTANCE_UNITS))
         self.index = {id(t): k for k, t in enumerate(tracked)}
-        on = [z3.Implies(z3.Bool(f"fact {k}"), t.fact) for k, t in enumerate(tracked)]
-        on += [z3.Implies(z3.Bool(f"goal {i}"), a != b) for i, a, b in goals]
-        assert_all(self.solver, [*facts, *on])
-        self.facts_on = {id(t): z3.Bool(f"fact {k}", ctx) for k, t in enumerate(tracked)}
-        self.goals = [(i, z3.Bool(f"goal {i}", ctx)) for i, _, _ in goals]
+        on = [(f"fact {k}", t.fact) for k, t in enumerate(tracked)] + [(f"goal {i}", a != b) for i, a, b in goals]
+        literals = _assert_guarded(self.solver, facts, on)
+        self.facts_on = {id(t): literals[k] for k, t in enumerate(tracked)}
+        self.goals = [(i, literals[len(tracked) + k]) for k, (i, _, _) in enumerate(goals)]
         self.symbols = set(used)  # every symbol the lowering applied, in the terms or the facts
         self.shaped: set[str] = set()
         self.given: set[str] = set()
@@ -96,6 +96,33 @@ class Session:
     def spent(self) -> int:
         """The budget spent: resource units and instances at their price."""
         return self.units + self.instances * INSTANCE_UNITS
+
+
+def _assert_guarded(
+    solver: z3.Solver, facts: Sequence[z3.BoolRef], guarded: Sequence[tuple[str, z3.BoolRef]]
+) -> list[z3.BoolRef]:
+    """Assert ``facts`` and, for each (name, formula) of ``guarded``, ``Implies(Bool(name), formula)`` (``facts``
+    and ``formula`` of the main context) in ``solver``'s context, through z3's C API: the very terms z3's Python
+    API builds (tests/test_verify_speed.py), in the same order, at a fraction of the cost. The literals, in the
+    solver's context, in the order of ``guarded``."""
+    main = z3.main_ctx().ref()
+    bool_sort = z3.BoolSort().ast
+    v = z3.AstVector()
+    for f in facts:
+        v.push(f)
+    for name, formula in guarded:
+        literal = z3core.Z3_mk_const(main, z3core.Z3_mk_string_symbol(main, name), bool_sort)
+        z3core.Z3_ast_vector_push(main, v.vector, z3core.Z3_mk_implies(main, literal, formula.as_ast()))
+    ctx = solver.ctx
+    out = v.translate(ctx)
+    ref = ctx.ref()
+    literals = []
+    for k in range(len(out)):
+        a = z3core.Z3_ast_vector_get(ref, out.vector, k)
+        z3core.Z3_solver_assert(ref, solver.solver, a)
+        if k >= len(facts):
+            literals.append(z3.BoolRef(z3core.Z3_get_app_arg(ref, a, 0), ctx))
+    return literals
 
 
 def _units(s: z3.Solver) -> int:
