@@ -43,22 +43,28 @@ VERIFIED = 0 if FULL else 24
 SUBST_FULL=1 runs; every rule takes some 6 min on the 2-core machine, and was a third of `make test`'s wall)."""
 
 
+ONE_WORKER = ("--workers", "1")
+"""Each step generates in one process: the rules are the same whatever the workers (`make store` ran its own
+number, and test_generate.py checks 1 and 2 agree), and under `make test` pytest's other worker holds CI's
+other core, so two forked workers gained no time and cost 10 s of CPU more in handing graphs back and forth."""
+
+
 def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> None:
     """CI regenerates the store as `make store` does (TASO's set and convs with a bias, `--ops +bias`, then every
     pool in specs/pools/ in name order, then the spellings toward the Makefile's STORE_TARGETS, then the hand-written rules in specs/rules), compares every rule, and
     verifies a sample spread over them (`VERIFIED`) to compare its verdicts: a change to the generator, the
     fingerprints, the specs or the verifier that alters the store must come with a regenerated store (and then
     `make zoo-update`)."""
-    from conftest import subst_process as subst  # as `make store` runs it: a process per step
+    from conftest import subst  # `make store`'s steps, in this process (a process each cost ~0.8 s of imports)
 
     from taso.rules import SPECS_DIR, store
     from taso.verify import load_specs, pending, verify_rows
 
     fresh = tmp_path / "fresh.db"
-    r = subst("generate", "--ops", "+bias", "--store", fresh, "--json")
+    r = subst("generate", "--ops", "+bias", "--store", fresh, "--json", *ONE_WORKER)
     assert r.returncode == 0, r.stderr
     for pool in sorted((ROOT / "specs" / "pools").glob("*.toml")):  # as `make store` takes them
-        r = subst("generate", "--config", pool, "--store", fresh, "--json")
+        r = subst("generate", "--config", pool, "--store", fresh, "--json", *ONE_WORKER)
         assert r.returncode == 0, r.stderr
     targets = re.search(r"^STORE_TARGETS = (.*)$", (ROOT / "Makefile").read_text(), re.M)
     assert targets is not None, "the Makefile names the targets make store generates toward"
@@ -67,7 +73,7 @@ def test_shipped_store_is_what_generate_and_verify_produce(tmp_path: Path) -> No
         if _target_ops(target) > TARGET_OPS:
             left_out.add(target)
             continue
-        r = subst("generate", "--target", target, "--store", fresh, "--json")
+        r = subst("generate", "--target", target, "--store", fresh, "--json", *ONE_WORKER)
         assert r.returncode == 0, r.stderr
     r = subst("rules", "add", *sorted((ROOT / "specs" / "rules").glob("*.rules")), "--store", fresh)
     assert r.returncode == 0, r.stderr

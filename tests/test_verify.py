@@ -31,7 +31,6 @@ from taso.verify import (
     Symbol,
     Unsupported,
     check_axiom,
-    check_specs,
     ints,
     load_specs,
     pending,
@@ -462,10 +461,14 @@ def test_unmodelled_attribute_is_unknown(prover: Prover) -> None:
 # ---- spec check ---------------------------------------------------------------------------------------------
 
 
-def test_every_shipped_axiom_holds_on_small_instances(specs: Specs) -> None:
-    reports = check_specs(specs, limit=40)
-    assert [(r.name, r.failures) for r in reports if not r.ok] == []
-    assert all(r.instances > 0 for r in reports)
+def test_every_shipped_axiom_holds_on_small_instances(specs: Specs, specs_checked: tuple[str, str]) -> None:
+    """Every axiom holds on the small instances `check_specs` draws, and has one at least (else it fails as never
+    checked): the session's check of the shipped specs (`specs_checked`: `require_sound`, at the default 200
+    instances) passed, or raised its `CheckFailed` naming the axioms here. Drawing 40 again cost 11 s of CPU."""
+    from taso.verify.run import _passed_marker
+
+    marker, record = _passed_marker(specs)
+    assert specs_checked == (marker.name, record)
 
 
 def _false_axioms(f) -> list[Axiom]:  # noqa: ANN001
