@@ -12,9 +12,11 @@ import pytest
 
 from taso.ir import Graph, parse_graph
 from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
+from taso.rules.match import nodes_by_op
 from taso.search import Declined, apply, backtrack
 from taso.search.backtrack import search
-from taso.search.growth import DEAD_END, Opened, growing, not_growing
+from taso.search.growth import DEAD_END, SMALL, Opened, Opens, growing, tiers
+from taso.search.opening import opening
 from taso.search.rewrite import Unfit
 from taso.search.variants import both_directions
 
@@ -197,15 +199,73 @@ def test_an_opened_answer_keeps_its_graphs_so_their_ids_are_not_reused() -> None
 
 
 def test_the_growth_check_matches_the_rules_that_do_not_grow_and_all_of_them() -> None:
-    """`Opens` matches a rewrite it has no matches for with `not_growing`: every opened match of a rule that does
-    not grow, none of one that does (which could not repay the growth)."""
-    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    """`Opens` matches a rewrite it has no matches for with the `tiers`: together every opened match of a rule that
+    does not grow, none of one that does (which could not repay the growth), the small rules' in the first."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES, FIVE]))
     grow, checked = growing(index), 0
+    (small, small_ids), (large, large_ids) = tiers(index)
+    assert small_ids and large_ids and not (small_ids | large_ids) & grow
     for m in all_matches(RELUS, index):
         with contextlib.suppress(Declined):
             child = apply(RELUS, m)
             every = fresh_matches(child, index, RELUS)
             checked += any(id(f.rule) in grow for f in every)
             kept = [f for f in every if id(f.rule) not in grow]
-            assert _keys(fresh_matches(child, not_growing(index), RELUS)) == _keys(kept)
+            split = [fresh_matches(child, small, RELUS), fresh_matches(child, large, RELUS)]
+            assert sorted(_keys(split[0] + split[1])) == sorted(_keys(kept))
+            assert all(len(f.rule.src.nodes) <= SMALL for f in split[0])
     assert checked
+
+
+FIVE = Rule(
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %a = Transpose(%y) {perm=[1, 0]} : float32[4,2]
+          %b = Relu(%a) : float32[4,2]
+          %c = Transpose(%b) {perm=[1, 0]} : float32[2,4]
+          %d = Relu(%c) : float32[2,4]
+          %e = Relu(%d) : float32[2,4]
+          return %e"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %e = Relu(%y) : float32[2,4]
+          return %e"""
+    ),
+    name="wrapped-relu-thrice",
+    status="proved",
+)
+"""A rule of five source nodes, more than `SMALL`: a wrap of the first of three Relus in a row opens it."""
+
+
+def test_a_growth_that_opens_only_a_large_rule_is_not_told_the_small_rules_answer() -> None:
+    """The growth check keeps the small rules' answer and the large rules' apart: in a graph of three nodes both
+    reach every node, and an answer kept by the nodes alone would tell the large rules that nothing opens."""
+    chain = parse_graph(
+        """graph(%x: float32[2,4]):
+          %a = Relu(%x) : float32[2,4]
+          %b = Relu(%a) : float32[2,4]
+          %c = Relu(%b) : float32[2,4]
+          return %c"""
+    )
+    rules = [r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE]
+    index = RuleIndex(rules)
+    wrap = next(m for m in all_matches(chain, index) if m.rule.id.endswith("~reverse") and m.nodes[0].inputs == ("x",))
+    child = apply(chain, wrap)
+    assert [f.rule.name for f in fresh_matches(child, index, chain) if f.rule is FIVE]
+    assert Opens(Opened(index))(child, chain, wrap)
+
+
+def test_the_groups_a_graph_covers_are_kept_by_its_op_counts_not_its_ops() -> None:
+    """`Opening.covered` answers a graph of one Relu and then one of two as the index does: kept by the ops alone,
+    the second would be told that no rule of two Relus could match it."""
+    index = RuleIndex(both_directions([WRAP, TWICE]))
+    one = parse_graph(
+        """graph(%x: float32[2,4]):
+          %a = Relu(%x) : float32[2,4]
+          return %a"""
+    )
+    find = opening(index)
+    for g in (one, RELUS):
+        assert find.covered(nodes_by_op(g)) == index.covered(nodes_by_op(g))
+    assert find.covered(nodes_by_op(one)) != find.covered(nodes_by_op(RELUS))
