@@ -15,7 +15,7 @@ from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
 from taso.rules.match import nodes_by_op
 from taso.search import Declined, apply, backtrack
 from taso.search.backtrack import search
-from taso.search.growth import DEAD_END, SMALL, Opened, Opens, growing, tiers
+from taso.search.growth import DEAD_END, TIERS, Opened, Opens, growing, tiers
 from taso.search.opening import opening
 from taso.search.rewrite import Unfit
 from taso.search.variants import both_directions
@@ -200,20 +200,21 @@ def test_an_opened_answer_keeps_its_graphs_so_their_ids_are_not_reused() -> None
 
 def test_the_growth_check_matches_the_rules_that_do_not_grow_and_all_of_them() -> None:
     """`Opens` matches a rewrite it has no matches for with the `tiers`: together every opened match of a rule that
-    does not grow, none of one that does (which could not repay the growth), the small rules' in the first."""
+    does not grow, none of one that does (which could not repay the growth), the smallest rules' in the first."""
     index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES, FIVE]))
     grow, checked = growing(index), 0
-    (small, small_ids), (large, large_ids) = tiers(index)
-    assert small_ids and large_ids and not (small_ids | large_ids) & grow
+    cut = tiers(index)
+    ids = [rules for _, rules in cut]
+    assert len(cut) == len(TIERS) + 1 and ids[0] and ids[-1] and not frozenset().union(*ids) & grow
     for m in all_matches(RELUS, index):
         with contextlib.suppress(Declined):
             child = apply(RELUS, m)
             every = fresh_matches(child, index, RELUS)
             checked += any(id(f.rule) in grow for f in every)
             kept = [f for f in every if id(f.rule) not in grow]
-            split = [fresh_matches(child, small, RELUS), fresh_matches(child, large, RELUS)]
-            assert sorted(_keys(split[0] + split[1])) == sorted(_keys(kept))
-            assert all(len(f.rule.src.nodes) <= SMALL for f in split[0])
+            split = [fresh_matches(child, tier, RELUS) for tier, _ in cut]
+            assert sorted(_keys([f for found in split for f in found])) == sorted(_keys(kept))
+            assert all(len(f.rule.src.nodes) <= TIERS[0] for f in split[0])
     assert checked
 
 
@@ -235,12 +236,12 @@ FIVE = Rule(
     name="wrapped-relu-thrice",
     status="proved",
 )
-"""A rule of five source nodes, more than `SMALL`: a wrap of the first of three Relus in a row opens it."""
+"""A rule of five source nodes, in the last of the `tiers`: a wrap of the first of three Relus in a row opens it."""
 
 
 def test_a_growth_that_opens_only_a_large_rule_is_not_told_the_small_rules_answer() -> None:
-    """The growth check keeps the small rules' answer and the large rules' apart: in a graph of three nodes both
-    reach every node, and an answer kept by the nodes alone would tell the large rules that nothing opens."""
+    """The growth check keeps each tier's answer apart: in a graph of three nodes every tier reaches every node,
+    and an answer kept by the nodes alone would tell the large rules that nothing opens, as the small found."""
     chain = parse_graph(
         """graph(%x: float32[2,4]):
           %a = Relu(%x) : float32[2,4]
@@ -269,3 +270,18 @@ def test_the_groups_a_graph_covers_are_kept_by_its_op_counts_not_its_ops() -> No
     for g in (one, RELUS):
         assert find.covered(nodes_by_op(g)) == index.covered(nodes_by_op(g))
     assert find.covered(nodes_by_op(one)) != find.covered(nodes_by_op(RELUS))
+
+
+def test_the_census_a_pass_keeps_is_of_the_graph_asked_not_the_one_before() -> None:
+    """`Opened.census` keeps one graph's: asked of another next, a census of the first (no Relu) would cover no
+    rule of Relus, and the second's match would go unfound."""
+    transposed = parse_graph(
+        """graph(%x: float32[2,4]):
+          %a = Transpose(%x) {perm=[1, 0]} : float32[4,2]
+          return %a"""
+    )
+    index = RuleIndex(both_directions([TWICE]))
+    opened = Opened(index)
+    opened.census(transposed)
+    found = opened(RELUS, transposed)
+    assert found and _keys(found) == _keys(fresh_matches(RELUS, index, transposed))

@@ -9,11 +9,12 @@ spends the search's candidates (`taso.search.backtrack.CANDIDATES`) on graphs th
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable
 
 from taso.ir import Graph, Kind, Node
 from taso.rules import Match, Rule, RuleIndex
-from taso.search.opening import opening
+from taso.search.opening import Present, opening
 
 DEAD_END = "the rewrite grows the graph and opens no rewrite that could repay it"
 """Why a growing rewrite is not costed (`Opens`): the reason the search counts it under."""
@@ -37,19 +38,22 @@ def growing(index: RuleIndex) -> frozenset[int]:
     return frozenset(id(r) for r in index.rules if grows(r))
 
 
-SMALL = 4
-"""Source nodes of the rules `Opens` asks about apart (`tiers`): 98.7 % of the shipped index's rules that do not
-grow have at most 4, and a few have up to 10."""
+TIERS = (3, 4)
+"""The most source nodes of the rules of each tier but the last that `Opens` asks about apart (`tiers`): of the
+shipped index's ~17,600 rules that do not grow, 90 % have at most 3 nodes, 9 % have 4 and a few up to 10."""
 
 
 @functools.lru_cache(maxsize=4)
 def tiers(index: RuleIndex) -> tuple[tuple[RuleIndex, frozenset[int]], ...]:
-    """``index`` kept to its rules that do not grow (only those count in `Opens`), those of at most `SMALL` source
-    nodes then the rest, each with its rules' ids; made from its parts (no rule is indexed again)."""
+    """``index`` kept to its rules that do not grow (only those count in `Opens`), cut by their sources' nodes at
+    `TIERS`, smallest first, each with its rules' ids; made from its parts (no rule is indexed again)."""
     grow = growing(index)
-    small = frozenset(id(r) for r in index.rules if id(r) not in grow and len(r.src.nodes) <= SMALL)
-    large = frozenset(id(r) for r in index.rules if id(r) not in grow) - small
-    return tuple((_kept(index, keep), keep) for keep in (small, large))
+    bounds = (0, *TIERS, max((len(r.src.nodes) for r in index.rules), default=0))
+    cuts = [
+        frozenset(id(r) for r in index.rules if id(r) not in grow and low < len(r.src.nodes) <= high)
+        for low, high in itertools.pairwise(bounds)
+    ]
+    return tuple((_kept(index, keep), keep) for keep in cuts)
 
 
 def _kept(index: RuleIndex, keep: frozenset[int]) -> RuleIndex:
@@ -80,10 +84,11 @@ class Opens:
     The same growth recurs in every graph of a pass that keeps its match, so each answer is kept under the
     match and every node within reach of it (as many steps, node to value to node, as the largest source of a
     rule that does not grow has nodes): what a match there could hold, so a kept answer is the one matching
-    would give. The rules of up to `SMALL` nodes are asked apart, their answers kept under the nodes within
-    their own reach: a few rules reach 10 steps, which in a region of ViT-B/16 is almost every node, so an
-    answer kept under those was never asked for again (3,072 asked, none kept, 36 s of its 85 s search);
-    the small rules are asked first, and where one opens, the large are not asked."""
+    would give. Each of the `tiers` is asked apart, smallest rules first (where one opens, the rest are not
+    asked), its answers kept under the nodes within its own reach: a few rules reach 10 steps, which in a region
+    of ViT-B/16 is almost every node, so an answer kept under those alone was never asked for again (3,072
+    asked, 36 s of its 85 s search, profiled); the rules of up to 3 nodes had 3,039 of their 3,072 answers
+    kept, those of 4 had 1,074, the rest none (from 5 nodes up, none cut at 6 either)."""
 
     def __init__(self, opened: Opened) -> None:
         self.opened = opened
@@ -106,7 +111,7 @@ class Opens:
             opened = (
                 (m for m in found[2] if id(m.rule) in rules)
                 if found is not None
-                else find(new, current)  # the first that holds an older node answers
+                else find(new, current, self.opened.census(new))  # the first that holds an older node answers
             )
             opens = any(not {id(n) for n in m.nodes.values()} <= born for m in opened)
             self.known[key] = (opens, tuple(around.values()))
@@ -122,12 +127,21 @@ class Opened:
     def __init__(self, index: RuleIndex) -> None:
         self.index = index
         self.known: dict[tuple[int, int], tuple[Graph, Graph, list[Match]]] = {}
+        self.last: Present | None = None
+
+    def census(self, g: Graph) -> Present:
+        """``g``'s `Present`, kept for the graph asked last: a candidate is asked of in turn by the growth check's
+        two tiers, the lookahead and its expansion, and each built it anew (its node signatures under every set
+        of free attributes). Told by identity, so a new graph at an old id is not taken for it."""
+        if self.last is None or self.last.g is not g:
+            self.last = Present(g)
+        return self.last
 
     def __call__(self, g: Graph, parent: Graph) -> list[Match]:
         """Every match in ``g``, a rewrite of ``parent``, that holds a node the rewrite made."""
         key = (id(g), id(parent))
         if key not in self.known:
-            self.known[key] = (g, parent, list(opening(self.index)(g, parent)))
+            self.known[key] = (g, parent, list(opening(self.index)(g, parent, self.census(g))))
         return self.known[key][2]
 
     def shrinking(self, g: Graph, parent: Graph) -> list[Match]:
@@ -136,7 +150,7 @@ class Opened:
         known = self.known.get((id(g), id(parent)))
         if known is not None:
             return [m for m in known[2] if m.rule.shrinks]
-        return list(opening(self.index.shrinking)(g, parent))
+        return list(opening(self.index.shrinking)(g, parent, self.census(g)))
 
 
 def near(g: Graph, nodes: Iterable[Node], steps: int) -> dict[int, Node]:

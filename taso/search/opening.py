@@ -40,11 +40,12 @@ class Opening:
             self.known[counts] = self.index.covered(by_op)
         return self.known[counts]
 
-    def __call__(self, g: Graph, parent: Graph) -> Iterator[Match]:
-        """`fresh_matches(g, self.index, parent)`, one match at a time, in its order: a caller may stop early."""
+    def __call__(self, g: Graph, parent: Graph, census: Present | None = None) -> Iterator[Match]:
+        """`fresh_matches(g, self.index, parent)`, one match at a time, in its order: a caller may stop early.
+        ``census`` is ``g``'s, where the caller has it from another index's call."""
         before = {id(p) for p in parent.nodes}
         born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
-        census = _Present(g)
+        census = Present(g) if census is None else census
         covered = self.covered(census.by_op)
         seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
         for node in born:
@@ -65,9 +66,10 @@ def opening(index: RuleIndex) -> Opening:
     return Opening(index)
 
 
-class _Present(Census):
+class Present(Census):
     """A `Census` that also tells whether a rule has a stand-in for every source node (`Census.standins` is not
-    None) from the signatures present alone, without the lists."""
+    None) from the signatures present alone, without the lists. It depends on the graph alone, so the indexes
+    asked of one graph share it (`taso.search.growth.Opened.census`)."""
 
     def __init__(self, g: Graph) -> None:
         super().__init__(g)
