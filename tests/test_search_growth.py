@@ -239,22 +239,39 @@ FIVE = Rule(
 """A rule of five source nodes, in the last of the `tiers`: a wrap of the first of three Relus in a row opens it."""
 
 
+CHAIN = parse_graph(
+    """graph(%x: float32[2,4]):
+      %a = Relu(%x) : float32[2,4]
+      %b = Relu(%a) : float32[2,4]
+      %c = Relu(%b) : float32[2,4]
+      return %c"""
+)
+"""Three Relus in a row: every tier of the growth check reaches every node from any of them."""
+
+
+def _wraps(index: RuleIndex) -> dict[str, Match]:
+    """The wraps of `CHAIN`'s Relus in Transposes, by the value each reads."""
+    return {m.nodes[0].inputs[0]: m for m in all_matches(CHAIN, index) if m.rule.id.endswith("~reverse")}
+
+
 def test_a_growth_that_opens_only_a_large_rule_is_not_told_the_small_rules_answer() -> None:
     """The growth check keeps each tier's answer apart: in a graph of three nodes every tier reaches every node,
     and an answer kept by the nodes alone would tell the large rules that nothing opens, as the small found."""
-    chain = parse_graph(
-        """graph(%x: float32[2,4]):
-          %a = Relu(%x) : float32[2,4]
-          %b = Relu(%a) : float32[2,4]
-          %c = Relu(%b) : float32[2,4]
-          return %c"""
-    )
-    rules = [r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE]
-    index = RuleIndex(rules)
-    wrap = next(m for m in all_matches(chain, index) if m.rule.id.endswith("~reverse") and m.nodes[0].inputs == ("x",))
-    child = apply(chain, wrap)
-    assert [f.rule.name for f in fresh_matches(child, index, chain) if f.rule is FIVE]
-    assert Opens(Opened(index))(child, chain, wrap)
+    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
+    wrap = _wraps(index)["x"]
+    child = apply(CHAIN, wrap)
+    assert [f.rule.name for f in fresh_matches(child, index, CHAIN) if f.rule is FIVE]
+    assert Opens(Opened(index))(child, CHAIN, wrap)
+
+
+def test_two_matches_of_one_rule_with_the_same_surroundings_get_a_tier_answer_each() -> None:
+    """A tier's answer is kept under its match too: the wraps of the first and the last Relu of `CHAIN` have the
+    same nodes within reach, and only the first opens the five-node rule."""
+    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
+    wraps, opens = _wraps(index), Opens(Opened(index))
+    last = len(opens.tiers) - 1
+    assert opens._opens(apply(CHAIN, wraps["x"]), CHAIN, wraps["x"], last)
+    assert not opens._opens(apply(CHAIN, wraps["b"]), CHAIN, wraps["b"], last)
 
 
 def test_the_groups_a_graph_covers_are_kept_by_its_op_counts_not_its_ops() -> None:

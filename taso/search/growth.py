@@ -88,24 +88,37 @@ class Opens:
     asked), its answers kept under the nodes within its own reach: a few rules reach 10 steps, which in a region
     of ViT-B/16 is almost every node, so an answer kept under those alone was never asked for again (3,072
     asked, 36 s of its 85 s search, profiled); the rules of up to 3 nodes had 3,039 of their 3,072 answers
-    kept, those of 4 had 1,074, the rest none (from 5 nodes up, none cut at 6 either)."""
+    kept, those of 4 had 1,074, the rest none (from 5 nodes up, none cut at 6 either). A tier's answer is kept
+    under the match's own nodes and values too, as two matches of a rule can have the same nodes within a short
+    reach; the whole answer is kept as it was before the tiers (by the rule and the nodes within reach of every
+    rule), so that a search's results are what they were."""
 
     def __init__(self, opened: Opened) -> None:
         self.opened = opened
         self.tiers = [(opening(t), rules, reach(t)) for t, rules in tiers(opened.index)]
+        self.reach = max((steps for _, _, steps in self.tiers), default=0)
         self.known: dict[tuple, tuple[bool, tuple[Node, ...]]] = {}
-        """Answers by (rule, tier, the ids of the nodes within the tier's reach), each with those nodes: held,
-        their ids are not reused by other nodes while the answer stands."""
+        """Answers by (rule, the ids of the nodes within reach of any rule), each with those nodes: held, their ids
+        are not reused by other nodes while the answer stands."""
+        self.tier_known: dict[tuple, tuple[bool, tuple[Node, ...]]] = {}
+        """Each tier's answers by (rule, tier, the match's nodes and values, the ids of the nodes within the tier's
+        reach), each with those nodes."""
 
     def __call__(self, new: Graph, current: Graph, match: Match) -> bool:
-        return any(self._opens(new, current, match, k) for k in range(len(self.tiers)))
+        around = near(current, match.nodes.values(), self.reach)
+        key = (match.rule.id, frozenset(around))
+        if key not in self.known:
+            opens = any(self._opens(new, current, match, k) for k in range(len(self.tiers)))
+            self.known[key] = (opens, tuple(around.values()))
+        return self.known[key][0]
 
     def _opens(self, new: Graph, current: Graph, match: Match, tier: int) -> bool:
         """Whether the rewrite opens a match of a rule of ``tier`` that holds an older node."""
         find, rules, steps = self.tiers[tier]
         around = near(current, match.nodes.values(), steps)
-        key = (match.rule.id, tier, frozenset(around))
-        if key not in self.known:
+        site = (tuple(id(n) for n in match.nodes.values()), tuple(sorted(match.values.items())))
+        key = (match.rule.id, tier, site, frozenset(around))
+        if key not in self.tier_known:
             born = {id(n) for n in new.nodes} - {id(n) for n in current.nodes}
             found = self.opened.known.get((id(new), id(current)))
             opened = (
@@ -114,8 +127,8 @@ class Opens:
                 else find(new, current, self.opened.census(new))  # the first that holds an older node answers
             )
             opens = any(not {id(n) for n in m.nodes.values()} <= born for m in opened)
-            self.known[key] = (opens, tuple(around.values()))
-        return self.known[key][0]
+            self.tier_known[key] = (opens, tuple(around.values()))
+        return self.tier_known[key][0]
 
 
 class Opened:
