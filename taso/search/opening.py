@@ -32,6 +32,8 @@ class Opening:
             for op, k in need:
                 self.most[op] = max(self.most.get(op, 0), k)
         self.known: dict[tuple[tuple[str, int], ...], Covered] = {}
+        self.needs: dict[int, frozenset[tuple]] = {}
+        """The signatures of each rule's source nodes (`Present.fits`), by the rule's id: the index holds it."""
 
     def covered(self, by_op: dict[str, list[Node]]) -> Covered:
         """`RuleIndex.covered`, kept by the counts that decide it."""
@@ -50,7 +52,10 @@ class Opening:
         seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
         for node in born:
             for rule, position, plan in self.index.anchored(g, node, covered):
-                if not census.fits(rule):
+                need = self.needs.get(id(rule))
+                if need is None:
+                    need = self.needs[id(rule)] = frozenset(_pattern_signatures(rule.src, rule.free_attrs))
+                if not census.fits(rule, need):
                     continue
                 for nodes, values, attrs in _extend(g, rule, plan, 0, {position: node}, {}, {}):
                     m = Match(rule, nodes, values, attrs)
@@ -76,16 +81,12 @@ class Present(Census):
         self._fits: dict[int, bool] = {}
         self._present: dict[frozenset[str], KeysView[tuple]] = {}
 
-    def fits(self, rule: Rule) -> bool:
+    def fits(self, rule: Rule, need: frozenset[tuple]) -> bool:
+        """Whether every signature in ``need``, ``rule``'s source nodes', is present under its free attributes."""
         found = self._fits.get(id(rule))
         if found is None:
             present = self._present.get(rule.free_attrs)
             if present is None:
                 present = self._present[rule.free_attrs] = self.with_signature(rule.free_attrs).keys()
-            found = self._fits[id(rule)] = present >= _signature_set(rule.src, rule.free_attrs)
+            found = self._fits[id(rule)] = present >= need
         return found
-
-
-@functools.cache
-def _signature_set(src: Graph, free: frozenset[str]) -> frozenset[tuple]:
-    return frozenset(_pattern_signatures(src, free))
