@@ -12,9 +12,11 @@ import pytest
 
 from taso.ir import Graph, parse_graph
 from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
+from taso.rules.match import nodes_by_op
 from taso.search import Declined, apply, backtrack
 from taso.search.backtrack import search
-from taso.search.growth import DEAD_END, Opened, growing, not_growing
+from taso.search.growth import DEAD_END, TIERS, Opened, Opens, growing, tiers
+from taso.search.opening import opening
 from taso.search.rewrite import Unfit
 from taso.search.variants import both_directions
 
@@ -197,15 +199,106 @@ def test_an_opened_answer_keeps_its_graphs_so_their_ids_are_not_reused() -> None
 
 
 def test_the_growth_check_matches_the_rules_that_do_not_grow_and_all_of_them() -> None:
-    """`Opens` matches a rewrite it has no matches for with `not_growing`: every opened match of a rule that does
-    not grow, none of one that does (which could not repay the growth)."""
-    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    """`Opens` matches a rewrite it has no matches for with the `tiers`: together every opened match of a rule that
+    does not grow, none of one that does (which could not repay the growth), the smallest rules' in the first."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES, FIVE]))
     grow, checked = growing(index), 0
+    cut = tiers(index)
+    ids = [rules for _, rules in cut]
+    assert len(cut) == len(TIERS) + 1 and ids[0] and ids[-1] and not frozenset().union(*ids) & grow
     for m in all_matches(RELUS, index):
         with contextlib.suppress(Declined):
             child = apply(RELUS, m)
             every = fresh_matches(child, index, RELUS)
             checked += any(id(f.rule) in grow for f in every)
             kept = [f for f in every if id(f.rule) not in grow]
-            assert _keys(fresh_matches(child, not_growing(index), RELUS)) == _keys(kept)
+            split = [fresh_matches(child, tier, RELUS) for tier, _ in cut]
+            assert sorted(_keys([f for found in split for f in found])) == sorted(_keys(kept))
+            assert all(len(f.rule.src.nodes) <= TIERS[0] for f in split[0])
     assert checked
+
+
+FIVE = Rule(
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %a = Transpose(%y) {perm=[1, 0]} : float32[4,2]
+          %b = Relu(%a) : float32[4,2]
+          %c = Transpose(%b) {perm=[1, 0]} : float32[2,4]
+          %d = Relu(%c) : float32[2,4]
+          %e = Relu(%d) : float32[2,4]
+          return %e"""
+    ),
+    parse_graph(
+        """graph(%y: float32[2,4]):
+          %e = Relu(%y) : float32[2,4]
+          return %e"""
+    ),
+    name="wrapped-relu-thrice",
+    status="proved",
+)
+"""A rule of five source nodes, in the last of the `tiers`: a wrap of the first of three Relus in a row opens it."""
+
+
+CHAIN = parse_graph(
+    """graph(%x: float32[2,4]):
+      %a = Relu(%x) : float32[2,4]
+      %b = Relu(%a) : float32[2,4]
+      %c = Relu(%b) : float32[2,4]
+      return %c"""
+)
+"""Three Relus in a row: every tier of the growth check reaches every node from any of them."""
+
+
+def _wraps(index: RuleIndex) -> dict[str, Match]:
+    """The wraps of `CHAIN`'s Relus in Transposes, by the value each reads."""
+    return {m.nodes[0].inputs[0]: m for m in all_matches(CHAIN, index) if m.rule.id.endswith("~reverse")}
+
+
+def test_a_growth_that_opens_only_a_large_rule_is_not_told_the_small_rules_answer() -> None:
+    """The growth check keeps each tier's answer apart: in a graph of three nodes every tier reaches every node,
+    and an answer kept by the nodes alone would tell the large rules that nothing opens, as the small found."""
+    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
+    wrap = _wraps(index)["x"]
+    child = apply(CHAIN, wrap)
+    assert [f.rule.name for f in fresh_matches(child, index, CHAIN) if f.rule is FIVE]
+    assert Opens(Opened(index))(child, CHAIN, wrap)
+
+
+def test_two_matches_of_one_rule_with_the_same_surroundings_get_a_tier_answer_each() -> None:
+    """A tier's answer is kept under its match too: the wraps of the first and the last Relu of `CHAIN` have the
+    same nodes within reach, and only the first opens the five-node rule."""
+    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
+    wraps, opens = _wraps(index), Opens(Opened(index))
+    last = len(opens.tiers) - 1
+    assert opens._opens(apply(CHAIN, wraps["x"]), CHAIN, wraps["x"], last)
+    assert not opens._opens(apply(CHAIN, wraps["b"]), CHAIN, wraps["b"], last)
+
+
+def test_the_groups_a_graph_covers_are_kept_by_its_op_counts_not_its_ops() -> None:
+    """`Opening.covered` answers a graph of one Relu and then one of two as the index does: kept by the ops alone,
+    the second would be told that no rule of two Relus could match it."""
+    index = RuleIndex(both_directions([WRAP, TWICE]))
+    one = parse_graph(
+        """graph(%x: float32[2,4]):
+          %a = Relu(%x) : float32[2,4]
+          return %a"""
+    )
+    find = opening(index)
+    for g in (one, RELUS):
+        assert find.covered(nodes_by_op(g)) == index.covered(nodes_by_op(g))
+    assert find.covered(nodes_by_op(one)) != find.covered(nodes_by_op(RELUS))
+
+
+def test_the_census_a_pass_keeps_is_of_the_graph_asked_not_the_one_before() -> None:
+    """`Opened.census` keeps one graph's: asked of another next, a census of the first (no Relu) would cover no
+    rule of Relus, and the second's match would go unfound."""
+    transposed = parse_graph(
+        """graph(%x: float32[2,4]):
+          %a = Transpose(%x) {perm=[1, 0]} : float32[4,2]
+          return %a"""
+    )
+    index = RuleIndex(both_directions([TWICE]))
+    opened = Opened(index)
+    opened.census(transposed)
+    found = opened(RELUS, transposed)
+    assert found and _keys(found) == _keys(fresh_matches(RELUS, index, transposed))

@@ -1,0 +1,92 @@
+"""The matches a rewrite opened (`taso.rules.fresh_matches`), found as a search asks for them: thousands of times.
+
+A search asks `fresh_matches` for every candidate it weighs (the growth check, the lookahead, the expansion), and
+ViT-B/16's cold search spent 49 s of its 85 in it (profiled on the 2-core machine): 7 of them telling which of
+the index's ~400 op-count groups each graph covers, and 14 telling, for each of ~250 rules anchored at a new node,
+whether the graph has a node for every node of its source. Both answers depend on far less than a graph: the
+groups covered on each op's count up to the most any group needs, which the graphs of a search share; the second
+on the set of node signatures the graph has, one subset test a rule. `Opening` keeps the first and tests the
+second; the matching itself is `taso.rules.match`'s, called as `fresh_matches` calls it, so the matches and their
+order are its. That module is verifier code (`taso.rules.provenance.VERIFIER_CODE`: a byte changed there makes
+every shipped proof stale), hence this one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, KeysView
+
+from taso.ir import Graph, Node
+from taso.rules import Match, Rule, RuleIndex
+from taso.rules.match import Census, Covered, _extend, _key, _pattern_signatures
+
+
+class Opening:
+    """`fresh_matches` for one index, with the groups each op-count census covers kept (`covered`)."""
+
+    def __init__(self, index: RuleIndex) -> None:
+        self.index = index
+        self.most: dict[str, int] = {}
+        """Each op's largest count in any group: a graph's count above it covers no more."""
+        for need in index.groups:
+            for op, k in need:
+                self.most[op] = max(self.most.get(op, 0), k)
+        self.known: dict[tuple[tuple[str, int], ...], Covered] = {}
+        self.needs: dict[int, frozenset[tuple]] = {}
+        """The signatures of each rule's source nodes (`Present.fits`), by the rule's id: the index holds it."""
+
+    def covered(self, by_op: dict[str, list[Node]]) -> Covered:
+        """`RuleIndex.covered`, kept by the counts that decide it."""
+        counts = tuple(sorted((op, min(len(ns), self.most[op])) for op, ns in by_op.items() if op in self.most))
+        if counts not in self.known:
+            self.known[counts] = self.index.covered(by_op)
+        return self.known[counts]
+
+    def __call__(self, g: Graph, parent: Graph, census: Present | None = None) -> Iterator[Match]:
+        """`fresh_matches(g, self.index, parent)`, one match at a time, in its order: a caller may stop early.
+        ``census`` is ``g``'s, where the caller has it from another index's call."""
+        before = {id(p) for p in parent.nodes}
+        born = [n for n in g.nodes if id(n) not in before and not n.is_opaque]
+        census = Present(g) if census is None else census
+        covered = self.covered(census.by_op)
+        seen: set[tuple] = set()  # a new match holds a new node, so only new matches can repeat (via two of them)
+        for node in born:
+            for rule, position, plan in self.index.anchored(g, node, covered):
+                need = self.needs.get(id(rule))
+                if need is None:
+                    need = self.needs[id(rule)] = frozenset(_pattern_signatures(rule.src, rule.free_attrs))
+                if not census.fits(rule, need):
+                    continue
+                for nodes, values, attrs in _extend(g, rule, plan, 0, {position: node}, {}, {}):
+                    m = Match(rule, nodes, values, attrs)
+                    if _key(m) not in seen:
+                        seen.add(_key(m))
+                        yield m
+
+
+@functools.lru_cache(maxsize=8)
+def opening(index: RuleIndex) -> Opening:
+    """The `Opening` of ``index``, made once: a search makes an `Opened` every pass (the index is held here, so its
+    rules' ids stay theirs)."""
+    return Opening(index)
+
+
+class Present(Census):
+    """A `Census` that also tells whether a rule has a stand-in for every source node (`Census.standins` is not
+    None) from the signatures present alone, without the lists. It depends on the graph alone, so the indexes
+    asked of one graph share it (`taso.search.growth.Opened.census`)."""
+
+    def __init__(self, g: Graph) -> None:
+        super().__init__(g)
+        self._fits: dict[int, bool] = {}
+        self._present: dict[frozenset[str], KeysView[tuple]] = {}
+
+    def fits(self, rule: Rule, need: frozenset[tuple]) -> bool:
+        """Whether every signature in ``need``, ``rule``'s source nodes', is present under its free attributes."""
+        found = self._fits.get(id(rule))
+        if found is None:
+            present = self._present.get(rule.free_attrs)
+            if present is None:
+                present = self._present[rule.free_attrs] = self.with_signature(rule.free_attrs).keys()
+            found = self._fits[id(rule)] = present >= need
+        return found
