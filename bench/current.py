@@ -576,6 +576,20 @@ METRICS: list[Metric] = [
         _verify_pair,
     ),
     Metric(
+        "verify the 64 shipped rules whose first climb is spent: CPU against the verifier before it, in one run",
+        47,
+        None,
+        "2026-11-29/verify-cpu-vhard.json",
+        _verify_pair,
+    ),
+    Metric(
+        "verify the shipped store, add-assoc and mul-assoc one way: CPU against the verifier before it, in one run",
+        47,
+        None,
+        "2026-11-29/verify-cpu-vhard-store.json",
+        _verify_pair,
+    ),
+    Metric(
         "planted false rules refuted (random pre-check)",
         28,
         Target("==", 0, "all"),
