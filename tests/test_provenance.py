@@ -140,11 +140,12 @@ def test_only_a_rule_the_verifier_proved_from_the_current_specs_is_applied(tmp_p
 
 def test_verify_refuses_to_prove_from_specs_with_a_false_axiom(tmp_path: Path) -> None:
     """A planted axiom (MatMul commutes) would prove false rules: verify checks the specs first and writes no
-    verdict. The planted folder holds the MatMul spec and those it uses alone (Add, Concat, Split): a check of
-    every other spec took 11 s of CPU and tells nothing here."""
+    verdict. The planted folder holds the MatMul spec and those it uses alone (Add, Concat, Split; Mul for the
+    scale its per-head product lets through, and Transpose, which Mul's axioms name): a check of every other spec
+    took 11 s of CPU and tells nothing here."""
     specs = tmp_path / "specs"
     specs.mkdir()
-    for name in ("add.py", "concat.py", "split.py"):
+    for name in ("add.py", "concat.py", "mul.py", "split.py", "transpose.py"):
         shutil.copy(SPECS_DIR / name, specs)
     matmul = specs / "matmul.py"
     matmul.write_text(
