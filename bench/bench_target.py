@@ -16,7 +16,7 @@ bench/results/<today>/target-cpu.json.
 
 With --attention: every target of MultiHeadAttention, generated on 1 and on 2 workers (and Ray) with identical
 rules required, proved into a fresh store, and each hand-written rule of tests/data/attention-hand-written.rules found or
-not (`taso.generate.found`); the corpus is matched at the targets' own 4-D inputs. Writes
+not (`bench/found.py`); the corpus is matched at the targets' own 4-D inputs. Writes
 bench/results/<today>/target-attention.json.
 """
 
@@ -39,10 +39,10 @@ import corpus  # noqa: E402
 import layout  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
+from found import findings  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
 from taso.generate import LocalExecutor  # noqa: E402
-from taso.generate.found import findings  # noqa: E402
 from taso.generate.target import generate_target  # noqa: E402
 from taso.generate.targets import SHIPPED, Target, load_targets  # noqa: E402
 from taso.ir import Graph, format_graph, parse_graph  # noqa: E402
