@@ -231,14 +231,18 @@ def twin_key(ug: Graph) -> str:
     """The unit's `unit_key` up to the order of each commutative op's two inputs (``OpDef.commutative``), which
     cannot change what it costs: a rewrite that writes Add(b, a) where the model read Add(a, b) makes a unit
     `unit_key` tells apart (MobileOne's search on the H200's prior: 16 of its 152 new units). Each value is named
-    by what computes it, so the swapped forms read the same; kept beside `unit_key`, whose keys the shipped cost
-    tables hold."""
+    by what computes it, so the swapped forms read the same; an input by its kind and type, and its rank among
+    the unit's inputs of that kind and type (an Add of two inputs is no twin of an Add of one input to itself).
+    Kept beside `unit_key`, whose keys the shipped cost tables hold."""
     ug = as_run(ug)
     weights = set(ug.weights)
     names: dict[str, str] = {}
+    ranks: dict[str, int] = {}
     for v in (*ug.inputs, *ug.weights):
         spelled = ug.data[v].spelled if v in weights and v in ug.data else None
-        names[v] = f"{'w' if v in weights else 'x'}:{ug.types.get(v)}={spelled}"
+        base = f"{'w' if v in weights else 'x'}:{ug.types.get(v)}={spelled}"
+        ranks[base] = ranks.get(base, -1) + 1
+        names[v] = f"{base}#{ranks[base]}"
     for n in ug.nodes:
         ins = [names.get(v, "?") for v in n.inputs]
         if not n.is_opaque and not n.domain and len(ins) == 2 and n.op in ops.OPS and ops.get(n.op).commutative:

@@ -70,9 +70,13 @@ def _one_unit(op: str, swapped: bool) -> Graph:
 
 def test_a_commutative_ops_inputs_swapped_make_another_key_but_one_twin() -> None:
     """`twin_key`: Add(x, y) and Add(y, x) cost the same, so they are twins though `unit_key` (what the shipped
-    tables hold) tells them apart; Sub's swapped inputs compute something else, and are no twins."""
+    tables hold) tells them apart; Sub's swapped inputs compute something else, and are no twins, nor is an Add
+    of one input to itself a twin of an Add of two inputs of its type."""
     add, add_swapped = _one_unit("Add", False), _one_unit("Add", True)
     assert unit_key(add) != unit_key(add_swapped)
     assert twin_key(add) == twin_key(add_swapped)
     assert twin_key(_one_unit("Sub", False)) != twin_key(_one_unit("Sub", True))
     assert twin_key(add) != twin_key(_one_unit("Mul", False))
+    twice = parse_graph("graph(%x: float32[4,8], %y: float32[4,8]):\n  %z = Add(%x, %x) : float32[4,8]\n  return %z")
+    pair = parse_graph("graph(%x: float32[4,8], %y: float32[4,8]):\n  %z = Add(%x, %y) : float32[4,8]\n  return %z")
+    assert twin_key(unit_graph(twice, units(twice)[0])) != twin_key(unit_graph(pair, units(pair)[0]))
