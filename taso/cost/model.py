@@ -25,7 +25,7 @@ from taso.cost.calibration import DEFAULT_CALIBRATION, Calibration, Scales, cali
 from taso.cost.host import HOST_ELASTICITY, HOST_LOG, quick_reference_ms, to_calibrated_host
 from taso.cost.measure import ALONE_ABOVE, COPIES, MEASURE_BATCH, measure_marginals, shape_follows_values
 from taso.cost.profiler import DEFAULT_MODE, Device, Mode
-from taso.cost.unit import Contexts, Unit, _footprint, unit_graph, unit_key, units
+from taso.cost.unit import Contexts, Unit, _footprint, twin_key, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
 from taso.ir import Graph, all_static
 
@@ -115,6 +115,9 @@ class CostModel:
         """Units estimated, not measured, where neither the store nor the prior knows them: a model's units that no
         rewrite of the search touches (`untouched`) cost the original and every candidate alike, so they decide
         nothing the search chooses (a rewrite that makes one anew gets its estimate too)."""
+        self.twins: dict[str, str] = {}
+        """`twin_key` -> the key of the first unit of that twin costed here by measuring or estimating: its
+        twins take its cost (`_twinned`)."""
         self.calibration_estimated = False
         """Whether `calibration` is `DEFAULT_CALIBRATION`, for want of a measurement (none allowed, or no time)."""
         if db is not None:
@@ -402,11 +405,34 @@ class CostModel:
                 rest.append((key, ug, label))
             else:
                 self.memo[key] = known
+        rest, twins = self._twinned(rest)
         rest.sort(key=lambda r: -self.calibration.estimate(r[1]) * uses[r[0]])  # stable: graph order on ties
         for start in range(0, len(rest), MEASURE_BATCH):
             self._new(rest[start : start + MEASURE_BATCH])
             if progress is not None and self.measure:  # estimates take no time to show
                 progress(min(start + MEASURE_BATCH, len(rest)), len(rest))
+        for key, label, source in twins:
+            ms, estimated = self.memo[source]
+            if estimated:
+                self.memo[key] = (ms, True)  # not stored, as `_new` leaves an estimate
+            else:
+                self.samples[key] = self.samples[source]  # one list of measurements: settled together
+                self._record([(key, label, ms, False, "")])
+
+    def _twinned(
+        self, rest: Sequence[tuple[str, Graph, str]]
+    ) -> tuple[list[tuple[str, Graph, str]], list[tuple[str, str, str]]]:
+        """``rest`` split into the units to cost and those (key, label, twin's key) whose `twin_key` a unit costed
+        here or earlier in ``rest`` has: they cost what it costs, and are not measured again. A unit left to estimate
+        (`unmeasured`) is no twin's source: one a rewrite touches is measured."""
+        first, twins = [], []
+        for key, ug, label in rest:
+            source = key if key in self.unmeasured else self.twins.setdefault(twin_key(ug), key)
+            if source == key:
+                first.append((key, ug, label))
+            else:
+                twins.append((key, label, source))
+        return first, twins
 
     def _keyed(self, g: Graph) -> list[tuple[str, Graph | None, str]]:
         """(key, graph where new to this model, label) of each unit of ``g`` (shapes folded where static)."""

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from taso import ops
 from taso.cost.fusion import EPILOGUES, VIEWS, as_run, rms_norms
 from taso.ir import Graph, Kind, Node, extract
 
@@ -224,3 +225,31 @@ def graph_digest(ug: Graph) -> str:
         types = ",".join(str(ug.types.get(o)) for o in n.outputs)
         parts.append(f"{n.domain}::{n.op}({ins}){n.attrs}{opaque}->{types}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def twin_key(ug: Graph) -> str:
+    """The unit's `unit_key` up to the order of each commutative op's two inputs (``OpDef.commutative``), which
+    cannot change what it costs: a rewrite that writes Add(b, a) where the model read Add(a, b) makes a unit
+    `unit_key` tells apart (MobileOne's search on the H200's prior: 16 of its 152 new units). Each value is named
+    by what computes it, so the swapped forms read the same; an input by its kind and type, and its rank among
+    the unit's inputs of that kind and type (an Add of two inputs is no twin of an Add of one input to itself).
+    Kept beside `unit_key`, whose keys the shipped cost tables hold."""
+    ug = as_run(ug)
+    weights = set(ug.weights)
+    names: dict[str, str] = {}
+    ranks: dict[str, int] = {}
+    for v in (*ug.inputs, *ug.weights):
+        spelled = ug.data[v].spelled if v in weights and v in ug.data else None
+        base = f"{'w' if v in weights else 'x'}:{ug.types.get(v)}={spelled}"
+        ranks[base] = ranks.get(base, -1) + 1
+        names[v] = f"{base}#{ranks[base]}"
+    for n in ug.nodes:
+        ins = [names.get(v, "?") for v in n.inputs]
+        if not n.is_opaque and not n.domain and len(ins) == 2 and n.op in ops.OPS and ops.get(n.op).commutative:
+            ins.sort()
+        opaque = hashlib.sha1(n.opaque).hexdigest()[:16] if n.opaque else ""
+        types = ",".join(str(ug.types.get(o)) for o in n.outputs)
+        node = hashlib.sha256(f"{n.domain}::{n.op}({'|'.join(ins)}){n.attrs}{opaque}->{types}".encode()).hexdigest()
+        for j, o in enumerate(n.outputs):
+            names[o] = f"{node}.{j}"
+    return hashlib.sha256("\n".join(sorted(names[o] for o in ug.outputs)).encode()).hexdigest()

@@ -15,7 +15,7 @@ from taso.cost import profiler
 from taso.cost.calibration import Calibration
 from taso.cost.measure import MEASURE_BATCH
 from taso.cost.model import SETTLE_COUNT, CostModel
-from taso.cost.unit import unit_graph, unit_key, units
+from taso.cost.unit import twin_key, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
 from taso.ir import Graph, parse_graph
 from taso.rules import store
@@ -229,3 +229,34 @@ def test_a_unit_met_again_in_a_changed_graph_is_keyed_afresh(cpu: profiler.Devic
         cost = model.graph_cost(g)
         assert [(u.key, u.count) for u in cost.units] == _fresh_keys(g)
         assert cost.total_ms == CostModel(cpu, None, measure=False).graph_cost(g).total_ms
+
+
+def _add(swapped: bool) -> Graph:
+    """Add of a [64,64] and a broadcast [1,64] input, in that order or swapped: twins (`twin_key`)."""
+    a, b = ("%y", "%x") if swapped else ("%x", "%y")
+    return parse_graph(
+        f"graph(%x: float32[64,64], %y: float32[1,64]):\n  %z = Add({a}, {b}) : float32[64,64]\n  return %z"
+    )
+
+
+def test_a_unit_whose_twin_is_measured_takes_its_cost_unmeasured(tmp_path: Path, cpu, calibration, timed) -> None:
+    """A rewrite's Add(y, x) where the model had Add(x, y): another key, the same cost, taken from the twin
+    measured before (and stored under its own key, for a warm run); no second measurement."""
+    db = store.create(tmp_path / "s.db")
+    model = CostModel(cpu, db, calibration=calibration)
+    (first,) = model.graph_cost(_add(False)).units
+    (second,) = model.graph_cost(_add(True)).units
+    assert second.key != first.key and second.ms == first.ms and not second.estimated
+    assert model.measured == 1 and len(timed) == 1
+    assert {r["unit"]: r["ms"] for r in db["costs"].rows}[second.key] == first.ms
+
+
+def test_a_twin_left_to_estimate_is_no_source_for_one_a_rewrite_touches(cpu, calibration) -> None:
+    """A unit no rewrite touches is estimated (`CostModel.unmeasured`); its twin that a rewrite makes is measured,
+    not handed the estimate."""
+    model = CostModel(cpu, None, calibration=calibration)
+    original, rewritten = _add(False), _add(True)
+    model.unmeasured = frozenset({unit_key(unit_graph(original, units(original)[0]))})
+    assert twin_key(unit_graph(original, units(original)[0])) == twin_key(unit_graph(rewritten, units(rewritten)[0]))
+    assert model.graph_cost(original).units[0].estimated
+    assert not model.graph_cost(rewritten).units[0].estimated and model.measured == 1

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taso import onnx as onnx_io
-from taso.cost.unit import unit_graph, unit_key, units
+from taso.cost.unit import twin_key, unit_graph, unit_key, units
 from taso.execute import fold_static_shapes
-from taso.ir import TensorType
+from taso.ir import Graph, TensorType, parse_graph
 
 from .graphs import with_weights
 
@@ -59,3 +59,24 @@ def test_static_shapes_fold_and_what_is_computed_from_them_costs_nothing(dims: l
     assert [u.label for u in units(folded)] == ["Relu"]  # the Add on shapes is a constant now
     dynamic = replace(g, types={**g.types, "x": TensorType("float32", ("n", *dims[1:]))})
     assert fold_static_shapes(dynamic) is dynamic
+
+
+def _one_unit(op: str, swapped: bool) -> Graph:
+    """``op`` of a [4,8] and a broadcast [1,8] input, in that order or swapped."""
+    a, b = ("%y", "%x") if swapped else ("%x", "%y")
+    g = parse_graph(f"graph(%x: float32[4,8], %y: float32[1,8]):\n  %z = {op}({a}, {b}) : float32[4,8]\n  return %z")
+    return unit_graph(g, units(g)[0])
+
+
+def test_a_commutative_ops_inputs_swapped_make_another_key_but_one_twin() -> None:
+    """`twin_key`: Add(x, y) and Add(y, x) cost the same, so they are twins though `unit_key` (what the shipped
+    tables hold) tells them apart; Sub's swapped inputs compute something else, and are no twins, nor is an Add
+    of one input to itself a twin of an Add of two inputs of its type."""
+    add, add_swapped = _one_unit("Add", False), _one_unit("Add", True)
+    assert unit_key(add) != unit_key(add_swapped)
+    assert twin_key(add) == twin_key(add_swapped)
+    assert twin_key(_one_unit("Sub", False)) != twin_key(_one_unit("Sub", True))
+    assert twin_key(add) != twin_key(_one_unit("Mul", False))
+    twice = parse_graph("graph(%x: float32[4,8], %y: float32[4,8]):\n  %z = Add(%x, %x) : float32[4,8]\n  return %z")
+    pair = parse_graph("graph(%x: float32[4,8], %y: float32[4,8]):\n  %z = Add(%x, %y) : float32[4,8]\n  return %z")
+    assert twin_key(unit_graph(twice, units(twice)[0])) != twin_key(unit_graph(pair, units(pair)[0]))
