@@ -10,8 +10,9 @@ from pathlib import Path
 
 from conftest import subst
 
-from taso.generate import resize
+from taso.generate import Settings, generate, resize
 from taso.generate.fingerprint import fingerprint
+from taso.generate.forms import InputClass
 from taso.generate.storing import save_rules
 from taso.ir import parse_graph
 from taso.rules import Rule, store
@@ -176,3 +177,14 @@ def test_generate_drops_the_pairs_grown_sizes_drop_before_the_fold(tmp_path: Pat
     (kept,) = store.load_rules(store.open_store(db))
     assert kept.title == "ReduceSum(Add(x0, x0)) => Add(ReduceSum(x0), ReduceSum(x0))"
     assert resize.check(kept) is resize.Verdict.HOLDS
+
+
+def test_not_resized_counts_the_rules_kept_after_the_fold() -> None:
+    """The screen runs before the fold, on pairs the fold may then drop: a run counts as stored on the one check
+    only those of its rules the fold kept. Here Gather's row swap cannot be resized: 8 pairs of it before the
+    fold, 5 after."""
+    s = Settings(3, ("gather0_swap", "relu", "add"), (InputClass("x", (2, 4), "activation", 2),))
+    result = generate(s, workers=1)
+    assert result.pruned["derivable from smaller kept rules (one rewrite from each side)"] > 0
+    fixed = [r for _, r in result.rules if resize.check(r) is resize.Verdict.FIXED]
+    assert result.not_resized == len(fixed) > 0

@@ -102,15 +102,15 @@ def _generate(settings: Settings, executor: Executor, progress: _Meter, spool: S
     state = spool.state
     pruned = Counter(state["pruned"])
     # before the fold, so that no true rule is folded away as derivable through a pair true only at its sizes
-    rules, size_dependent, not_resized = resize.screen(_pairs(settings, spool, pruned, executor, progress))
+    rules, size_dependent, fixed = resize.screen(_pairs(settings, spool, pruned, executor, progress))
     if settings.prune_pairs:
         keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = _fold(
             executor, settings, [r for _, r in rules], progress
         )
-        rules = [fr for fr, k in zip(rules, keep) if k]
+        rules, fixed = [fr for fr, k in zip(rules, keep) if k], [f for f, k in zip(fixed, keep) if k]
     candidates = state["members"] - state["classes"]
     return Result(
-        settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed, size_dependent, not_resized
+        settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed, size_dependent, sum(fixed)
     )
 
 

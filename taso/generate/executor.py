@@ -124,8 +124,8 @@ class LocalExecutor:
         finally:
             _INPUTS.clear()
         raise BadInput(
-            f"a local worker process died {self.retries + 1} times in one map (killed, or out of memory?): "
-            "the run stopped, the store is unchanged"
+            f"a local worker process died mid-map on {self.retries + 1} fresh pool(s) in a row (killed, or out of "
+            "memory?): the run stopped; the store is unchanged"
         )
 
     def memory(self) -> int:

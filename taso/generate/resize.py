@@ -64,15 +64,15 @@ class Screened(NamedTuple):
     rules: list[tuple[str, Rule]]
     size_dependent: int
     """Dropped: the sides differ at grown sizes (`Verdict.DIFFERS`), so no proof can hold."""
-    not_resized: int
-    """Kept on the one check: their sizes cannot grow (`Verdict.FIXED`)."""
+    fixed: list[bool]
+    """For each kept rule: whether it is kept on the one check, its sizes unable to grow (`Verdict.FIXED`)."""
 
 
 def screen(rules: list[tuple[str, Rule]]) -> Screened:
     """``rules`` but those whose sides differ at grown sizes, in order."""
     verdicts = [check(rule) for _, rule in rules]
-    kept = [r for r, v in zip(rules, verdicts) if v is not Verdict.DIFFERS]
-    return Screened(kept, verdicts.count(Verdict.DIFFERS), verdicts.count(Verdict.FIXED))
+    kept = [(r, v) for r, v in zip(rules, verdicts) if v is not Verdict.DIFFERS]
+    return Screened([r for r, _ in kept], len(rules) - len(kept), [v is Verdict.FIXED for _, v in kept])
 
 
 def check(rule: Rule, seed: int = 0) -> Verdict:

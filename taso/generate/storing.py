@@ -53,7 +53,7 @@ def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> S
     """Add (fingerprint, rule) pairs that hold at grown sizes too to the store at ``path`` with provenance
     ``prov``."""
     screened = resize.screen(rules)
-    return Saved(*_write(screened.rules, prov, path), screened.size_dependent, screened.not_resized)
+    return Saved(*_write(screened.rules, prov, path), screened.size_dependent, sum(screened.fixed))
 
 
 def _write(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> tuple[int, int]:
