@@ -60,44 +60,39 @@ def test_a_failing_task_stops_the_local_map_and_its_workers() -> None:
 
 
 _KILL_A_WORKER = """
-import multiprocessing, os, signal, sys, time
+import multiprocessing, os, signal, time
 from taso.generate import Inputs, LocalExecutor, Settings
 
 def slow(ctx, data, job):
     time.sleep(0.2)
     return job
 
-ex = LocalExecutor(2{retries})
-jobs = [(i, i + 1) for i in range(8)]
-results = ex.map(slow, Inputs(Settings(1, ("relu",)), 1, None), jobs)
-first = next(results)  # the pool is up, its workers mid-map
-os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
-try:
-    print([first, *results] == jobs, multiprocessing.active_children())
-except Exception as e:
-    print(f"{type(e).__name__}: {e}", multiprocessing.active_children())
+def kill_a_worker(ex):
+    jobs = [(i, i + 1) for i in range(8)]
+    results = ex.map(slow, Inputs(Settings(1, ("relu",)), 1, None), jobs)
+    first = next(results)  # the pool is up, its workers mid-map
+    os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+    try:
+        print([first, *results] == jobs, multiprocessing.active_children())
+    except Exception as e:
+        print(f"{type(e).__name__}: {e}", multiprocessing.active_children())
+
+kill_a_worker(LocalExecutor(2))
+kill_a_worker(LocalExecutor(2, retries=0))
 """
 
 
-def _kill_a_worker(retries: str = "") -> str:
-    """What a map says when one of its real worker processes is killed mid-map (in a fresh interpreter that never
-    loaded Ray, so the workers are forked, as `make store`'s are); within seconds, or the map hung."""
-    code = _KILL_A_WORKER.replace("{retries}", retries)
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+def test_a_local_worker_killed_mid_map_is_replaced_or_one_clear_error_past_the_retries() -> None:
+    """A real worker process of a map killed mid-map, in a fresh interpreter that never loaded Ray (so the workers
+    are forked, as `make store`'s are): its jobs run again on a fresh pool and change nothing, or past the
+    retries the map fails in one line, within seconds and leaving no worker. `multiprocessing.Pool` waited for
+    ever here, for the task the dead worker held or on the queue lock it held (`make store` hung so for 30 min)."""
+    p = subprocess.run([sys.executable, "-c", _KILL_A_WORKER], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout.strip()
-
-
-def test_a_local_worker_killed_mid_map_is_replaced_and_changes_nothing() -> None:
-    """`multiprocessing.Pool` waited for ever here: for the task the dead worker held, or on the queue lock it held
-    (`make store` hung so for 30 min under load)."""
-    assert _kill_a_worker() == "True []"
-
-
-def test_a_local_worker_lost_past_the_retries_is_one_clear_error() -> None:
-    out = _kill_a_worker(", retries=0")
-    assert out.startswith("BadInput: a local worker process died mid-map on 1 fresh pool(s) in a row"), out
-    assert out.endswith("[]"), out  # no worker left behind
+    retried, failed = p.stdout.strip().splitlines()
+    assert retried == "True []"
+    assert failed.startswith("BadInput: a local worker process died mid-map on 1 fresh pool(s) in a row"), failed
+    assert failed.endswith("[]"), failed  # no worker left behind
 
 
 def test_a_process_that_loaded_ray_spawns_its_local_workers_and_gets_the_same_rules() -> None:
