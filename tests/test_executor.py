@@ -59,6 +59,42 @@ def test_a_failing_task_stops_the_local_map_and_its_workers() -> None:
     assert not multiprocessing.active_children()
 
 
+_KILL_A_WORKER = """
+import multiprocessing, os, signal, time
+from taso.generate import Inputs, LocalExecutor, Settings
+
+def slow(ctx, data, job):
+    time.sleep(0.2)
+    return job
+
+def kill_a_worker(ex):
+    jobs = [(i, i + 1) for i in range(8)]
+    results = ex.map(slow, Inputs(Settings(1, ("relu",)), 1, None), jobs)
+    first = next(results)  # the pool is up, its workers mid-map
+    os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+    try:
+        print([first, *results] == jobs, multiprocessing.active_children())
+    except Exception as e:
+        print(f"{type(e).__name__}: {e}", multiprocessing.active_children())
+
+kill_a_worker(LocalExecutor(2))
+kill_a_worker(LocalExecutor(2, retries=0))
+"""
+
+
+def test_a_local_worker_killed_mid_map_is_replaced_or_one_clear_error_past_the_retries() -> None:
+    """A real worker process of a map killed mid-map, in a fresh interpreter that never loaded Ray (so the workers
+    are forked, as `make store`'s are): its jobs run again on a fresh pool and change nothing, or past the
+    retries the map fails in one line, within seconds and leaving no worker. `multiprocessing.Pool` waited for
+    ever here, for the task the dead worker held or on the queue lock it held (`make store` hung so for 30 min)."""
+    p = subprocess.run([sys.executable, "-c", _KILL_A_WORKER], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr[-2000:]
+    retried, failed = p.stdout.strip().splitlines()
+    assert retried == "True []"
+    assert failed.startswith("BadInput: a local worker process died mid-map on 1 fresh pool(s) in a row"), failed
+    assert failed.endswith("[]"), failed  # no worker left behind
+
+
 def test_a_process_that_loaded_ray_spawns_its_local_workers_and_gets_the_same_rules() -> None:
     """A child forked while one of Ray's threads holds a lock waits for it for ever (a make test worker that had
     run Ray hung so at its next local generation): once Ray is loaded, the local workers are spawned instead,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from conftest import subst
 
-from taso.generate import resize
+from taso.generate import Settings, generate, resize
 from taso.generate.fingerprint import fingerprint
+from taso.generate.forms import InputClass
 from taso.generate.storing import save_rules
 from taso.ir import parse_graph
 from taso.rules import Rule, store
@@ -158,9 +159,11 @@ def test_save_drops_the_size_dependent_pairs_and_counts_them(tmp_path: Path) -> 
     assert stored == {(str(MEAN_LINEAR.src), str(MEAN_LINEAR.dst)), (str(GATHER.src), str(GATHER.dst))}
 
 
-def test_generate_reports_the_pairs_grown_sizes_drop(tmp_path: Path) -> None:
+def test_generate_drops_the_pairs_grown_sizes_drop_before_the_fold(tmp_path: Path) -> None:
     """Over [2, 4]: a mean of a doubled matrix along its 2 rows and its sum are one fingerprint, twice
-    (ReduceMean(Add(x0, x0)) and Add(ReduceMean(x0), ReduceMean(x0)) against ReduceSum(x0)); neither is stored."""
+    (ReduceMean(Add(x0, x0)) and Add(ReduceMean(x0), ReduceMean(x0)) against ReduceSum(x0)); neither is stored.
+    Through them the fold would derive the true ReduceSum(Add(x0, x0)) => Add(ReduceSum(x0), ReduceSum(x0)) and
+    drop it, were they dropped only after it: it is stored."""
     config = tmp_path / "c.toml"
     config.write_text(
         'max_ops = 2\nops = ["reducesum0", "reducemean0", "add"]\n'
@@ -170,5 +173,18 @@ def test_generate_reports_the_pairs_grown_sizes_drop(tmp_path: Path) -> None:
     r = subst("generate", "--config", config, "--store", db, "--workers", "1", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert (d["rules"], d["size_dependent"], d["added"]) == (2, 2, 0)
-    assert store.open_store(db)["rules"].count == 0
+    assert (d["rules"], d["size_dependent"], d["added"]) == (1, 2, 1)
+    (kept,) = store.load_rules(store.open_store(db))
+    assert kept.title == "ReduceSum(Add(x0, x0)) => Add(ReduceSum(x0), ReduceSum(x0))"
+    assert resize.check(kept) is resize.Verdict.HOLDS
+
+
+def test_not_resized_counts_the_rules_kept_after_the_fold() -> None:
+    """The screen runs before the fold, on pairs the fold may then drop: a run counts as stored on the one check
+    only those of its rules the fold kept. Here Gather's row swap cannot be resized: 8 pairs of it before the
+    fold, 5 after."""
+    s = Settings(3, ("gather0_swap", "relu", "add"), (InputClass("x", (2, 4), "activation", 2),))
+    result = generate(s, workers=1)
+    assert result.pruned["derivable from smaller kept rules (one rewrite from each side)"] > 0
+    fixed = [r for _, r in result.rules if resize.check(r) is resize.Verdict.FIXED]
+    assert result.not_resized == len(fixed) > 0

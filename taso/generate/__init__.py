@@ -26,10 +26,11 @@ Graphs grow one op at a time, level by level (TASO's generator, pruned the way Q
   share a common subgraph that a fresh input can stand for and the pair still holds (implied by the smaller
   rule over that input; rules are read as schemas over shapes of the same rank); when it is a special case
   of the pair with one input's uses split over two inputs; or when it repeats a pair up to renaming inputs.
-  Last, `taso.fold` drops rules that strictly smaller kept rules derive in one rewrite from each side.
-- *Grown sizes.* A fingerprint is exact at the example's sizes only: before a rule is stored (`storing`, the
-  one way into a store for every path, targets' too) it is fingerprinted again with its sizes grown (`resize`)
-  and dropped if its sides differ there (a mean over a size-2 axis passed for half a sum).
+  Before the last step, each pair is fingerprinted again with its sizes grown (`resize`) and dropped if its
+  sides differ there (a mean over a size-2 axis passed for half a sum): a fingerprint is exact at the
+  example's sizes only. Last, `taso.fold` drops rules that strictly smaller kept rules derive in one rewrite
+  from each side: only through pairs that hold grown. A target run's rules are screened so as they are stored
+  (`storing`).
 
 Derivability of every dropped pair from the kept rules is checked by tests/test_generate.py on small settings.
 The pool's tensors and the op forms are data (`Settings`); graph outputs are the values no op consumes.

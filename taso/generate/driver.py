@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taso.generate import resize
 from taso.generate.columns import CLASS, MEMBER, colliding, file_level, pairs
 from taso.generate.evaluate import _build, _Context
 from taso.generate.executor import Executor, Inputs, LocalExecutor, chunks
@@ -43,6 +44,10 @@ class Result:
     pruned: Counter = field(default_factory=Counter)
     resumed_after: int = -1
     """The level a stopped run had completed, where this one took over (-1: it started afresh)."""
+    size_dependent: int = 0
+    """Pairs dropped before the fold: their sides differ at grown sizes (`taso.generate.resize`)."""
+    not_resized: int = 0
+    """Rules kept on the one check: their sizes cannot grow."""
 
 
 Progress = Callable[[str, int, int, dict], None]
@@ -96,14 +101,17 @@ def _generate(settings: Settings, executor: Executor, progress: _Meter, spool: S
         _file(executor, settings, spool, level, progress)
     state = spool.state
     pruned = Counter(state["pruned"])
-    rules = _pairs(settings, spool, pruned, executor, progress)
+    # before the fold, so that no true rule is folded away as derivable through a pair true only at its sizes
+    rules, size_dependent, fixed = resize.screen(_pairs(settings, spool, pruned, executor, progress))
     if settings.prune_pairs:
         keep, pruned["derivable from smaller kept rules (one rewrite from each side)"] = _fold(
             executor, settings, [r for _, r in rules], progress
         )
-        rules = [fr for fr, k in zip(rules, keep) if k]
+        rules, fixed = [fr for fr, k in zip(rules, keep) if k], [f for f, k in zip(fixed, keep) if k]
     candidates = state["members"] - state["classes"]
-    return Result(settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed)
+    return Result(
+        settings, rules, state["graphs"], state["classes"], candidates, pruned, resumed, size_dependent, sum(fixed)
+    )
 
 
 # ---- level 0 ------------------------------------------------------------------------------------------------

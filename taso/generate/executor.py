@@ -7,23 +7,36 @@ them page for page (in a process that has loaded Ray it spawns them, handing eac
 `taso.generate.ray_executor.RayExecutor` puts them into Ray's object store once. The shape is the one a columnar
 generator needs: map over parent ranges, and later, shuffle blocks by fingerprint bucket and reduce per bucket as
 further maps.
+
+A local worker that dies (killed, or out of memory) must not stall the run: `multiprocessing.Pool` loses the
+task it held, or waits for ever on the queue lock it held, so the pool is concurrent.futures', which reports a
+dead worker as a broken pool; the jobs not yet returned then run again on a fresh pool, as Ray retries a lost
+task (tasks are pure, so the rules do not change), `RETRIES` times before the run fails with one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from taso.errors import BadInput
 from taso.generate.evaluate import _Context
 from taso.generate.forms import Settings
 
 J = TypeVar("J")
 R = TypeVar("R")
+
+RETRIES = 4
+"""How often the jobs of a map whose worker (a local process, a Ray worker or node) died run again before the
+run fails."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +91,12 @@ def _run_forked(call: tuple[Task, Any]) -> Any:
 
 class LocalExecutor:
     """Processes of this machine, forked for each map once its inputs are in place (no copy is sent), or this
-    process alone for one worker or one job."""
+    process alone for one worker or one job. A map whose worker dies runs its unreturned jobs again on a fresh
+    pool, up to ``retries`` times."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, retries: int = RETRIES) -> None:
         self.workers = workers or os.cpu_count() or 1
+        self.retries = retries
 
     def start(self) -> None:
         pass
@@ -95,28 +110,52 @@ class LocalExecutor:
             yield from (run_task(task, inputs, job) for job in jobs)
             return
         _INPUTS["inputs"] = inputs
-        pool = _fork_pool(self.workers)
+        done = 0
         try:
-            yield from pool.imap(_run_forked, [(task, job) for job in jobs])
+            for _ in range(self.retries + 1):
+                try:
+                    with contextlib.closing(_pooled(self.workers, task, jobs[done:])) as results:
+                        for result in results:
+                            yield result
+                            done += 1
+                    return
+                except BrokenProcessPool:
+                    continue
         finally:
-            pool.terminate()
-            pool.join()
-            gc.unfreeze()
             _INPUTS.clear()
+        raise BadInput(
+            f"a local worker process died mid-map on {self.retries + 1} fresh pool(s) in a row (killed, or out of "
+            "memory?): the run stopped; the store is unchanged"
+        )
 
     def memory(self) -> int:
         return tree_memory(os.getpid())
 
 
-def _fork_pool(workers: int) -> Any:
+def _pooled(workers: int, task: Task, jobs: Sequence[Any]) -> Iterator[Any]:
+    """``task`` over ``jobs`` on a fresh pool of ``workers`` processes, results in order; BrokenProcessPool if
+    one of them dies. Running jobs finish before the pool is gone (a map that stops early waits for at most a
+    job per worker)."""
+    pool = _fork_pool(workers)
+    try:
+        yield from pool.map(_run_forked, [(task, job) for job in jobs])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        gc.unfreeze()
+
+
+def _fork_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes, forked where that is safe (cheap start, inputs shared), else spawned. The parent's
-    objects are frozen out of the garbage collector first (`LocalExecutor.map` unfreezes them after): a
-    collection in a child would otherwise touch, and so copy, every page."""
+    objects are frozen out of the garbage collector first (`_pooled` unfreezes them after): a collection in a
+    child would otherwise touch, and so copy, every page. Forked workers start together at the first job,
+    before the pool's own thread does."""
     gc.freeze()
     if can_fork():
-        return multiprocessing.get_context("fork").Pool(workers)
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     # spawned workers inherit nothing: hand them the inputs
-    return multiprocessing.get_context("spawn").Pool(workers, _adopt, (_INPUTS["inputs"],))
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_adopt, initargs=(_INPUTS["inputs"],)
+    )
 
 
 def can_fork() -> bool:

@@ -17,10 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from taso.errors import BadInput
-from taso.generate.executor import Inputs, Task, run_task, tree_memory
-
-RETRIES = 4
-"""How often a task whose worker or node died is run again before the run fails."""
+from taso.generate.executor import RETRIES, Inputs, Task, run_task, tree_memory
 
 _FETCHED: dict[str, Any] = {}
 """In a Ray worker: the inputs of the map it last worked for, by object id."""

@@ -16,12 +16,16 @@ alike, so sizes equal at the example stay equal and sums of them stay sums: a pr
 proved rule's `SameSize` conditions; a softmax's mean over a square weight), and growing one axis apart
 would drop such rules. A rule no instantiation fits (a Reshape target that is a product of sizes, a Gather's
 indices, a convolution) keeps the one check it had: it is counted as not resized, and stored as before.
+
+A run screens its pairs (`screen`) before its fold (`taso.generate.driver`), so that no true rule is folded away
+as derivable through a pair the screen then drops.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,6 +56,23 @@ class Verdict(Enum):
     HOLDS = "holds at grown sizes"
     DIFFERS = "differs at grown sizes (true only at its example's sizes)"
     FIXED = "its sizes cannot be grown (kept on the one check)"
+
+
+class Screened(NamedTuple):
+    """A run's (fingerprint, rule) pairs, those that differ at grown sizes dropped, and the counts."""
+
+    rules: list[tuple[str, Rule]]
+    size_dependent: int
+    """Dropped: the sides differ at grown sizes (`Verdict.DIFFERS`), so no proof can hold."""
+    fixed: list[bool]
+    """For each kept rule: whether it is kept on the one check, its sizes unable to grow (`Verdict.FIXED`)."""
+
+
+def screen(rules: list[tuple[str, Rule]]) -> Screened:
+    """``rules`` but those whose sides differ at grown sizes, in order."""
+    verdicts = [check(rule) for _, rule in rules]
+    kept = [(r, v) for r, v in zip(rules, verdicts) if v is not Verdict.DIFFERS]
+    return Screened([r for r, _ in kept], len(rules) - len(kept), [v is Verdict.FIXED for _, v in kept])
 
 
 def check(rule: Rule, seed: int = 0) -> Verdict:

@@ -1,6 +1,6 @@
-"""A run's rules into a store, atomically, with the provenance that regenerates them. Every generation path
-(exhaustive, a pool, a target) stores through `save_rules`, so this is where a candidate is tried at grown
-sizes (`taso.generate.resize`) and dropped when it holds only at its example's."""
+"""A run's rules into a store, atomically, with the provenance that regenerates them. Every candidate stored is
+tried at grown sizes (`taso.generate.resize`) and dropped when it holds only at its example's: an exhaustive or
+pool run's by the run itself, before its fold (`Result.size_dependent`), a target run's here (`save_rules`)."""
 
 from __future__ import annotations
 
@@ -44,16 +44,22 @@ class Saved(NamedTuple):
 
 
 def save(result: Result, path: str | Path) -> Saved:
-    """Add the result's rules to the store at ``path``."""
-    return save_rules(result.rules, provenance(result.settings), path)
+    """Add the result's rules (screened at grown sizes by the run) to the store at ``path``."""
+    added, already = _write(result.rules, provenance(result.settings), path)
+    return Saved(added, already, result.size_dependent, result.not_resized)
 
 
 def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> Saved:
     """Add (fingerprint, rule) pairs that hold at grown sizes too to the store at ``path`` with provenance
-    ``prov``. Written to a temporary copy renamed into place, so an interrupted run leaves the store as it was.
-    Rules already in the store (same source and target text) keep their verdicts."""
-    verdicts = [resize.check(rule) for _, rule in rules]
-    rules = [r for r, v in zip(rules, verdicts) if v is not resize.Verdict.DIFFERS]
+    ``prov``."""
+    screened = resize.screen(rules)
+    return Saved(*_write(screened.rules, prov, path), screened.size_dependent, sum(screened.fixed))
+
+
+def _write(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> tuple[int, int]:
+    """Add ``rules`` to the store at ``path``: (added, already there). Written to a temporary copy renamed into
+    place, so an interrupted run leaves the store as it was. Rules already in the store (same source and target
+    text) keep their verdicts."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -76,6 +82,6 @@ def save_rules(rules: list[tuple[str, Rule]], prov: dict, path: str | Path) -> S
         added = sum(store.add_rules(db, rules, fp, prov) for fp, rules in groups.items())
         db.close()
         os.replace(tmp, path)
-        return Saved(added, kept, verdicts.count(resize.Verdict.DIFFERS), verdicts.count(resize.Verdict.FIXED))
+        return added, kept
     finally:
         tmp.unlink(missing_ok=True)
