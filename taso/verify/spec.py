@@ -347,24 +347,17 @@ def subterms(exprs: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
 
 
 def applications(exprs: Sequence[z3.ExprRef], names: Container[str]) -> list[z3.ExprRef]:
-    """The subterms of ``exprs`` (in `subterms` order) that apply a tensor-valued function named in ``names``.
-    Whether a function qualifies is read once per declaration, not once per application: its name and range
-    sort took five of z3's C calls at every node, most of a premise check's walk (`taso.verify.premises`)."""
+    """The subterms of ``exprs`` (in `subterms` order) that apply a tensor-valued function named in ``names``."""
     if not exprs:
         return []
     ctx = exprs[0].ctx
     ref = ctx.ref()
-    wanted: dict[int, bool] = {}
     out = []
-    for a, n in _nodes(exprs):
-        if n <= 0:
+    for a in _walk(exprs):
+        if z3core.Z3_get_ast_kind(ref, a) != z3.Z3_APP_AST or not z3core.Z3_get_app_num_args(ref, a):
             continue
-        decl = z3core.Z3_get_app_decl(ref, a)
-        key = z3core.Z3_get_ast_id(ref, z3core.Z3_func_decl_to_ast(ref, decl))
-        if key not in wanted:
-            name = z3core.Z3_get_symbol_string(ref, z3core.Z3_get_decl_name(ref, decl))
-            wanted[key] = name in names and z3core.Z3_is_eq_sort(ref, z3core.Z3_get_range(ref, decl), T.ast)
-        if wanted[key]:
+        name = z3core.Z3_get_symbol_string(ref, z3core.Z3_get_decl_name(ref, z3core.Z3_get_app_decl(ref, a)))
+        if name in names and z3core.Z3_is_eq_sort(ref, z3core.Z3_get_sort(ref, a), T.ast):
             out.append(_to_expr_ref(a, ctx))
     return out
 
@@ -372,27 +365,20 @@ def applications(exprs: Sequence[z3.ExprRef], names: Container[str]) -> list[z3.
 def _walk(exprs: Sequence[z3.ExprRef]) -> list[z3.Ast]:
     """The ASTs of `subterms`, read through z3's C API: wrapping every child, as ``children()`` does, cost most
     of a premise check (`taso.verify.premises`). Each stays alive while ``exprs`` are."""
-    return [a for a, _ in _nodes(exprs)]
-
-
-def _nodes(exprs: Sequence[z3.ExprRef]) -> list[tuple[z3.Ast, int]]:
-    """Each AST of `_walk`, in its order, with its number of arguments where it is an application (-1 where
-    not): read once here, so `applications` does not ask z3 again."""
     if not exprs:
         return []
     ref = exprs[0].ctx.ref()
-    seen: dict[int, tuple[z3.Ast, int]] = {}
+    seen: dict[int, z3.Ast] = {}
     todo = [e.as_ast() for e in exprs]
     while todo:
         a = todo.pop()
         key = z3core.Z3_get_ast_id(ref, a)
         if key in seen:
             continue
+        seen[key] = a
         kind = z3core.Z3_get_ast_kind(ref, a)
-        n = z3core.Z3_get_app_num_args(ref, a) if kind == z3.Z3_APP_AST else -1
-        seen[key] = (a, n)
-        if n > 0:
-            todo.extend(z3core.Z3_get_app_arg(ref, a, k) for k in range(n))
+        if kind == z3.Z3_APP_AST:
+            todo.extend(z3core.Z3_get_app_arg(ref, a, k) for k in range(z3core.Z3_get_app_num_args(ref, a)))
         elif kind == z3.Z3_QUANTIFIER_AST:
             todo.append(z3core.Z3_get_quantifier_body(ref, a))
     return list(seen.values())
