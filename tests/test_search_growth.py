@@ -335,3 +335,22 @@ def test_a_new_node_without_the_neighbours_a_rule_needs_is_not_matched_from(monk
         with contextlib.suppress(Declined):
             child = apply(RELUS, m)
             assert _keys(list(opening(index)(child, RELUS))) == _keys(fresh_matches(child, index, RELUS))
+
+
+def test_graphs_with_other_node_signatures_do_not_share_which_rules_fit() -> None:
+    """`Opening.fitting` keeps the anchors whose rules fit by the graph's node signatures: a new Relu after two
+    Transposes that swap nothing (no `UNDO_TRANSPOSES` there), then the same Relu after two that swap its axes,
+    has the rule's match found there, with the same anchors asked of (same Relu, same op counts)."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    for perm, shape in (("[0, 1]", "2,4"), ("[1, 0]", "4,2")):
+        g = parse_graph(
+            f"""graph(%u: float32[2,4]):
+              %t = Transpose(%u) {{perm={perm}}} : float32[{shape}]
+              %w = Transpose(%t) {{perm={perm}}} : float32[2,4]
+              %a = Relu(%w) : float32[2,4]
+              return %a"""
+        )
+        before = replace(g, nodes=g.nodes[:2], outputs=("w",))
+        found = list(opening(index)(g, before))
+        assert _keys(found) == _keys(fresh_matches(g, index, before))
+        assert any(m.rule is UNDO_TRANSPOSES for m in found) == (perm == "[1, 0]")
