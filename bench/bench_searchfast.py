@@ -65,6 +65,7 @@ def run(checkout: Path, model: Path, dims: dict[str, int], out: Path, cache: Pat
         "search_cpu_s": round(cpu, 2),
         "search_wall_s": round(report["seconds"]["search"], 2),
         "output_sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "cost_ms": [report["cost"]["before_ms"], report["cost"]["after_ms"]],
         "stats": {k: report["search"][k] for k in SAME} | {"applied": report["rules_applied"]},
     }
 

@@ -377,12 +377,17 @@ def _validation_cost(d: dict) -> Value:
 
 
 def _search_cpu(d: dict) -> Value:
-    """Search CPU seconds after over before (`bench_searchfast.py`), the slowest model's first, and whether every
-    model's output and search statistics stayed the same."""
-    rows = sorted(d["rows"], key=lambda r: -sum(x["search_cpu_s"] for x in r["base"]))
+    """The slowest model's search CPU seconds after a change (`bench_searchfast.py`: its runs' mean), with each
+    model's after over before and whether every model's output and search statistics stayed the same."""
+    rows = sorted(d["rows"], key=lambda r: -sum(x["search_cpu_s"] for x in r["head"]) / len(r["head"]))
+    slowest = sum(x["search_cpu_s"] for x in rows[0]["head"]) / len(rows[0]["head"])
     g = _geomean([r["cpu_ratio"] for r in rows])
     each = ", ".join(f"{r['model']} {r['cpu_ratio']:.2f}" for r in rows)
-    return g, f"{g:.2f}x geomean ({each}); same output on {sum(r['same'] for r in rows)} of {len(rows)}"
+    same = sum(r["same"] for r in rows)
+    return (
+        slowest,
+        f"{slowest:.1f} s ({rows[0]['model']}); after over before {g:.2f}x geomean ({each}); same output on {same} of {len(rows)}",
+    )
 
 
 def _minutes(s: float) -> str:
@@ -470,10 +475,10 @@ METRICS: list[Metric] = [
         _cold_within,
     ),
     Metric(
-        "search: CPU seconds after the searchfast branch over main, cold, H200 table, 6 corpus models",
+        "search: the slowest search's CPU seconds, cold, H200 table, nothing measured, 8 corpus models (2-core machine)",
         49,
-        Target("<=", 0.5, "<= 0.5x (halved)"),
-        "2026-11-29/search-cpu-searchfast.json",
+        Target("<=", 10, "<= 10 s"),
+        "2026-11-29/search-cpu-coldsearch.json",
         _search_cpu,
     ),
     Metric(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import weakref
+from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +16,7 @@ from taso.ir import Graph, parse_graph
 from taso.rules import Match, Rule, RuleIndex, all_matches, fresh_matches
 from taso.rules.match import nodes_by_op
 from taso.search import Declined, apply, backtrack
+from taso.search import opening as opening_module
 from taso.search.backtrack import search
 from taso.search.growth import DEAD_END, TIERS, Opened, Opens, growing, tiers
 from taso.search.opening import opening
@@ -302,3 +305,62 @@ def test_the_census_a_pass_keeps_is_of_the_graph_asked_not_the_one_before() -> N
     opened.census(transposed)
     found = opened(RELUS, transposed)
     assert found and _keys(found) == _keys(fresh_matches(RELUS, index, transposed))
+
+
+def test_a_new_node_without_the_neighbours_a_rule_needs_is_not_matched_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Opening` asks `_extend` only from a new node with the neighbours the rule's source node has there: not
+    from a new Relu for a rule whose Relu reads or feeds a Transpose (`WRAP`, `UNDO_TRANSPOSES`, `FIVE`) where
+    the graph's Transpose is elsewhere; and it finds what `fresh_matches` finds, there and in every rewrite of
+    `RELUS`, where the Transposes are next to the Relus."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES, FIVE]))
+    asked: list[Rule] = []
+    extend = opening_module._extend
+
+    def counted(g: Graph, rule: Rule, *rest: object) -> Iterator:
+        asked.append(rule)
+        return extend(g, rule, *rest)
+
+    monkeypatch.setattr(opening_module, "_extend", counted)
+    apart = parse_graph(
+        """graph(%x: float32[2,4], %u: float32[2,4]):
+          %t = Transpose(%u) {perm=[1, 0]} : float32[4,2]
+          %w = Transpose(%t) {perm=[1, 0]} : float32[2,4]
+          %a = Relu(%x) : float32[2,4]
+          return %w, %a"""
+    )
+    before = replace(apart, nodes=apart.nodes[:2], outputs=("w",))
+    assert _keys(list(opening(index)(apart, before))) == _keys(fresh_matches(apart, index, before))
+    assert asked and not any("Transpose" in r.src.op_census() for r in asked)
+    for m in all_matches(RELUS, index):
+        with contextlib.suppress(Declined):
+            child = apply(RELUS, m)
+            assert _keys(list(opening(index)(child, RELUS))) == _keys(fresh_matches(child, index, RELUS))
+
+
+def test_graphs_with_other_node_signatures_do_not_share_which_rules_fit() -> None:
+    """`Opening.fitting` keeps the anchors whose rules fit by the graph's node signatures: a new Relu after two
+    Transposes that swap nothing (no `UNDO_TRANSPOSES` there), then the same Relu after two that swap its axes,
+    has the rule's match found there, with the same anchors asked of (same Relu, same op counts)."""
+    index = RuleIndex(both_directions([WRAP, TWICE, UNDO_TRANSPOSES]))
+    for perm, shape in (("[0, 1]", "2,4"), ("[1, 0]", "4,2")):
+        g = parse_graph(
+            f"""graph(%u: float32[2,4]):
+              %t = Transpose(%u) {{perm={perm}}} : float32[{shape}]
+              %w = Transpose(%t) {{perm={perm}}} : float32[2,4]
+              %a = Relu(%w) : float32[2,4]
+              return %a"""
+        )
+        before = replace(g, nodes=g.nodes[:2], outputs=("w",))
+        found = list(opening(index)(g, before))
+        assert _keys(found) == _keys(fresh_matches(g, index, before))
+        assert any(m.rule is UNDO_TRANSPOSES for m in found) == (perm == "[1, 0]")
+
+
+def test_two_matches_of_one_rule_with_the_same_surroundings_get_a_whole_answer_each() -> None:
+    """The growth check's whole answer is kept under its match too: the wraps of the first and the last Relu of
+    `CHAIN` have every node of the chain within reach, and only the first opens a rule (the five-node one); kept
+    by the rule and those nodes alone, the last would be told the first's answer."""
+    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
+    wraps, opens = _wraps(index), Opens(Opened(index))
+    assert opens(apply(CHAIN, wraps["x"]), CHAIN, wraps["x"])
+    assert not opens(apply(CHAIN, wraps["b"]), CHAIN, wraps["b"])
