@@ -354,13 +354,3 @@ def test_graphs_with_other_node_signatures_do_not_share_which_rules_fit() -> Non
         found = list(opening(index)(g, before))
         assert _keys(found) == _keys(fresh_matches(g, index, before))
         assert any(m.rule is UNDO_TRANSPOSES for m in found) == (perm == "[1, 0]")
-
-
-def test_two_matches_of_one_rule_with_the_same_surroundings_get_a_whole_answer_each() -> None:
-    """The growth check's whole answer is kept under its match too: the wraps of the first and the last Relu of
-    `CHAIN` have every node of the chain within reach, and only the first opens a rule (the five-node one); kept
-    by the rule and those nodes alone, the last would be told the first's answer."""
-    index = RuleIndex([r for r in both_directions([WRAP]) if r.id.endswith("~reverse")] + [TWICE, FIVE])
-    wraps, opens = _wraps(index), Opens(Opened(index))
-    assert opens(apply(CHAIN, wraps["x"]), CHAIN, wraps["x"])
-    assert not opens(apply(CHAIN, wraps["b"]), CHAIN, wraps["b"])

@@ -90,23 +90,23 @@ class Opens:
     asked, 36 s of its 85 s search, profiled); the rules of up to 3 nodes had 3,039 of their 3,072 answers
     kept, those of 4 had 1,074, the rest none (from 5 nodes up, none cut at 6 either). A tier's answer is kept
     under the match's own nodes and values too, as two matches of a rule can have the same nodes within a short
-    reach, and so is the whole answer (kept by the rule and the nodes within reach of every rule alone until
-    af234f3, it told the wrap of a chain's last Relu what the wrap of its first had opened)."""
+    reach; the whole answer is kept as it was before the tiers (by the rule and the nodes within reach of every
+    rule), so that a search's results are what they were."""
 
     def __init__(self, opened: Opened) -> None:
         self.opened = opened
         self.tiers = [(opening(t), rules, reach(t)) for t, rules in tiers(opened.index)]
         self.reach = max((steps for _, _, steps in self.tiers), default=0)
         self.known: dict[tuple, tuple[bool, tuple[Node, ...]]] = {}
-        """Answers by (rule, the match's nodes and values, the ids of the nodes within reach of any rule), each with
-        those nodes: held, their ids are not reused by other nodes while the answer stands."""
+        """Answers by (rule, the ids of the nodes within reach of any rule), each with those nodes: held, their ids
+        are not reused by other nodes while the answer stands."""
         self.tier_known: dict[tuple, tuple[bool, tuple[Node, ...]]] = {}
         """Each tier's answers by (rule, tier, the match's nodes and values, the ids of the nodes within the tier's
         reach), each with those nodes."""
 
     def __call__(self, new: Graph, current: Graph, match: Match) -> bool:
         around = near(current, match.nodes.values(), self.reach)
-        key = (match.rule.id, _site(match), frozenset(around))
+        key = (match.rule.id, frozenset(around))
         if key not in self.known:
             opens = any(self._opens(new, current, match, k) for k in range(len(self.tiers)))
             self.known[key] = (opens, tuple(around.values()))
@@ -116,7 +116,8 @@ class Opens:
         """Whether the rewrite opens a match of a rule of ``tier`` that holds an older node."""
         find, rules, steps = self.tiers[tier]
         around = near(current, match.nodes.values(), steps)
-        key = (match.rule.id, tier, _site(match), frozenset(around))
+        site = (tuple(id(n) for n in match.nodes.values()), tuple(sorted(match.values.items())))
+        key = (match.rule.id, tier, site, frozenset(around))
         if key not in self.tier_known:
             born = {id(n) for n in new.nodes} - {id(n) for n in current.nodes}
             found = self.opened.known.get((id(new), id(current)))
@@ -163,12 +164,6 @@ class Opened:
         if known is not None:
             return [m for m in known[2] if m.rule.shrinks]
         return list(opening(self.index.shrinking)(g, parent, self.census(g)))
-
-
-def _site(match: Match) -> tuple:
-    """A match as the growth check's answers are kept under: its nodes (by id: the answer holds nodes within
-    reach, which include them) and the values it binds."""
-    return tuple(id(n) for n in match.nodes.values()), tuple(sorted(match.values.items()))
 
 
 def near(g: Graph, nodes: Iterable[Node], steps: int) -> dict[int, Node]:
