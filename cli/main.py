@@ -140,7 +140,7 @@ def cli() -> None:
 @click.option(
     "--budget",
     type=click.IntRange(min=1),
-    default=100,
+    default=Settings.budget,
     show_default=True,
     help="Graphs a region's search expands per pass: the search's work, which alone decides its result (the same "
     "model, store and cost table give the same output on any machine).",

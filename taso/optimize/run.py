@@ -16,6 +16,7 @@ from taso.ir import Graph
 from taso.optimize.report import Progress, Report
 from taso.optimize.steps import Step, Validator
 from taso.rules import Rule, RuleIndex, provenance
+from taso.search import BUDGET
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Settings:
     """How hard to search, what to cost with, and what to check on."""
 
     alpha: float = 1.05
-    budget: int = 100
+    budget: int = BUDGET
     """Graphs a region's search expands per pass; `taso.search.PASSES` budgets per form of region in all, shared
     by size: the search is bounded by this work, so its result does not depend on the machine's speed."""
     time_limit: float = 60.0

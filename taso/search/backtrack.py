@@ -63,13 +63,14 @@ Mutate = Callable[[Graph], Iterable[tuple[str, Graph]]]
 PASSES = 4
 """Budgets of work a region's search gets on average (`optimize_graph` shares them out by region size). With a
 budget of 20, no region of the zoo needed more than three passes (Inception-v1: 60 graphs for one region)."""
+BUDGET = 25
+"""Graphs a region's search expands per pass by default. Over the corpus's 45 models (H200 table), 25 gave a
+cheaper graph than 100 on 7, a costlier one on 2 (MobileOne +2 %, wav2vec2_dynamo +0.7 %), predicted cost 0.991x
+geomean, at half the search's CPU (llama_dynamo 40 -> 14 s; bench/results/2026-11-29/search-cpu-budget.json)."""
 CANDIDATES = 3000
 """Candidate graphs a whole search costs at most (`optimize_graph`; a region gets what those before it left): the
 time a search takes follows its candidates, 3-35 ms each on the 2-core machine, while an expansion makes 1 to
-over 20 of them. Counting expansions alone, the light models' searches at the default budget ran 24 s
-(SqueezeNet) to past the 60 s time limit (Inception-v1 and -v2) on the loaded machine
-(bench/results/2026-11-28/light-*.json); the zoo's searches at the regression's budget of 20 cost fewer
-(Inception-v1: 2,129)."""
+over 20 of them; the zoo's searches at the regression's budget of 20 cost fewer (Inception-v1: 2,129)."""
 
 
 def _cheaper(cost: float, than: float) -> bool:
@@ -135,7 +136,7 @@ def search(
     rules: Sequence[Rule] | RuleIndex,
     cost: Cost,
     alpha: float = 1.05,
-    budget: int = 100,
+    budget: int = BUDGET,
     time_limit: float = 10.0,
     mutate: Mutate | None = None,
     clock: Clock = time.perf_counter,
@@ -426,7 +427,7 @@ def optimize_graph(
     rules: Sequence[Rule] | RuleIndex,
     cost: Cost,
     alpha: float = 1.05,
-    budget: int = 100,
+    budget: int = BUDGET,
     time_limit: float = 10.0,
     progress: Callable[[int, int], None] | None = None,
     context_ops: frozenset[str] = frozenset(),
