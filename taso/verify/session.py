@@ -77,11 +77,15 @@ class Session:
         if ms <= 0:
             return "timeout"
         s = self.solver
-        s.set(rlimit=self.budget - self.spent, timeout=ms)
-        before = _counts(s)[0]
+        s.set("rlimit", self.budget - self.spent)
+        s.set("timeout", ms)
+        before = _units(s)
         result = s.check(*assumed)
-        after, self.instances = _counts(s)
-        self.units += after - before
+        stats = s.statistics()
+        self.units += _units(s) - before
+        self.instances = (
+            int(stats.get_key_value("quant instantiations")) if "quant instantiations" in stats.keys() else 0
+        )
         if result == z3.unknown and self.spent >= self.budget:
             return "budget"
         if result == z3.unknown and s.reason_unknown() in ("timeout", "canceled"):
@@ -121,25 +125,6 @@ def _assert_guarded(
     return literals
 
 
-_COUNTERS = ("rlimit count", "quant instantiations")
-"""The statistics a check's cost is read from (`_counts`)."""
-
-
-def _counts(s: z3.Solver) -> tuple[int, int]:
-    """z3's resource count so far in the rule's context (it only grows; a check's cost is the difference) and the
-    solver's quantifier instances (0 before any), read in one pass over one statistics object, as
-    ``get_key_value`` reads each (the first counter of the name): looking each up anew cost a tenth of a cheap
-    rule's checks."""
-    st = s.statistics()
-    ref, stats = s.ctx.ref(), st.stats
-    found: dict[str, int] = {}
-    for k in range(z3core.Z3_stats_size(ref, stats)):
-        key = z3core.Z3_stats_get_key(ref, stats, k)
-        if key in _COUNTERS and key not in found:
-            value = (
-                z3core.Z3_stats_get_uint_value(ref, stats, k)
-                if z3core.Z3_stats_is_uint(ref, stats, k)
-                else z3core.Z3_stats_get_double_value(ref, stats, k)
-            )
-            found[key] = int(value)
-    return found["rlimit count"], found.get("quant instantiations", 0)
+def _units(s: z3.Solver) -> int:
+    """z3's resource count so far in the rule's context (it only grows; a check's cost is the difference)."""
+    return int(s.statistics().get_key_value("rlimit count"))
