@@ -654,13 +654,6 @@ METRICS: list[Metric] = [
         _verify_pair,
     ),
     Metric(
-        "verify the shipped store, verify60 (a check's counters read once): CPU against main, in one run",
-        47,
-        None,
-        "2026-11-29/verify-cpu-verify60.json",
-        _verify_pair,
-    ),
-    Metric(
         "planted false rules refuted (random pre-check)",
         28,
         Target("==", 0, "all"),
