@@ -220,11 +220,15 @@ def graph_digest(ug: Graph) -> str:
     for k, n in enumerate(ug.nodes):
         for j, o in enumerate(n.outputs):
             names[o] = f"n{k}.{j}"
-        opaque = hashlib.sha1(n.opaque).hexdigest()[:16] if n.opaque else ""
-        ins = ",".join(names.get(v, "?") for v in n.inputs)
-        types = ",".join(str(ug.types.get(o)) for o in n.outputs)
-        parts.append(f"{n.domain}::{n.op}({ins}){n.attrs}{opaque}->{types}")
+        parts.append(_node_text(ug, n, [names.get(v, "?") for v in n.inputs]))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _node_text(ug: Graph, n: Node, ins: list[str]) -> str:
+    """A node as the unit keys spell it, its inputs named ``ins``: op, attributes, opaque payload, output types."""
+    opaque = hashlib.sha1(n.opaque).hexdigest()[:16] if n.opaque else ""
+    types = ",".join(str(ug.types.get(o)) for o in n.outputs)
+    return f"{n.domain}::{n.op}({','.join(ins)}){n.attrs}{opaque}->{types}"
 
 
 def twin_key(ug: Graph) -> str:
@@ -242,14 +246,12 @@ def twin_key(ug: Graph) -> str:
         spelled = ug.data[v].spelled if v in weights and v in ug.data else None
         base = f"{'w' if v in weights else 'x'}:{ug.types.get(v)}={spelled}"
         ranks[base] = ranks.get(base, -1) + 1
-        names[v] = f"{base}#{ranks[base]}"
+        names[v] = f"{hashlib.sha256(base.encode()).hexdigest()}#{ranks[base]}"  # no comma: names join unambiguously
     for n in ug.nodes:
         ins = [names.get(v, "?") for v in n.inputs]
         if not n.is_opaque and not n.domain and len(ins) == 2 and n.op in ops.OPS and ops.get(n.op).commutative:
             ins.sort()
-        opaque = hashlib.sha1(n.opaque).hexdigest()[:16] if n.opaque else ""
-        types = ",".join(str(ug.types.get(o)) for o in n.outputs)
-        node = hashlib.sha256(f"{n.domain}::{n.op}({'|'.join(ins)}){n.attrs}{opaque}->{types}".encode()).hexdigest()
+        node = hashlib.sha256(_node_text(ug, n, ins).encode()).hexdigest()
         for j, o in enumerate(n.outputs):
             names[o] = f"{node}.{j}"
     return hashlib.sha256("\n".join(sorted(names[o] for o in ug.outputs)).encode()).hexdigest()
